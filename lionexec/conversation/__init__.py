@@ -1,0 +1,1 @@
+"""Layer package; its public names are exported as they land."""

@@ -1,0 +1,16 @@
+"""The engine layer: events, their lifecycle, and the processor that runs them (ADR-0003)."""
+
+from .event import NOT_SERIALIZED, Event
+from .execution import MAX_GROUPED_ERRORS, Execution, Unset, UnsetType
+from .status import TERMINAL_STATUSES, EventStatus
+
+__all__ = [
+    "MAX_GROUPED_ERRORS",
+    "NOT_SERIALIZED",
+    "TERMINAL_STATUSES",
+    "Event",
+    "EventStatus",
+    "Execution",
+    "Unset",
+    "UnsetType",
+]

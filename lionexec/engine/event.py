@@ -1,0 +1,260 @@
+"""The Event: one unit of in-process async work and its outcome (ADR-0003 D1–D3)."""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any, ClassVar, NoReturn, Self
+
+import attrs
+import trio
+
+from .execution import Execution
+from .status import TERMINAL_STATUSES, EventStatus
+
+__all__ = ["NOT_SERIALIZED", "Event"]
+
+#: Put ``{NOT_SERIALIZED: True}`` in an attrs field's ``metadata`` to keep it out of the
+#: event's serialized record (as :attr:`Event.streaming` and a tool's callable are).
+NOT_SERIALIZED = "lionexec.not_serialized"
+
+_PENDING = EventStatus.PENDING
+_PROCESSING = EventStatus.PROCESSING
+_COMPLETED = EventStatus.COMPLETED
+_FAILED = EventStatus.FAILED
+_CANCELLED = EventStatus.CANCELLED
+_ALLOWED = ", ".join(repr(s.value) for s in EventStatus)
+
+
+def _new_metadata() -> dict[str, Any]:
+    return {}
+
+
+@attrs.define(kw_only=True, eq=False)
+class Event:
+    """A unit of work with a seven-state lifecycle.
+
+    Subclasses implement :meth:`_invoke` (and, for streaming work, :meth:`_stream`); the base
+    class owns every state transition:
+
+    * :meth:`invoke` runs only from ``pending``. An ordinary :class:`Exception` is captured:
+      the event ends ``failed`` and nothing is raised. Any other :class:`BaseException`
+      (``trio.Cancelled``, ``KeyboardInterrupt``, ...) is recorded, the event ends
+      ``cancelled``, and the exception is re-raised so structured concurrency stays in charge.
+    * The duration is recorded, on trio's clock, on every path that started.
+    * Reaching a terminal status through :attr:`status` sets the one-shot completion signal
+      that :meth:`wait_completed` waits on.
+
+    Events compare and hash by identity. An event's serialized record (:meth:`to_dict`) is for
+    logs and inspection only; :meth:`from_dict` always raises.
+    """
+
+    id: uuid.UUID = attrs.field(factory=uuid.uuid4)
+    created_at: float = attrs.field(factory=time.time)
+    metadata: dict[str, Any] = attrs.field(factory=_new_metadata)
+    execution: Execution = attrs.field(factory=Execution)
+    streaming: bool = attrs.field(default=False, metadata={NOT_SERIALIZED: True})
+    _completion: trio.Event | None = attrs.field(default=None, init=False, repr=False)
+
+    #: Fields :meth:`as_fresh_event` never carries over to the new event.
+    _fresh_excluded: ClassVar[frozenset[str]] = frozenset(
+        {"id", "created_at", "metadata", "execution"}
+    )
+
+    # -- status -----------------------------------------------------------------------------
+
+    @property
+    def status(self) -> EventStatus:
+        """The current status, i.e. ``execution.status``.
+
+        Assigning accepts an :class:`EventStatus` or one of its seven string values; anything
+        else raises :class:`ValueError`. Any legal status may follow any other (there is no
+        transition graph). Assigning a terminal status sets the completion signal; assigning a
+        live one never clears it.
+        """
+        return self.execution.status
+
+    @status.setter
+    def status(self, value: EventStatus | str) -> None:
+        if type(value) is not EventStatus:
+            value = self._coerce_status(value)
+        self.execution.status = value
+        if value in TERMINAL_STATUSES and self._completion is not None:
+            self._completion.set()
+
+    @staticmethod
+    def _coerce_status(value: object) -> EventStatus:
+        if isinstance(value, str):
+            try:
+                return EventStatus(value)
+            except ValueError:
+                pass
+        raise ValueError(f"invalid event status {value!r}; expected one of {_ALLOWED}")
+
+    @property
+    def response(self) -> Any:
+        """The recorded response, i.e. ``execution.response`` (read and write)."""
+        return self.execution.response
+
+    @response.setter
+    def response(self, value: Any) -> None:
+        self.execution.response = value
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """Keyword arguments a processor passes to its permission check. Base: ``{}``."""
+        return {}
+
+    # -- completion -------------------------------------------------------------------------
+
+    @property
+    def completion_event(self) -> trio.Event:
+        """The one-shot completion signal, created on first access.
+
+        If the event is already terminal when the signal is created, it starts set.
+        """
+        signal = self._completion
+        if signal is None:
+            signal = self._completion = trio.Event()
+            if self.execution.status in TERMINAL_STATUSES:
+                signal.set()
+        return signal
+
+    async def wait_completed(self) -> None:
+        """Block until the event has reached a terminal status through :attr:`status`.
+
+        Returns at once if it already has. Cancellation is delivered as usual; the event is
+        not affected by a waiter being cancelled.
+        """
+        await self.completion_event.wait()
+
+    def assert_completed(self) -> None:
+        """Raise :class:`RuntimeError` unless the status is ``completed``.
+
+        The message carries the serialized execution record, without the response.
+        """
+        if self.execution.status is not _COMPLETED:
+            from lionexec.serialization import converter
+
+            record = converter.unstructure(self.execution)
+            del record["response"]
+            raise RuntimeError(f"event {self.id} did not complete: {record}")
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def invoke(self) -> None:
+        """Run :meth:`_invoke` once and record the outcome.
+
+        A no-op unless the status is ``pending``. Ordinary exceptions end the event ``failed``
+        and are not raised. Cancellation and other base exceptions end it ``cancelled`` and
+        propagate. Status, error and duration are recorded synchronously, before anything is
+        re-raised and before a waiter can run.
+        """
+        execution = self.execution
+        if execution.status is not _PENDING:
+            return
+        execution.status = _PROCESSING
+        start = trio.current_time()
+        try:
+            response = await self._invoke()
+        except Exception as exc:
+            execution.duration = trio.current_time() - start
+            execution.add_error(exc)
+            self.status = _FAILED
+        except BaseException as exc:
+            execution.duration = trio.current_time() - start
+            execution.add_error(exc)
+            self.status = _CANCELLED
+            raise
+        else:
+            execution.duration = trio.current_time() - start
+            execution.response = response
+            self.status = _COMPLETED
+
+    async def _invoke(self) -> Any:
+        """The work itself. Subclasses override this; the base raises NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _invoke()")
+
+    async def stream(self) -> AsyncIterator[Any]:
+        """Yield the chunks of :meth:`_stream` unchanged, recording the outcome.
+
+        Returns without yielding if the status is terminal (unlike :meth:`invoke`, a
+        ``processing`` event may be streamed again). Exhaustion ends the event ``completed``;
+        an ordinary exception, even after chunks, ends it ``failed`` and stops iteration
+        without raising; cancellation, or the consumer closing the stream early, ends it
+        ``cancelled`` and propagates. The inner generator is always closed. Chunks are not
+        accumulated into the response.
+        """
+        execution = self.execution
+        if execution.status in TERMINAL_STATUSES:
+            return
+        execution.status = _PROCESSING
+        start = trio.current_time()
+        try:
+            async with aclosing(self._stream()) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+        except Exception as exc:
+            execution.duration = trio.current_time() - start
+            execution.add_error(exc)
+            self.status = _FAILED
+        except BaseException as exc:
+            execution.duration = trio.current_time() - start
+            execution.add_error(exc)
+            self.status = _CANCELLED
+            raise
+        else:
+            execution.duration = trio.current_time() - start
+            self.status = _COMPLETED
+
+    async def _stream(self) -> AsyncIterator[Any]:
+        """Streaming work. Subclasses override this; the base raises NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _stream()")
+        yield  # pragma: no cover - makes this an async generator
+
+    # -- records ----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event's JSON-compatible record, for logs and inspection.
+
+        ``execution`` is always the five keys ``status``, ``duration``, ``response``,
+        ``error`` and ``retryable``. Fields marked :data:`NOT_SERIALIZED` are left out.
+        """
+        from lionexec.serialization import converter
+
+        record: dict[str, Any] = converter.unstructure(self)
+        return record
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NoReturn:
+        """Always raises: a record is not a resumable event. Create a fresh event instead."""
+        raise NotImplementedError(
+            f"cannot recreate a {cls.__name__} from a record; an event record is an "
+            "observation, not a resumable event (use as_fresh_event() on a live event)"
+        )
+
+    def as_fresh_event(self, copy_meta: bool = False) -> Self:
+        """A new pending event of the same class doing the same work.
+
+        It has a new id, creation time and execution. Other fields are deep-copied where
+        possible and shared otherwise. With *copy_meta* the metadata is deep-copied (best
+        effort); either way it gains ``{"original": {"id": ..., "created_at": ...}}``.
+        """
+        kwargs: dict[str, Any] = {}
+        for field in attrs.fields(type(self)):
+            if not field.init or field.name in self._fresh_excluded:
+                continue
+            kwargs[field.alias] = _best_effort_copy(getattr(self, field.name))
+        metadata = _best_effort_copy(self.metadata) if copy_meta else {}
+        metadata["original"] = {"id": str(self.id), "created_at": self.created_at}
+        return type(self)(metadata=metadata, **kwargs)
+
+
+def _best_effort_copy(value: Any) -> Any:
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return copy.copy(value) if isinstance(value, dict) else value

@@ -1,0 +1,77 @@
+"""The mutable outcome record every event carries (ADR-0003 D1)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Final, Literal, TypeAlias
+
+import attrs
+
+from .status import EventStatus
+
+__all__ = ["MAX_GROUPED_ERRORS", "Execution", "Unset", "UnsetType"]
+
+#: ``Execution.add_error`` keeps at most this many exceptions in its group; later ones are
+#: dropped. Inherited from the reference implementation (ADR-0003 D3) to bound diagnostics.
+MAX_GROUPED_ERRORS: Final = 100
+
+
+class UnsetType(enum.Enum):
+    """The type of :data:`Unset`: "never recorded", as distinct from a recorded ``None``."""
+
+    Unset = "Unset"
+
+    def __repr__(self) -> str:
+        return "Unset"
+
+    def __bool__(self) -> Literal[False]:
+        return False
+
+
+#: Marks ``duration`` and ``retryable`` that were never recorded. Serializes as ``None``.
+Unset: Final = UnsetType.Unset
+
+ErrorValue: TypeAlias = "str | BaseException | None"
+
+
+@attrs.define(eq=False, repr=True)
+class Execution:
+    """What happened to one event: status, duration, response, error and retryability.
+
+    A plain mutable slotted record, updated in place while the event runs. Assigning
+    ``execution.status`` directly is allowed and bypasses both validation and completion
+    signalling; go through :attr:`Event.status` to get those.
+
+    ``retryable`` is descriptive only: nothing in lionexec retries because of it.
+    """
+
+    status: EventStatus = EventStatus.PENDING
+    duration: float | None | UnsetType = Unset
+    response: Any = None
+    error: str | BaseException | None = None
+    retryable: bool | None | UnsetType = Unset
+
+    def add_error(self, exc: BaseException) -> None:
+        """Record *exc*.
+
+        The first error is stored as it is; the second turns ``error`` into an exception group
+        of both; later ones are appended to that group, up to :data:`MAX_GROUPED_ERRORS`
+        members, after which further errors are ignored.
+        """
+        current = self.error
+        if current is None or isinstance(current, str):
+            self.error = exc
+            return
+        if isinstance(current, BaseExceptionGroup) and getattr(current, "_lionexec_acc", False):
+            members = current.exceptions
+            if len(members) >= MAX_GROUPED_ERRORS:
+                return
+            self.error = _accumulated([*members, exc])
+            return
+        self.error = _accumulated([current, exc])
+
+
+def _accumulated(members: list[BaseException]) -> BaseExceptionGroup[BaseException]:
+    group = BaseExceptionGroup("multiple errors recorded on one event", members)
+    group._lionexec_acc = True  # type: ignore[attr-defined]  # ours, so later errors append
+    return group

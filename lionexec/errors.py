@@ -1,0 +1,58 @@
+"""The exceptions lionexec raises.
+
+Every exception lionexec raises on purpose derives from :class:`LionexecError`, so a caller can
+catch "anything lionexec refused" in one clause. Where an error is about a bad input, it also
+derives from the builtin a Python user would expect (``ValueError``, ``TypeError``, ``LookupError``)
+so existing ``except ValueError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "LionexecError",
+    "ToolNotFoundError",
+    "ValidationError",
+]
+
+
+class LionexecError(Exception):
+    """Root of every exception lionexec raises deliberately."""
+
+
+class ConfigurationError(LionexecError, ValueError):
+    """A component was configured with a value it cannot work with.
+
+    The message names the parameter and the value received.
+    """
+
+
+class ValidationError(LionexecError, ValueError):
+    """Arguments or a record did not match what was declared.
+
+    Attributes:
+        field: the name of the offending field or argument, or ``None`` when the whole input
+            was the wrong shape.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ToolNotFoundError(LionexecError, LookupError):
+    """A call named a tool that is not registered.
+
+    Attributes:
+        name: the name that was asked for.
+        available: the registered names, sorted.
+        suggestion: the closest registered name, if one is close enough.
+    """
+
+    def __init__(self, name: str, available: list[str], suggestion: str | None) -> None:
+        hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+        listing = ", ".join(repr(n) for n in available) or "none"
+        super().__init__(f"no tool named {name!r} is registered (registered: {listing}){hint}")
+        self.name = name
+        self.available = available
+        self.suggestion = suggestion

@@ -1,0 +1,54 @@
+"""Development sessions: ``nox -s tests``, ``lint``, ``typing``, ``bench``, ``demo``, ``docs``.
+
+Every session builds its own virtualenv with the interpreter nox runs on, so the only thing a
+fresh machine needs is Python and ``pip install nox``.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.needs_version = ">=2024.3.2"
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = False
+
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
+REFERENCE = "lionagi==0.36.0"
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Install lionexec (non-editable) with the test dependencies and run pytest."""
+    session.install(".", *TEST_DEPS)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typing(session: nox.Session) -> None:
+    """mypy --strict on the package."""
+    session.install(".", *nox.project.dependency_groups(PYPROJECT, "typing"))
+    session.run("mypy", "--strict", "lionexec")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Run lionexec's main job: the scripted tool-call demo."""
+    session.install(".")
+    session.run("python", "-m", "lionexec", "demo", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks: lionexec, the reference implementation and raw trio, side by side."""
+    session.install(".", REFERENCE)
+    session.run("python", "-m", "benchmarks", *session.posargs)
