@@ -27,7 +27,9 @@ __all__ = [
     "jsonable",
 ]
 
-JSONValue: TypeAlias = Any  # None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]
+JSONValue: TypeAlias = (
+    Any  # None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]
+)
 
 #: How deep nested containers and exception groups are followed before a marker is emitted.
 #: Inherited from the reference implementation (ADR-0003 D3); it bounds diagnostic growth.
@@ -86,10 +88,11 @@ def _convert_container(value: object, depth: int, path: set[int]) -> JSONValue:
         return {_key(k): _convert(v, depth, path) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_convert(v, depth, path) for v in value]
-    if attrs.has(type(value)):
+    cls = type(value)
+    if attrs.has(cls):
         return {
             f.name: _convert(getattr(value, f.name), depth, path)
-            for f in attrs.fields(type(value))
+            for f in attrs.fields(cls)
             if not f.name.startswith("_")
         }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -2,8 +2,8 @@
 
 Every exception lionexec raises on purpose derives from :class:`LionexecError`, so a caller can
 catch "anything lionexec refused" in one clause. Where an error is about a bad input, it also
-derives from the builtin a Python user would expect (``ValueError``, ``TypeError``, ``LookupError``)
-so existing ``except ValueError`` code keeps working.
+derives from the builtin a Python user would expect (``ValueError``, ``TypeError``,
+``LookupError``) so existing ``except ValueError`` code keeps working.
 """
 
 from __future__ import annotations

@@ -34,7 +34,9 @@ def make_converter() -> JsonConverter:
     conv.register_unstructure_hook(EventStatus, lambda s: s.value)
     conv.register_structure_hook(EventStatus, lambda v, _: EventStatus(v))
     conv.register_unstructure_hook(uuid.UUID, str)
-    conv.register_structure_hook(uuid.UUID, lambda v, _: v if isinstance(v, uuid.UUID) else uuid.UUID(v))
+    conv.register_structure_hook(
+        uuid.UUID, lambda v, _: v if isinstance(v, uuid.UUID) else uuid.UUID(v)
+    )
     conv.register_unstructure_hook(Execution, _unstructure_execution)
     conv.register_unstructure_hook_factory(
         lambda cls: isinstance(cls, type) and issubclass(cls, Event),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any, ClassVar, NoReturn, Self
 
@@ -210,7 +210,7 @@ class Event:
             execution.duration = trio.current_time() - start
             self.status = _COMPLETED
 
-    async def _stream(self) -> AsyncIterator[Any]:
+    async def _stream(self) -> AsyncGenerator[Any, None]:
         """Streaming work. Subclasses override this; the base raises NotImplementedError."""
         raise NotImplementedError(f"{type(self).__name__} does not implement _stream()")
         yield  # pragma: no cover - makes this an async generator

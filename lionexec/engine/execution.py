@@ -46,10 +46,10 @@ class Execution:
     """
 
     status: EventStatus = EventStatus.PENDING
-    duration: float | None | UnsetType = Unset
+    duration: float | UnsetType | None = Unset
     response: Any = None
     error: str | BaseException | None = None
-    retryable: bool | None | UnsetType = Unset
+    retryable: bool | UnsetType | None = Unset
 
     def add_error(self, exc: BaseException) -> None:
         """Record *exc*.

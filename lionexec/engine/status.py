@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Final
 
 __all__ = ["TERMINAL_STATUSES", "EventStatus"]
 
 
-class EventStatus(str, Enum):
+class EventStatus(StrEnum):
     """Where a unit of work is in its life.
 
     ``pending`` and ``processing`` are live; the other five are terminal. Only ``completed`` is
@@ -23,9 +23,6 @@ class EventStatus(str, Enum):
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
     ABORTED = "aborted"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def is_terminal(self) -> bool:
