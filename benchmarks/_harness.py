@@ -1,0 +1,197 @@
+"""The child side of a benchmark run: one implementation's scenarios, timed in this process.
+
+Each area module (``benchmarks.events`` and friends) defines ``cases(impl, quick)`` and ends
+with ``main(cases)``; ``python -m benchmarks.<area> --impl lionexec|lionagi|raw --json`` then
+runs every case of that implementation and prints one JSON line (prefixed with
+:data:`MARKER`) for the parent to collect. Progress goes to stderr.
+
+lionagi runs under ``asyncio.run`` (its native loop); lionexec and raw trio under ``trio.run``.
+Every case is run in a fresh event loop: one warm-up at a small size, then up to ``repeats``
+timed runs (stopping early once ``budget`` seconds are spent), reporting the best and the
+median. Memory cases trace with :mod:`tracemalloc` and are run once, after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+import traceback
+import tracemalloc
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import trio
+
+IMPLS = ("lionexec", "lionagi", "raw")
+MARKER = "BENCH-JSON "
+
+#: A scenario body: run the work at size ``n`` and return the seconds spent in the measured
+#: part (a ``time`` case) or ``(retained, peak)`` bytes from a :class:`MemoryProbe`.
+Body = Callable[[int], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One scenario for one implementation."""
+
+    name: str
+    n: int
+    body: Body | None
+    kind: Literal["time", "memory"] = "time"
+    throughput: bool = False
+    peak: bool = False
+    note: str = ""
+    series: str = ""
+    unavailable: str = ""
+    warmup: int = 1000
+    repeats: int | None = None
+    budget: float | None = None
+
+
+@dataclass
+class Measurement:
+    """A case's outcome, as sent to the parent. ``value`` is None when not measured."""
+
+    scenario: str
+    unit: str
+    n: int
+    value: float | None
+    median: float | None = None
+    repeats: int = 0
+    note: str = ""
+    series: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def unavailable(names: Sequence[tuple[str, int]], reason: str) -> list[Case]:
+    """Placeholder cases for scenarios an implementation cannot run (shown as n/a)."""
+    return [Case(name, n, None, unavailable=reason) for name, n in names]
+
+
+class MemoryProbe:
+    """Retained and peak traced bytes between :meth:`start` and :meth:`stop`.
+
+    Call :meth:`stop` while the completed items are still referenced; it collects garbage
+    first, so only what is really retained counts.
+    """
+
+    def __init__(self) -> None:
+        gc.collect()
+        tracemalloc.start()
+        gc.collect()
+        self.base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+
+    def stop(self) -> tuple[int, int]:
+        peak = tracemalloc.get_traced_memory()[1]
+        gc.collect()
+        current = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        return current - self.base, peak - self.base
+
+
+def _runner(impl: str) -> Callable[[Body, int], Any]:
+    if impl == "lionagi":
+        return lambda body, n: asyncio.run(body(n))
+    return lambda body, n: trio.run(body, n)
+
+
+def measure(case: Case, impl: str, repeats: int, budget: float) -> list[Measurement]:
+    """Warm up, then time (or trace) one case."""
+    if case.body is None:
+        return [
+            Measurement(
+                case.name, _unit(case), case.n, None, note=case.unavailable, series=case.series
+            )
+        ]
+    run = _runner(impl)
+    run(case.body, max(1, min(case.n, case.warmup)))
+    if case.kind == "memory":
+        gc.collect()
+        retained, peak = run(case.body, case.n)
+        out = [Measurement(case.name, "B/item", case.n, retained / case.n, repeats=1)]
+        if case.peak:
+            out.append(
+                Measurement(f"{case.name} (peak)", "B/item", case.n, peak / case.n, repeats=1)
+            )
+        return out
+    limit = case.repeats or repeats
+    spend = case.budget or budget
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < limit:
+        gc.collect()
+        times.append(run(case.body, case.n))
+        if time.perf_counter() - started > spend:
+            break
+    best = min(times)
+    result = Measurement(
+        case.name,
+        "us/op",
+        case.n,
+        best / case.n * 1e6,
+        median=statistics.median(times) / case.n * 1e6,
+        repeats=len(times),
+        note=case.note,
+        series=case.series,
+    )
+    if case.throughput:
+        result.extra["ops_per_s"] = case.n / best
+    return [result]
+
+
+def _unit(case: Case) -> str:
+    return "B/item" if case.kind == "memory" else "us/op"
+
+
+def _version(impl: str) -> str:
+    if impl == "raw":
+        return f"trio {trio.__version__}"
+    module = __import__(impl)
+    return f"{impl} {getattr(module, '__version__', '?')}"
+
+
+def main(cases: Callable[[str, bool], list[Case]]) -> None:
+    """Command line of an area module: run one implementation's cases."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--impl", choices=IMPLS, required=True)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=12.0, help="seconds per case, soft")
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.budget = min(args.repeats, 2), min(args.budget, 2.0)
+
+    report: dict[str, Any] = {"impl": args.impl, "results": []}
+    try:
+        report["version"] = _version(args.impl)
+        selected = cases(args.impl, args.quick)
+    except ImportError as exc:
+        report["unavailable"] = f"cannot import: {exc}"
+        selected = []
+    for case in selected:
+        started = time.perf_counter()
+        try:
+            results = measure(case, args.impl, args.repeats, args.budget)
+        except Exception as exc:
+            traceback.print_exc()
+            note = f"error: {type(exc).__name__}: {exc}"[:160]
+            results = [Measurement(case.name, _unit(case), case.n, None, note=note)]
+        for m in results:
+            shown = "n/a" if m.value is None else f"{m.value:,.2f} {m.unit}"
+            print(
+                f"  {args.impl:8} {m.scenario:42} {shown:>16}"
+                f"  ({time.perf_counter() - started:.1f}s) {m.note}",
+                file=sys.stderr,
+                flush=True,
+            )
+        report["results"].extend(asdict(m) for m in results)
+    if args.json:
+        print(MARKER + json.dumps(report), flush=True)

@@ -1,0 +1,179 @@
+"""Turn the children's results into one document: JSON for machines, a Markdown table for people.
+
+Every figure is "lower is better" (µs per operation or bytes per item), so both ratios read the
+same way: ``speedup_vs_lionagi`` = lionagi / lionexec (above 1: lionexec is faster or smaller)
+and ``cost_vs_raw`` = lionexec / raw trio (1 would be the floor itself).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+AREA_ORDER = ("events", "processor", "tools", "act", "scaling")
+HEADER = (
+    "| scenario | lionexec | lionagi 0.36.0 | raw trio "
+    "| lionexec speedup vs lionagi | lionexec/raw cost |"
+)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return numerator / denominator
+
+
+def build(runs: dict[str, dict[str, dict[str, Any]]], *, quick: bool) -> dict[str, Any]:
+    """The document for the areas in *runs* (area -> impl -> child report)."""
+    scenarios: dict[tuple[str, str], dict[str, Any]] = {}
+    versions: dict[str, str] = {}
+    areas: dict[str, Any] = {}
+    for area, by_impl in runs.items():
+        areas[area] = {"generated": _now(), "quick": quick, "unavailable": {}}
+        for impl, child in by_impl.items():
+            if "version" in child:
+                versions[impl] = child["version"]
+            if "unavailable" in child:
+                areas[area]["unavailable"][impl] = child["unavailable"]
+            for m in child["results"]:
+                row = scenarios.setdefault(
+                    (area, m["scenario"]),
+                    {
+                        "area": area,
+                        "scenario": m["scenario"],
+                        "unit": m["unit"],
+                        "series": m.get("series", ""),
+                        "results": {},
+                    },
+                )
+                row["results"][impl] = {
+                    k: m[k] for k in ("value", "median", "n", "repeats", "note")
+                }
+                row["results"][impl].update(m.get("extra", {}))
+    document = {
+        "meta": {
+            "generated": _now(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "versions": versions,
+            "areas": areas,
+        },
+        "scenarios": list(scenarios.values()),
+    }
+    return _finish(document)
+
+
+def _finish(document: dict[str, Any]) -> dict[str, Any]:
+    """Sort scenarios by area, (re)compute ratios and the scaling series."""
+    rows = document["scenarios"]
+    rows.sort(key=lambda r: AREA_ORDER.index(r["area"]) if r["area"] in AREA_ORDER else 99)
+    scaling: dict[str, dict[str, list[list[float]]]] = {}
+    for row in rows:
+        value = {impl: r.get("value") for impl, r in row["results"].items()}
+        row["ratios"] = {
+            "speedup_vs_lionagi": _ratio(value.get("lionagi"), value.get("lionexec")),
+            "cost_vs_raw": _ratio(value.get("lionexec"), value.get("raw")),
+        }
+        if row["series"]:
+            for impl, r in row["results"].items():
+                if r.get("value") is not None:
+                    points = scaling.setdefault(row["series"], {}).setdefault(impl, [])
+                    points.append([r["n"], r["value"]])
+    document["scaling"] = scaling
+    return document
+
+
+def merge(path: Path, document: dict[str, Any]) -> dict[str, Any]:
+    """Replace the areas *document* covers in the document stored at *path*, keep the rest."""
+    if not path.exists():
+        return document
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return document
+    fresh = set(document["meta"]["areas"])
+    kept = [row for row in old.get("scenarios", []) if row["area"] not in fresh]
+    document["scenarios"] = kept + document["scenarios"]
+    old_meta = old.get("meta", {})
+    areas = {a: v for a, v in old_meta.get("areas", {}).items() if a not in fresh}
+    document["meta"]["areas"] = areas | document["meta"]["areas"]
+    document["meta"]["versions"] = old_meta.get("versions", {}) | document["meta"]["versions"]
+    return _finish(document)
+
+
+def _cell(result: dict[str, Any] | None, unit: str) -> str:
+    if result is None or result.get("value") is None:
+        return "n/a"
+    value = result["value"]
+    if unit == "B/item":
+        return f"{value:,.0f} B"
+    digits = 2 if value < 10 else 1 if value < 100 else 0
+    text = f"{value:,.{digits}f} µs"
+    if "ops_per_s" in result:
+        text += f" ({result['ops_per_s'] / 1000:,.1f}k/s)"
+    return text
+
+
+def _times(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{ratio:,.2f}×"
+
+
+def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
+    """The Markdown table (with notes) for every scenario, or those of the *only* areas."""
+    meta = document["meta"]
+    versions = ", ".join(meta.get("versions", {}).values())
+    lines = [
+        "# lionexec benchmarks",
+        "",
+        f"Generated {meta['generated']} on Python {meta['python']}, {meta['platform']}, "
+        f"{meta['cpus']} CPUs ({versions}). Figures are per operation (µs) or per item "
+        "(bytes), best of up to 5 runs after a warm-up; lower is better. Throughput in "
+        "parentheses. Speedup = lionagi / lionexec; cost = lionexec / raw trio.",
+        "",
+        HEADER,
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    notes: list[str] = []
+    for row in document["scenarios"]:
+        if only and row["area"] not in only:
+            continue
+        results, unit = row["results"], row["unit"]
+        n = max((r.get("n") or 0) for r in results.values()) if results else 0
+        label = f"{row['scenario']} (n={n:,})"
+        cells = [_cell(results.get(impl), unit) for impl in ("lionexec", "lionagi", "raw")]
+        ratios = row["ratios"]
+        lines.append(
+            f"| {label} | {' | '.join(cells)} | {_times(ratios['speedup_vs_lionagi'])} "
+            f"| {_times(ratios['cost_vs_raw'])} |"
+        )
+        for impl, r in results.items():
+            if r.get("note"):
+                notes.append(f"- {row['scenario']}, {impl}: {r['note']}")
+            elif r.get("n") != n and r.get("value") is not None:
+                notes.append(f"- {row['scenario']}, {impl}: measured at n={r['n']:,}")
+    for area, info in meta.get("areas", {}).items():
+        if only and area not in only:
+            continue
+        for impl, reason in info.get("unavailable", {}).items():
+            notes.append(f"- {area}, {impl}: {reason}")
+    if notes:
+        lines += ["", "Notes:", "", *notes]
+    if any(info.get("quick") for info in meta.get("areas", {}).values()):
+        lines += ["", "(quick run: small sizes, not for comparison)"]
+    return "\n".join(lines) + "\n"
+
+
+def write(directory: Path, name: str, document: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
+    (directory / f"{name}.md").write_text(markdown(document))
