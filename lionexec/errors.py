@@ -8,9 +8,13 @@ derives from the builtin a Python user would expect (``ValueError``, ``TypeError
 
 from __future__ import annotations
 
+import trio
+
 __all__ = [
     "ConfigurationError",
+    "EventTypeError",
     "LionexecError",
+    "ProcessorBusyError",
     "ToolNotFoundError",
     "ValidationError",
 ]
@@ -56,3 +60,28 @@ class ToolNotFoundError(LionexecError, LookupError):
         self.name = name
         self.available = available
         self.suggestion = suggestion
+
+
+class EventTypeError(LionexecError, TypeError):
+    """An event of the wrong class was handed to a processor or an executor.
+
+    Attributes:
+        expected: the event class that was required.
+        received: the class of the event that was refused.
+        strict: ``True`` when only *expected* itself was acceptable, not its subclasses.
+    """
+
+    def __init__(self, expected: type, received: type, *, strict: bool = False) -> None:
+        wanted = f"exactly {expected.__qualname__}" if strict else expected.__qualname__
+        more = " (strict_event_type: subclasses are refused)" if strict else ""
+        super().__init__(f"expected an event of type {wanted}, got {received.__qualname__}{more}")
+        self.expected = expected
+        self.received = received
+        self.strict = strict
+
+
+class ProcessorBusyError(LionexecError, trio.BusyResourceError):
+    """A processor's :meth:`~lionexec.engine.Processor.execute` service is already running.
+
+    A processor runs at most one service at a time; start a second processor instead.
+    """

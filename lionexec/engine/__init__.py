@@ -2,6 +2,8 @@
 
 from .event import NOT_SERIALIZED, Event
 from .execution import MAX_GROUPED_ERRORS, Execution, Unset, UnsetType
+from .executor import Executor, ExecutorState
+from .processor import Processor, ProcessorStatistics
 from .status import TERMINAL_STATUSES, EventStatus
 
 __all__ = [
@@ -11,6 +13,10 @@ __all__ = [
     "Event",
     "EventStatus",
     "Execution",
+    "Executor",
+    "ExecutorState",
+    "Processor",
+    "ProcessorStatistics",
     "Unset",
     "UnsetType",
 ]

@@ -1,0 +1,135 @@
+"""The processor's FIFO: a deque with an optional bound, fair waiting producers, and held slots.
+
+Private to the engine. A trio memory channel is not used because a channel of size 0 is a
+rendezvous rather than "unbounded", and because the processor needs two operations a channel
+does not have: putting a deferred event back without ever blocking, and returning events to the
+*head* of the queue when a cycle is cancelled.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+import trio
+
+__all__ = ["BoundedQueue"]
+
+T = TypeVar("T")
+
+
+class BoundedQueue(Generic[T]):
+    """A FIFO whose bound counts queued items plus *held* ones.
+
+    :meth:`take` removes the head but keeps its slot held, so an item whose fate is still being
+    decided (a permission check, a wait for a concurrency token) cannot have its place filled
+    by a producer. The holder then either :meth:`release`\\ s the slot (the item left for good),
+    :meth:`give_back`\\ s the item to the tail, or :meth:`restore` s items to the head; the last
+    two never block and never exceed the bound, because the slot was never given up.
+
+    Producers blocked in :meth:`put` are served first-come first-served: a freed slot is handed
+    straight to the longest-waiting producer, so :meth:`put_nowait` can never barge ahead of it.
+
+    ``maxsize == 0`` means unbounded.
+    """
+
+    __slots__ = ("_held", "_items", "_maxsize", "_put_lot", "_putters", "puts")
+
+    def __init__(self, maxsize: int) -> None:
+        self._items: deque[T] = deque()
+        self._maxsize = maxsize
+        self._held = 0
+        self._putters: OrderedDict[trio.lowlevel.Task, T] = OrderedDict()
+        self._put_lot = trio.lowlevel.ParkingLot()
+        #: Items added by producers so far (not counting give-backs and restores).
+        self.puts = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._items)
+
+    @property
+    def maxsize(self) -> int:
+        return self._maxsize
+
+    @property
+    def held(self) -> int:
+        """Slots held by taken items that were neither released nor returned yet."""
+        return self._held
+
+    @property
+    def producers_waiting(self) -> int:
+        return len(self._putters)
+
+    @property
+    def full(self) -> bool:
+        return self._maxsize != 0 and len(self._items) + self._held >= self._maxsize
+
+    def _added(self, item: T) -> None:
+        self._items.append(item)
+        self.puts += 1
+        if self._put_lot:
+            self._put_lot.unpark_all()
+
+    def put_nowait(self, item: T) -> None:
+        """Append *item*, or raise :exc:`trio.WouldBlock` if the queue is full."""
+        if self._maxsize != 0 and len(self._items) + self._held >= self._maxsize:
+            raise trio.WouldBlock
+        self._added(item)
+
+    async def put(self, item: T) -> None:
+        """Append *item*, blocking while the queue is full.
+
+        Always a checkpoint. If cancelled while blocked, *item* was not added.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self.full:
+            self._added(item)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        task = trio.lowlevel.current_task()
+        self._putters[task] = item
+
+        def abort_fn(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            del self._putters[task]
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort_fn)
+
+    def take(self) -> T:
+        """Remove and return the head, holding its slot. The queue must not be empty."""
+        item = self._items.popleft()
+        self._held += 1
+        return item
+
+    def release(self) -> None:
+        """Give up one held slot (its item left the queue for good); wake a waiting producer."""
+        self._held -= 1
+        if self._putters:
+            task, item = self._putters.popitem(last=False)
+            self._added(item)
+            trio.lowlevel.reschedule(task)
+
+    def give_back(self, item: T) -> None:
+        """Return a taken *item* to the tail, using the slot it held. Never blocks."""
+        self._held -= 1
+        self._items.append(item)
+
+    def restore(self, items: list[T]) -> None:
+        """Return taken *items* to the head, in the given order, using their held slots."""
+        self._held -= len(items)
+        self._items.extendleft(reversed(items))
+
+    async def wait_put(self) -> None:
+        """Block until a producer adds an item or :meth:`wake` is called."""
+        await self._put_lot.park()
+
+    def wake(self) -> None:
+        """Wake every task blocked in :meth:`wait_put`."""
+        self._put_lot.unpark_all()

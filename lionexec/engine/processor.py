@@ -1,0 +1,510 @@
+"""The Processor: queued events run in capacity-limited cycles in trio nurseries (ADR-0003 D4)."""
+
+from __future__ import annotations
+
+import math
+from operator import itemgetter
+from typing import Any, ClassVar, Final
+
+import attrs
+import trio
+
+from lionexec.errors import ConfigurationError, EventTypeError, ProcessorBusyError
+
+from ._queue import BoundedQueue
+from .event import Event
+from .status import TERMINAL_STATUSES, EventStatus
+
+__all__ = ["Processor", "ProcessorStatistics"]
+
+_SKIPPED: Final = EventStatus.SKIPPED
+_by_seq = itemgetter(0)
+
+
+@attrs.frozen
+class ProcessorStatistics:
+    """A snapshot of a :class:`Processor`, as returned by :meth:`Processor.statistics`."""
+
+    queued: int
+    """Events waiting in the queue."""
+
+    taken: int
+    """Events a cycle has taken from the queue whose work has not started yet: being
+    permission-checked, or waiting for a concurrency token. They still count against
+    ``max_queue_size``."""
+
+    running: int
+    """Events whose :meth:`~Event.invoke` or :meth:`~Event.stream` is in progress."""
+
+    max_queue_size: int
+    """The queue's bound; ``0`` means unbounded."""
+
+    producers_waiting: int
+    """Tasks blocked in :meth:`Processor.enqueue`."""
+
+    queue_capacity: int
+    """Events all running cycles together may take (dispatch or terminally deny)."""
+
+    available_capacity: int
+    """What is left of ``queue_capacity`` right now."""
+
+    cycles_running: int
+    """:meth:`Processor.process` cycles in progress (including the service's)."""
+
+    concurrency_limit: int | None
+    """Events that may run at once, or ``None`` for no limit."""
+
+    limiter_borrowed: int
+    """Concurrency tokens in use (``0`` without a limit)."""
+
+    limiter_waiting: int
+    """Dispatched events waiting for a concurrency token (``0`` without a limit)."""
+
+    executing: bool
+    """Whether the :meth:`Processor.execute` service is running."""
+
+    stopped: bool
+    """Whether :meth:`Processor.stop` was called since the service last started."""
+
+    completed: int
+    """Events this processor ran that ended ``completed``."""
+
+    failed: int
+    """Events this processor ran that ended ``failed``."""
+
+    skipped: int
+    """Events that ended ``skipped`` (by default, every terminally denied event)."""
+
+    cancelled: int
+    """Events this processor started that ended ``cancelled``."""
+
+    aborted: int
+    """Events that ended ``aborted``."""
+
+    deferrals: int
+    """Times a denied event was deferred (put back in the queue)."""
+
+
+def _integer(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+class Processor:
+    """Runs queued events in capacity-limited cycles, under an optional concurrency limit.
+
+    Args:
+        queue_capacity: how many events running cycles may take (dispatch, or deny
+            terminally) before the capacity comes back. At least 1.
+        capacity_refresh_time: seconds :meth:`execute` rests after a cycle, and :meth:`join`
+            waits after a cycle that made no progress. Greater than 0.
+        concurrency_limit: how many events may run at once, each holding one token of a
+            :class:`trio.CapacityLimiter`; ``0`` or ``None`` means no limit. Not negative.
+        max_queue_size: how many events may wait in the queue; ``0`` (the default) means
+            unbounded. Not negative (DELTAS E3).
+
+    Invalid values raise :class:`~lionexec.errors.ConfigurationError` naming the parameter.
+
+    **Capacity.** :attr:`available_capacity` starts at ``queue_capacity``. Each event a cycle
+    dispatches or terminally denies takes one unit; a deferred event takes none. Every cycle
+    gives back all the units it took when it ends, however it ends (returning, raising or
+    cancelled). So between cycles the full ``queue_capacity`` is available again, and terminal
+    denials can never exhaust it (DELTAS E4). ``capacity_refresh_time`` does not refill
+    capacity; it is the rest between the cycles of :meth:`execute`, which makes
+    ``queue_capacity`` per ``capacity_refresh_time`` that service's throughput limit.
+
+    **Queue bound.** An event occupies one place of ``max_queue_size`` from the moment it is
+    enqueued until its work starts or it is terminally denied. A cycle that has taken an event
+    keeps that place while it checks permission and while the event waits for a concurrency
+    token, so putting a deferred event back never waits and never exceeds the bound.
+
+    **Permission.** Subclasses override :meth:`request_permission` (called with
+    ``**event.request``) and :meth:`handle_denied`. While :meth:`request_permission` is the
+    default, it is not called at all: every event is allowed.
+
+    **Cycles may overlap.** A :meth:`process` call made while another cycle runs (for example
+    the service's) takes what it can from the remaining capacity, right away. Don't call
+    :meth:`process` or :meth:`join` from inside an event this processor is running if
+    capacity could be exhausted: that cycle would wait for itself.
+    """
+
+    event_type: ClassVar[type[Event]] = Event
+    """The class (or base class) of the events this processor accepts."""
+
+    __slots__ = (
+        "__weakref__",
+        "_available_capacity",
+        "_capacity_refresh_time",
+        "_checks_permission",
+        "_concurrency_limit",
+        "_cycles_running",
+        "_deferrals",
+        "_executing",
+        "_limiter",
+        "_outcomes",
+        "_queue",
+        "_queue_capacity",
+        "_running",
+        "_stop",
+    )
+
+    def __init__(
+        self,
+        queue_capacity: int,
+        capacity_refresh_time: float,
+        concurrency_limit: int | None,
+        max_queue_size: int = 0,
+    ) -> None:
+        self._queue_capacity = _integer("queue_capacity", queue_capacity, 1)
+        if (
+            isinstance(capacity_refresh_time, bool)
+            or not isinstance(capacity_refresh_time, int | float)
+            or math.isnan(capacity_refresh_time)
+            or capacity_refresh_time <= 0
+        ):
+            raise ConfigurationError(
+                f"capacity_refresh_time must be a number of seconds > 0, "
+                f"got {capacity_refresh_time!r}"
+            )
+        self._capacity_refresh_time = float(capacity_refresh_time)
+        if concurrency_limit is not None:
+            _integer("concurrency_limit", concurrency_limit, 0)
+        self._concurrency_limit = concurrency_limit or None
+        self._limiter = trio.CapacityLimiter(concurrency_limit) if concurrency_limit else None
+        self._queue: BoundedQueue[Event] = BoundedQueue(
+            _integer("max_queue_size", max_queue_size, 0)
+        )
+        self._available_capacity = self._queue_capacity
+        self._checks_permission = type(self).request_permission is not Processor.request_permission
+        self._cycles_running = 0
+        self._running = 0
+        self._deferrals = 0
+        self._outcomes = dict.fromkeys(EventStatus, 0)
+        self._executing = False
+        self._stop = trio.Event()
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} queue_capacity={self._queue_capacity} "
+            f"capacity_refresh_time={self._capacity_refresh_time} "
+            f"concurrency_limit={self._concurrency_limit} "
+            f"max_queue_size={self._queue.maxsize} queued={len(self._queue)}>"
+        )
+
+    # -- configuration ----------------------------------------------------------------------
+
+    @property
+    def queue_capacity(self) -> int:
+        """The capacity running cycles share (see the class docstring)."""
+        return self._queue_capacity
+
+    @property
+    def capacity_refresh_time(self) -> float:
+        """The service's rest between cycles and :meth:`join`'s wait after no progress."""
+        return self._capacity_refresh_time
+
+    @property
+    def concurrency_limit(self) -> int | None:
+        """How many events may run at once, or ``None`` for no limit."""
+        return self._concurrency_limit
+
+    @property
+    def max_queue_size(self) -> int:
+        """The queue's bound; ``0`` means unbounded."""
+        return self._queue.maxsize
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def available_capacity(self) -> int:
+        """Units of ``queue_capacity`` not taken by a running cycle. Never negative."""
+        return self._available_capacity
+
+    @property
+    def queue_full(self) -> bool:
+        """Whether :meth:`enqueue` would block. Always ``False`` when unbounded."""
+        return self._queue.full
+
+    def is_stopped(self) -> bool:
+        """Whether :meth:`stop` was called since the service last started."""
+        return self._stop.is_set()
+
+    def is_executing(self) -> bool:
+        """Whether the :meth:`execute` service is running."""
+        return self._executing
+
+    def statistics(self) -> ProcessorStatistics:
+        """Return a :class:`ProcessorStatistics` snapshot of this processor."""
+        limiter = self._limiter
+        borrowed = waiting = 0
+        if limiter is not None:
+            stats = limiter.statistics()
+            borrowed, waiting = stats.borrowed_tokens, stats.tasks_waiting
+        outcomes = self._outcomes
+        queue = self._queue
+        return ProcessorStatistics(
+            queued=len(queue),
+            taken=queue.held,
+            running=self._running,
+            max_queue_size=queue.maxsize,
+            producers_waiting=queue.producers_waiting,
+            queue_capacity=self._queue_capacity,
+            available_capacity=self._available_capacity,
+            cycles_running=self._cycles_running,
+            concurrency_limit=self._concurrency_limit,
+            limiter_borrowed=borrowed,
+            limiter_waiting=waiting,
+            executing=self._executing,
+            stopped=self._stop.is_set(),
+            completed=outcomes[EventStatus.COMPLETED],
+            failed=outcomes[EventStatus.FAILED],
+            skipped=outcomes[EventStatus.SKIPPED],
+            cancelled=outcomes[EventStatus.CANCELLED],
+            aborted=outcomes[EventStatus.ABORTED],
+            deferrals=self._deferrals,
+        )
+
+    # -- queueing ---------------------------------------------------------------------------
+
+    def _check_type(self, event: Event) -> None:
+        if not isinstance(event, self.event_type):
+            raise EventTypeError(self.event_type, type(event))
+
+    async def enqueue(self, event: Event) -> None:
+        """Put *event* at the back of the queue, blocking while the queue is full.
+
+        Producers blocked here are served in the order they arrived. If the call is
+        cancelled while blocked, the event was not enqueued.
+
+        Raises:
+            EventTypeError: if *event* is not an instance of :attr:`event_type`.
+        """
+        self._check_type(event)
+        await self._queue.put(event)
+
+    def try_enqueue(self, event: Event) -> bool:
+        """Like :meth:`enqueue`, but return ``False`` instead of blocking when the queue is full.
+
+        Returns ``True`` if *event* was enqueued.
+        """
+        self._check_type(event)
+        try:
+            self._queue.put_nowait(event)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    # -- permission -------------------------------------------------------------------------
+
+    async def request_permission(self, **kwargs: Any) -> bool:
+        """Decide whether the event whose ``request`` is *kwargs* may run now.
+
+        The default allows everything (and the processor then skips the call altogether).
+        If an override raises, the cycle stops taking events, the event goes back to the head
+        of the queue, the events already dispatched run to the end, and then
+        :meth:`process` raises the error.
+        """
+        return True
+
+    async def handle_denied(self, event: Event) -> bool:
+        """Deal with an event :meth:`request_permission` refused.
+
+        Return ``True`` if the denial is terminal: the event takes one unit of capacity and
+        leaves the queue for good (if the event is not terminal by then, it is marked
+        ``skipped``). Return ``False`` to defer it: it goes back to the tail of the queue,
+        still pending, without taking capacity.
+
+        The default marks the event ``skipped`` and returns ``True``. Errors are treated as
+        for :meth:`request_permission`.
+        """
+        event.status = _SKIPPED
+        return True
+
+    # -- cycles -----------------------------------------------------------------------------
+
+    async def process(self) -> None:
+        """Run one cycle: take events while capacity remains and the queue is not empty.
+
+        Each allowed event is started in this cycle's nursery, where it runs
+        :meth:`~Event.invoke` (or, if ``event.streaming``, drains :meth:`~Event.stream`)
+        holding one concurrency token for its whole run. Ordinary failures are captured by the
+        event, so one event failing never disturbs another. Denied events are handled by
+        :meth:`handle_denied`. The cycle stops taking events once every event left in the
+        queue has been deferred since the last one was dispatched: a queue that is denied
+        for now is checked once per cycle, not spun on.
+
+        Returns when every event the cycle started has finished.
+
+        Cancellation: every event the cycle started ends ``cancelled``; every event it had
+        taken but not started (waiting for a concurrency token, or being permission-checked)
+        goes back to the head of the queue, still pending and in its original order. Nothing
+        is lost.
+        """
+        await self._cycle()
+
+    async def _cycle(self) -> int:
+        """One cycle; returns the units of capacity it took."""
+        queue = self._queue
+        if not queue or self._available_capacity <= 0:
+            await trio.lowlevel.checkpoint()
+            return 0
+        checks_permission = self._checks_permission
+        unstarted: list[tuple[int, Event]] = []
+        in_hand: Event | None = None
+        failure: Exception | None = None
+        consumed = deferred = 0
+        self._cycles_running += 1
+        try:
+            async with trio.open_nursery() as nursery:
+                while self._available_capacity > 0 and queue:
+                    event = queue.take()
+                    if checks_permission:
+                        in_hand = event
+                        try:
+                            allowed = await self.request_permission(**event.request)
+                            terminal = False if allowed else await self.handle_denied(event)
+                        except Exception as exc:
+                            failure = exc
+                            break
+                        in_hand = None
+                        if not allowed:
+                            if terminal:
+                                if event.execution.status not in TERMINAL_STATUSES:
+                                    event.status = _SKIPPED
+                                self._outcomes[event.execution.status] += 1
+                                queue.release()
+                                self._available_capacity -= 1
+                                consumed += 1
+                            else:
+                                queue.give_back(event)
+                                self._deferrals += 1
+                                deferred += 1
+                                if deferred >= len(queue):
+                                    break
+                            continue
+                    nursery.start_soon(self._run, event, consumed, unstarted)
+                    self._available_capacity -= 1
+                    consumed += 1
+                    deferred = 0
+        finally:
+            self._cycles_running -= 1
+            self._available_capacity += consumed
+            if unstarted or in_hand is not None:
+                self._put_back(unstarted, in_hand)
+        if failure is not None:
+            raise failure
+        return consumed
+
+    def _put_back(self, unstarted: list[tuple[int, Event]], in_hand: Event | None) -> None:
+        """Return a cycle's taken-but-unstarted events to the head of the queue, in order."""
+        unstarted.sort(key=_by_seq)
+        events = [event for _, event in unstarted]
+        if in_hand is not None:
+            if in_hand.execution.status in TERMINAL_STATUSES:
+                # Its denial handler finished it before failing or being cancelled.
+                self._outcomes[in_hand.execution.status] += 1
+                self._queue.release()
+            else:
+                events.append(in_hand)
+        self._queue.restore(events)
+
+    async def _run(self, event: Event, seq: int, unstarted: list[tuple[int, Event]]) -> None:
+        limiter = self._limiter
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if limiter is not None:
+                try:
+                    limiter.acquire_nowait()
+                except trio.WouldBlock:
+                    await limiter.acquire()
+        except BaseException:
+            # Cancelled before its work began: the event is still pending, and goes back.
+            unstarted.append((seq, event))
+            raise
+        self._queue.release()
+        self._running += 1
+        try:
+            if event.streaming:
+                # Drained to the end: the generator only stops early by raising, which
+                # finishes it, so there is nothing left to close.
+                async for _ in event.stream():
+                    pass
+            else:
+                await event.invoke()
+        finally:
+            self._running -= 1
+            if limiter is not None:
+                limiter.release()
+            self._outcomes[event.execution.status] += 1
+
+    async def join(self) -> None:
+        """Run cycles until the queue is empty.
+
+        After a cycle that took nothing (every queued event deferred, or no capacity left by
+        overlapping cycles), sleeps ``capacity_refresh_time`` before the next one; a queue
+        that stays deferred therefore keeps ``join()`` waiting until the policy changes or the
+        caller cancels it. Events taken by *other* cycles may still be running when it
+        returns. Cancellation is handled as in :meth:`process`.
+        """
+        queue = self._queue
+        while queue:
+            if not await self._cycle() and queue:
+                await trio.sleep(self._capacity_refresh_time)
+        await trio.lowlevel.checkpoint()
+
+    # -- the service ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Clear a previous :meth:`stop`, so that :meth:`is_stopped` is ``False`` again.
+
+        :meth:`execute` does this itself when it starts.
+        """
+        if self._stop.is_set():
+            self._stop = trio.Event()
+
+    def stop(self) -> None:
+        """Ask the :meth:`execute` service to finish.
+
+        The service lets a cycle in progress run to its end, then returns without starting
+        another; it wakes at once if it was resting. To interrupt running events instead,
+        cancel the service's scope.
+        """
+        self._stop.set()
+        self._queue.wake()
+
+    async def execute(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run cycles until :meth:`stop` is called or the call is cancelled.
+
+        Start it with ``await nursery.start(processor.execute)``: it clears any earlier
+        :meth:`stop`, then reports readiness. After a cycle that took capacity it rests
+        ``capacity_refresh_time`` (waking early only for :meth:`stop`), so it handles at most
+        ``queue_capacity`` events per cycle plus rest. After a cycle that took nothing it waits
+        for the next :meth:`enqueue`, :meth:`stop`, or ``capacity_refresh_time`` (when
+        deferred events are checked again), whichever comes first.
+
+        Cancellation is handled as in :meth:`process`.
+
+        Raises:
+            ProcessorBusyError: if this processor's service is already running.
+        """
+        if self._executing:
+            raise ProcessorBusyError(f"{self!r} is already executing")
+        self._executing = True
+        try:
+            self.start()
+            task_status.started()
+            queue = self._queue
+            rest = self._capacity_refresh_time
+            while not self._stop.is_set():
+                puts = queue.puts
+                if await self._cycle():
+                    with trio.move_on_after(rest):
+                        await self._stop.wait()
+                elif queue.puts == puts and not self._stop.is_set():
+                    with trio.move_on_after(rest):
+                        await queue.wait_put()
+        finally:
+            self._executing = False
