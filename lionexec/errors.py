@@ -13,7 +13,9 @@ import trio
 __all__ = [
     "ConfigurationError",
     "EventTypeError",
+    "HistoryError",
     "LionexecError",
+    "MessageNotFoundError",
     "ProcessorBusyError",
     "ToolNotFoundError",
     "ValidationError",
@@ -85,3 +87,34 @@ class ProcessorBusyError(LionexecError, trio.BusyResourceError):
 
     A processor runs at most one service at a time; start a second processor instead.
     """
+
+
+class HistoryError(LionexecError, ValueError):
+    """A message history refused a change that would break one of its invariants.
+
+    The history is unchanged when this is raised. The invariants: message ids are unique; every
+    action response follows the request it answers, and the two are linked both ways; a
+    request is answered at most once.
+
+    Attributes:
+        message_id: the id of the message that was refused.
+    """
+
+    def __init__(self, message: str, *, message_id: object = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+
+class MessageNotFoundError(LionexecError, KeyError):
+    """A message history has no message with the id asked for.
+
+    Attributes:
+        message_id: the id that was asked for.
+    """
+
+    def __init__(self, message_id: object) -> None:
+        super().__init__(message_id)
+        self.message_id = message_id
+
+    def __str__(self) -> str:
+        return f"no message with id {self.message_id} is in this history"

@@ -1,9 +1,101 @@
-"""cattrs hooks for the conversation layer, registered by :func:`lionexec.serialization.make_converter`."""
+"""cattrs hooks for the conversation layer.
+
+Registered by :func:`lionexec.serialization.make_converter`.
+
+A message serializes as its fields plus ``"kind"`` (which class it is) and ``"role"`` (for
+readers; it follows from the kind). Arguments and outputs go through
+:func:`lionexec._jsonable.jsonable`, so any value can be saved; values that are already JSON
+data load back equal. A history serializes as ``{"messages": [...]}`` and loads back through
+its constructor, which checks every link.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter
+
+from .._jsonable import jsonable
+from .history import MessageManager
+from .messages import (
+    ActionRequest,
+    ActionRequestContent,
+    ActionResponse,
+    ActionResponseContent,
+    AssistantResponse,
+    Instruction,
+    Message,
+    System,
+)
+
+_MESSAGE_CLASSES: tuple[type[Message], ...] = (
+    System,
+    Instruction,
+    AssistantResponse,
+    ActionRequest,
+    ActionResponse,
+)
+_BY_KIND: dict[str, type[Message]] = {cls.kind: cls for cls in _MESSAGE_CLASSES}
 
 
 def configure(converter: JsonConverter) -> None:
     """Register this layer's (un)structure hooks on *converter*."""
+    as_json = override(unstruct_hook=jsonable)
+    converter.register_unstructure_hook(
+        ActionRequestContent,
+        make_dict_unstructure_fn(ActionRequestContent, converter, arguments=as_json),
+    )
+    converter.register_unstructure_hook(
+        ActionResponseContent,
+        make_dict_unstructure_fn(
+            ActionResponseContent, converter, arguments=as_json, output=as_json
+        ),
+    )
+    structurers: dict[str, Callable[[Any, Any], Message]] = {}
+    for cls in _MESSAGE_CLASSES:
+        converter.register_unstructure_hook(cls, _message_unstructurer(converter, cls))
+        structurers[cls.kind] = make_dict_structure_fn(
+            cls, converter, _cattrs_forbid_extra_keys=True
+        )
+
+    def structure_message(data: Any, cls: type[Message]) -> Message:
+        if not isinstance(data, dict):
+            raise TypeError(f"a message is a JSON object, not {type(data).__name__}")
+        fields = dict(data)
+        kind = fields.pop("kind", None)
+        fields.pop("role", None)
+        target = _BY_KIND.get(kind) if isinstance(kind, str) else None
+        if target is None:
+            raise ValueError(f"unknown message kind {kind!r}; expected one of {sorted(_BY_KIND)}")
+        if not issubclass(target, cls):
+            raise TypeError(f"a {kind!r} message is not a {cls.__name__}")
+        return structurers[kind](fields, target)
+
+    converter.register_structure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, Message), structure_message
+    )
+
+    def unstructure_history(history: MessageManager) -> dict[str, Any]:
+        return {"messages": [converter.unstructure(m) for m in history]}
+
+    def structure_history(data: Any, _: type[MessageManager]) -> MessageManager:
+        if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+            raise TypeError('a history is a JSON object {"messages": [...]}')
+        return MessageManager(converter.structure(m, Message) for m in data["messages"])
+
+    converter.register_unstructure_hook(MessageManager, unstructure_history)
+    converter.register_structure_hook(MessageManager, structure_history)
+
+
+def _message_unstructurer(
+    converter: JsonConverter, cls: type[Message]
+) -> Callable[[Message], dict[str, Any]]:
+    fields = make_dict_unstructure_fn(cls, converter)
+    head = {"kind": cls.kind, "role": cls.role.value}
+
+    def unstructure(message: Message) -> dict[str, Any]:
+        return {**head, **fields(message)}
+
+    return unstructure

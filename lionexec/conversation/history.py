@@ -1,0 +1,336 @@
+"""The conversation history: an ordered, id-indexed, linked record of messages."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, TypeAlias, TypeVar
+
+import attrs
+
+from ..errors import HistoryError, MessageNotFoundError
+from . import export
+from .messages import ActionRequest, ActionResponse, Message
+
+__all__ = ["CallbackFailure", "MessageCallback", "MessageManager"]
+
+logger = logging.getLogger("lionexec.conversation")
+
+#: Called with each message added through :meth:`MessageManager.a_add_message` or passed to
+#: :meth:`MessageManager.notify`. It may be a plain function or return an awaitable.
+MessageCallback: TypeAlias = Callable[[Message], Awaitable[object] | object]
+
+M = TypeVar("M", bound=Message)
+
+
+@attrs.frozen
+class CallbackFailure:
+    """An ``on_message_added`` callback raised; the history was already written."""
+
+    callback: MessageCallback
+    message: Message
+    error: Exception
+
+
+class MessageManager:
+    """An ordered conversation history, indexed by message id.
+
+    The history keeps three invariants, checked before anything is written, so a refused change
+    (:class:`~lionexec.errors.HistoryError`) leaves it exactly as it was:
+
+    * message ids are unique;
+    * every :class:`ActionResponse` comes after the :class:`ActionRequest` it answers, and the
+      two name each other (``request.content.action_response_id`` and
+      ``response.content.action_request_id``);
+    * a request is answered at most once.
+
+    Writing is synchronous and never awaits (:meth:`add_message`, :meth:`record_action`), so it
+    is never half-done, even under cancellation. Notifying is separate and comes after:
+    :meth:`a_add_message` and :meth:`notify` run the ``on_message_added`` callbacks once the
+    history is written. Each callback's failure is isolated, logged on the
+    ``lionexec.conversation`` logger and returned as a :class:`CallbackFailure`; none is
+    raised, and none undoes a write. Cancellation (and any other non-``Exception``) raised by a
+    callback propagates at once, leaving the remaining callbacks unrun and the history intact.
+
+    Two histories are equal when they hold equal messages in the same order. Serialize one with
+    ``lionexec.serialization.converter.unstructure(history)`` and load it with
+    ``converter.structure(data, MessageManager)``.
+    """
+
+    __slots__ = ("_messages", "on_message_added")
+
+    def __init__(
+        self,
+        messages: Iterable[Message] = (),
+        *,
+        on_message_added: Iterable[MessageCallback] = (),
+    ) -> None:
+        """Start a history holding *messages*, in order.
+
+        Links between the given requests and responses must already be consistent, as in a
+        history that was saved and loaded; otherwise :class:`~lionexec.errors.HistoryError`.
+        """
+        self._messages: dict[uuid.UUID, Message] = _checked_history(messages)
+        #: The callbacks :meth:`a_add_message` and :meth:`notify` run, in order. A plain list:
+        #: append and remove as you please.
+        self.on_message_added: list[MessageCallback] = list(on_message_added)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(list(self._messages.values()))
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, Message):
+            existing = self._messages.get(item.id)
+            return existing is item or existing == item
+        return item in self._messages
+
+    def __getitem__(self, message_id: uuid.UUID) -> Message:
+        try:
+            return self._messages[message_id]
+        except KeyError:
+            raise MessageNotFoundError(message_id) from None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageManager):
+            return NotImplemented
+        return list(self._messages.values()) == list(other._messages.values())
+
+    __hash__ = None  # type: ignore[assignment]  # mutable container
+
+    def __repr__(self) -> str:
+        return f"<MessageManager of {len(self._messages)} messages>"
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """Every message, in order."""
+        return tuple(self._messages.values())
+
+    def requests(self) -> list[ActionRequest]:
+        """Every action request, in order."""
+        return [m for m in self._messages.values() if isinstance(m, ActionRequest)]
+
+    def responses(self) -> list[ActionResponse]:
+        """Every action response, in order."""
+        return [m for m in self._messages.values() if isinstance(m, ActionResponse)]
+
+    def response_for(self, request: ActionRequest | uuid.UUID) -> ActionResponse | None:
+        """The recorded response to *request* (a request or its id), or ``None`` if unanswered.
+
+        Raises :class:`~lionexec.errors.MessageNotFoundError` if the request is not here.
+        """
+        request_id = request.id if isinstance(request, ActionRequest) else request
+        found = self[request_id]
+        if not isinstance(found, ActionRequest):
+            raise TypeError(f"message {request_id} is a {type(found).__name__}, not a request")
+        response_id = found.content.action_response_id
+        if response_id is None:
+            return None
+        response = self._messages.get(response_id)
+        return response if isinstance(response, ActionResponse) else None
+
+    def unanswered(self) -> list[ActionRequest]:
+        """The requests that have no recorded response yet, in order."""
+        return [r for r in self.requests() if self.response_for(r) is None]
+
+    # -- exporting ----------------------------------------------------------------------------
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The history as OpenAI chat ``messages``; see :mod:`lionexec.conversation.export`."""
+        return export.to_openai(self._messages.values())
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """``{"system": ..., "messages": [...]}`` for Anthropic's Messages API.
+
+        See :mod:`lionexec.conversation.export`.
+        """
+        return export.to_anthropic(self._messages.values())
+
+    # -- writing (synchronous, all-or-nothing) ------------------------------------------------
+
+    def add_message(self, message: M) -> M:
+        """Append *message* and return it.
+
+        Adding a message that is already here (the same object) changes nothing and keeps its
+        position. A different message with the same id is refused. An
+        :class:`ActionResponse` must name a request already here that it may answer; it is
+        linked both ways. Use :meth:`record_action` to write a request and its response
+        together. Callbacks are not run; see :meth:`a_add_message`.
+        """
+        self._add(message)
+        return message
+
+    def record_action(self, request: ActionRequest, response: ActionResponse) -> None:
+        """Write *request* (if it is not here yet) and *response*, linked both ways.
+
+        Synchronous and all-or-nothing: every check happens before the first write, and
+        nothing after it can fail. Recording the same pair again changes nothing. Callbacks are
+        not run; call :meth:`notify` afterwards.
+
+        Raises:
+            HistoryError: the response names another request, the request is already answered
+                by another response, the function names differ, or a different message
+                already uses one of the ids.
+        """
+        if not isinstance(request, ActionRequest):
+            raise TypeError(f"request must be an ActionRequest, not {type(request).__name__}")
+        if not isinstance(response, ActionResponse):
+            raise TypeError(f"response must be an ActionResponse, not {type(response).__name__}")
+        self._check_identity(request)
+        self._check_identity(response)
+        named_request = response.content.action_request_id
+        if named_request is not None and named_request != request.id:
+            raise HistoryError(
+                f"response {response.id} answers request {named_request}, not {request.id}",
+                message_id=response.id,
+            )
+        named_response = request.content.action_response_id
+        if named_response is not None and named_response != response.id:
+            raise HistoryError(
+                f"request {request.id} is already answered by response {named_response}",
+                message_id=request.id,
+            )
+        if request.content.function != response.content.function:
+            raise HistoryError(
+                f"response {response.id} is for function {response.content.function!r}, but "
+                f"request {request.id} calls {request.content.function!r}",
+                message_id=response.id,
+            )
+        # Nothing below can fail.
+        self._messages.setdefault(request.id, request)
+        request.content.action_response_id = response.id
+        response.content.action_request_id = request.id
+        self._messages.setdefault(response.id, response)
+
+    # -- notifying ----------------------------------------------------------------------------
+
+    async def a_add_message(self, message: Message) -> list[CallbackFailure]:
+        """:meth:`add_message`, then run the callbacks for *message* if it was new.
+
+        Returns the callbacks' failures (see :meth:`notify`).
+        """
+        if not self._add(message):
+            return []
+        return await self.notify(message)
+
+    async def notify(self, *messages: Message) -> list[CallbackFailure]:
+        """Run every ``on_message_added`` callback for each of *messages*, in order.
+
+        Call it after writing (for instance after :meth:`record_action`). A callback that raises
+        an :class:`Exception` is logged and reported in the returned list; the others still
+        run. Callbacks added or removed while this runs take effect on the next call.
+        """
+        callbacks = list(self.on_message_added)
+        failures: list[CallbackFailure] = []
+        for message in messages:
+            for callback in callbacks:
+                try:
+                    result = callback(message)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:
+                    logger.error(
+                        "on_message_added callback %r failed for message %s",
+                        callback,
+                        message.id,
+                        exc_info=exc,
+                    )
+                    failures.append(CallbackFailure(callback, message, exc))
+        return failures
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _check_identity(self, message: Message) -> bool:
+        """True if *message* is already here; raise if another message has its id."""
+        existing = self._messages.get(message.id)
+        if existing is None:
+            return False
+        if existing is not message:
+            raise HistoryError(
+                f"a different message with id {message.id} is already in this history",
+                message_id=message.id,
+            )
+        return True
+
+    def _add(self, message: Message) -> bool:
+        """Append *message* if new; return whether it was. All checks precede the write."""
+        if not isinstance(message, Message):
+            raise TypeError(f"a history holds messages, not {type(message).__name__}")
+        if self._check_identity(message):
+            return False
+        if isinstance(message, ActionRequest):
+            claimed = message.content.action_response_id
+            if claimed is not None:
+                raise HistoryError(
+                    f"request {message.id} claims response {claimed}, which is not in this "
+                    "history; record the pair with record_action()",
+                    message_id=message.id,
+                )
+        elif isinstance(message, ActionResponse):
+            request = self._answerable_request(message)
+            request.content.action_response_id = message.id
+        self._messages[message.id] = message
+        return True
+
+    def _answerable_request(self, response: ActionResponse) -> ActionRequest:
+        request_id = response.content.action_request_id
+        request = self._messages.get(request_id) if request_id is not None else None
+        if not isinstance(request, ActionRequest):
+            raise HistoryError(
+                f"response {response.id} must answer a request in this history (it names "
+                f"{request_id}); record the pair with record_action()",
+                message_id=response.id,
+            )
+        answered_by = request.content.action_response_id
+        if answered_by is not None and answered_by != response.id:
+            raise HistoryError(
+                f"request {request.id} is already answered by response {answered_by}",
+                message_id=response.id,
+            )
+        if request.content.function != response.content.function:
+            raise HistoryError(
+                f"response {response.id} is for function {response.content.function!r}, but "
+                f"request {request.id} calls {request.content.function!r}",
+                message_id=response.id,
+            )
+        return request
+
+
+def _checked_history(messages: Iterable[Message]) -> dict[uuid.UUID, Message]:
+    """Index *messages* in order, checking the history invariants over the whole sequence."""
+    index: dict[uuid.UUID, Message] = {}
+    for message in messages:
+        if not isinstance(message, Message):
+            raise TypeError(f"a history holds messages, not {type(message).__name__}")
+        if message.id in index:
+            raise HistoryError(f"duplicate message id {message.id}", message_id=message.id)
+        if isinstance(message, ActionResponse):
+            request_id = message.content.action_request_id
+            request = index.get(request_id) if request_id is not None else None
+            if not isinstance(request, ActionRequest):
+                raise HistoryError(
+                    f"response {message.id} does not follow the request it answers ({request_id})",
+                    message_id=message.id,
+                )
+            if request.content.action_response_id != message.id:
+                raise HistoryError(
+                    f"request {request.id} does not name response {message.id} as its answer",
+                    message_id=message.id,
+                )
+        index[message.id] = message
+    for message in index.values():
+        if isinstance(message, ActionRequest):
+            response_id = message.content.action_response_id
+            if response_id is not None and not isinstance(index.get(response_id), ActionResponse):
+                raise HistoryError(
+                    f"request {message.id} names response {response_id}, which is not in the "
+                    "history",
+                    message_id=message.id,
+                )
+    return index

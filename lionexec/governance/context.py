@@ -1,0 +1,89 @@
+"""The one call context every phase of a tool call sees (DELTAS A3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = ["CallContext", "ToolInvocation", "frozen_arguments"]
+
+
+def frozen_arguments(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only copy of *arguments* (a :class:`types.MappingProxyType` over a new dict).
+
+    The copy is shallow: nested values are shared with the caller and must be treated as
+    read-only too.
+    """
+    if not isinstance(arguments, Mapping):
+        raise TypeError(f"arguments must be a mapping, not {type(arguments).__name__}")
+    for key in arguments:
+        if not isinstance(key, str):
+            raise TypeError(f"argument names must be strings, not {key!r}")
+    return MappingProxyType(dict(arguments))
+
+
+@attrs.frozen
+class ToolInvocation:
+    """A proposed tool call, as session gates see it.
+
+    ``arguments`` are the normalized arguments (validated against the tool's schema), held
+    read-only. Invocations compare by value; they hash by everything except the arguments.
+    """
+
+    function: str
+    arguments: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=frozen_arguments, hash=False
+    )
+    call_id: str | None = None
+    branch_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CallContext:
+    """Everything a phase of one tool call may look at, fixed for that phase.
+
+    Built by the act layer once the arguments are normalized; every phase after that
+    (authorize, policy, pre-hooks, transform, revalidate, invoke, evidence) receives the same
+    context. A transform that changes the arguments produces a new context with
+    :meth:`with_arguments`, which the following phases then see.
+
+    Attributes:
+        function: the tool name.
+        arguments: the normalized arguments, read-only (see :func:`frozen_arguments`).
+        call_id: the tool-call id the model sees (see :attr:`ActionRequestContent.call_id`).
+        branch_id: the branch the call runs in, if any.
+        tool: the resolved tool, or ``None`` if none was resolved.
+    """
+
+    function: str
+    arguments: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=frozen_arguments, hash=False
+    )
+    call_id: str
+    branch_id: str | None = None
+    tool: Tool | None = attrs.field(default=None, eq=False, hash=False)
+
+    @property
+    def subject_argument(self) -> str | None:
+        """The name of the argument the tool declares as its policy subject, if any."""
+        tool = self.tool
+        return None if tool is None else tool.subject
+
+    def invocation(self) -> ToolInvocation:
+        """This call as a session gate sees it."""
+        return ToolInvocation(
+            function=self.function,
+            arguments=self.arguments,
+            call_id=self.call_id,
+            branch_id=self.branch_id,
+        )
+
+    def with_arguments(self, arguments: Mapping[str, Any]) -> CallContext:
+        """The same call with *arguments* instead (copied read-only)."""
+        return attrs.evolve(self, arguments=arguments)
