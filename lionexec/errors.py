@@ -64,31 +64,6 @@ class ToolNotFoundError(LionexecError, LookupError):
         self.suggestion = suggestion
 
 
-class EventTypeError(LionexecError, TypeError):
-    """An event of the wrong class was handed to a processor or an executor.
-
-    Attributes:
-        expected: the event class that was required.
-        received: the class of the event that was refused.
-        strict: ``True`` when only *expected* itself was acceptable, not its subclasses.
-    """
-
-    def __init__(self, expected: type, received: type, *, strict: bool = False) -> None:
-        wanted = f"exactly {expected.__qualname__}" if strict else expected.__qualname__
-        more = " (strict_event_type: subclasses are refused)" if strict else ""
-        super().__init__(f"expected an event of type {wanted}, got {received.__qualname__}{more}")
-        self.expected = expected
-        self.received = received
-        self.strict = strict
-
-
-class ProcessorBusyError(LionexecError, trio.BusyResourceError):
-    """A processor's :meth:`~lionexec.engine.Processor.execute` service is already running.
-
-    A processor runs at most one service at a time; start a second processor instead.
-    """
-
-
 class HistoryError(LionexecError, ValueError):
     """A message history refused a change that would break one of its invariants.
 
@@ -118,3 +93,49 @@ class MessageNotFoundError(LionexecError, KeyError):
 
     def __str__(self) -> str:
         return f"no message with id {self.message_id} is in this history"
+
+
+class SchemaError(LionexecError, TypeError):
+    """A tool's signature, type hint or request class cannot be described as JSON Schema.
+
+    Raised when a tool is defined, never while it runs. The message names the parameter.
+    """
+
+
+class DuplicateToolError(LionexecError, ValueError):
+    """A tool was registered under a name that is already taken.
+
+    Attributes:
+        name: the contested tool name.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"a tool named {name!r} is already registered; pass update=True to replace it"
+        )
+        self.name = name
+
+
+class EventTypeError(LionexecError, TypeError):
+    """An event of the wrong class was handed to a processor or an executor.
+
+    Attributes:
+        expected: the event class that was required.
+        received: the class of the event that was refused.
+        strict: ``True`` when only *expected* itself was acceptable, not its subclasses.
+    """
+
+    def __init__(self, expected: type, received: type, *, strict: bool = False) -> None:
+        wanted = f"exactly {expected.__qualname__}" if strict else expected.__qualname__
+        more = " (strict_event_type: subclasses are refused)" if strict else ""
+        super().__init__(f"expected an event of type {wanted}, got {received.__qualname__}{more}")
+        self.expected = expected
+        self.received = received
+        self.strict = strict
+
+
+class ProcessorBusyError(LionexecError, trio.BusyResourceError):
+    """A processor's :meth:`~lionexec.engine.Processor.execute` service is already running.
+
+    A processor runs at most one service at a time; start a second processor instead.
+    """

@@ -1,0 +1,135 @@
+"""Summaries and per-parameter descriptions from Google, NumPy and reST docstrings."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Final
+
+__all__ = ["parse_docstring"]
+
+#: Section titles (Google and NumPy) whose entries describe parameters or fields.
+_PARAM_SECTIONS: Final = frozenset(
+    {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments",
+     "attributes", "other parameters"}
+)  # fmt: skip
+#: Any other section title ends the summary and the parameter section before it.
+_OTHER_SECTIONS: Final = frozenset(
+    {"returns", "return", "yields", "yield", "raises", "raise", "examples", "example",
+     "notes", "note", "see also", "warnings", "warning", "references", "todo", "methods"}
+)  # fmt: skip
+
+_GOOGLE_HEADER = re.compile(r"^(?P<title>[A-Za-z][A-Za-z ]*):\s*$")
+_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:\s*(?P<text>.*)$")
+_NUMPY_RULE = re.compile(r"^-{3,}\s*$")
+_NUMPY_ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?::.*)?$")
+_REST_FIELD = re.compile(r"^:(?P<kind>\w+)(?:\s+(?P<rest>[^:]+))?:\s*(?P<text>.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
+    """Split a docstring into its summary and the descriptions of its parameters.
+
+    The summary is the text before the first section (``Args:``, a NumPy ``Parameters``
+    heading, a reST ``:param ...:`` field, ...), paragraphs separated by blank lines and
+    each paragraph joined into one line. Descriptions come from Google ``Args:`` /
+    ``Attributes:`` entries, NumPy ``Parameters`` entries and reST ``:param name:`` fields,
+    continuation lines joined with single spaces. Either part may be missing.
+    """
+    if not doc:
+        return None, {}
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    in_summary = True
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        title = _section_title(lines, i)
+        if title is not None:
+            in_summary = False
+            numpy = _is_numpy_header(lines, i)
+            i = _read_section(lines, i + (2 if numpy else 1), title, numpy, params)
+            continue
+        field = _REST_FIELD.match(line)
+        if field is not None:
+            in_summary = False
+            i = _read_rest_field(lines, i, field, params)
+            continue
+        if in_summary:
+            summary.append(line)
+        i += 1
+    return _paragraphs(summary), params
+
+
+def _section_title(lines: list[str], i: int) -> str | None:
+    line = lines[i].strip()
+    if _is_numpy_header(lines, i):
+        title = line.lower()
+    else:
+        match = _GOOGLE_HEADER.match(line)
+        if match is None or lines[i] != lines[i].lstrip():
+            return None
+        title = match["title"].strip().lower()
+    return title if title in _PARAM_SECTIONS or title in _OTHER_SECTIONS else None
+
+
+def _is_numpy_header(lines: list[str], i: int) -> bool:
+    return i + 1 < len(lines) and bool(lines[i].strip()) and bool(_NUMPY_RULE.match(lines[i + 1]))
+
+
+def _read_section(
+    lines: list[str], i: int, title: str, numpy: bool, params: dict[str, str]
+) -> int:
+    """Consume one section starting at line *i*; return the index after it."""
+    wanted = title in _PARAM_SECTIONS
+    name: str | None = None
+    entry_indent = -1
+    while i < len(lines):
+        raw = lines[i]
+        if _section_title(lines, i) is not None:
+            break
+        if not raw.strip():
+            i += 1
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        if not numpy and indent == 0:  # a Google section ends at the first dedent
+            break
+        if entry_indent < 0:
+            entry_indent = indent
+        text = raw.strip()
+        pattern = _NUMPY_ENTRY if numpy else _GOOGLE_ENTRY
+        match = pattern.match(text) if indent <= entry_indent else None
+        if match is not None:
+            name = match["name"]
+            if wanted:
+                params[name] = "" if numpy else match["text"].strip()
+        elif wanted and name is not None:
+            params[name] = f"{params[name]} {text}".strip()
+        i += 1
+    return i
+
+
+def _read_rest_field(
+    lines: list[str], i: int, field: re.Match[str], params: dict[str, str]
+) -> int:
+    kind, rest = field["kind"], (field["rest"] or "").split()
+    parts = [field["text"].strip()]
+    i += 1
+    while i < len(lines) and lines[i][:1].isspace() and lines[i].strip():
+        parts.append(lines[i].strip())
+        i += 1
+    if kind in {"param", "parameter", "arg", "argument", "key", "keyword"} and rest:
+        params[rest[-1]] = " ".join(p for p in parts if p)
+    return i
+
+
+def _paragraphs(lines: list[str]) -> str | None:
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for line in [*lines, ""]:
+        if line:
+            current.append(line)
+        elif current:
+            paragraphs.append(" ".join(current))
+            current = []
+    return "\n\n".join(paragraphs) or None

@@ -1,0 +1,129 @@
+"""``ActionManager``: the tool registry. It registers and resolves; it never invokes (A2)."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal, TypeAlias
+
+from lionexec.errors import DuplicateToolError, ToolNotFoundError
+
+from .calling import FunctionCalling
+from .schema import anthropic_schema
+from .tool import Tool
+
+__all__ = ["ActionManager", "ToolLike"]
+
+#: What :meth:`ActionManager.register_tool` accepts: a tool, or a callable to wrap in one.
+ToolLike: TypeAlias = Tool | Callable[..., Any]
+
+
+class ActionManager:
+    """A registry of tools by name, in registration order.
+
+    It answers "which tool is this call for?" and builds the uninvoked
+    :class:`FunctionCalling`; running it is the job of the branch's action executor, which
+    governs and records every call.
+    """
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, tools: Iterable[ToolLike] = (), /) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.register_tools(tools)
+
+    def register_tool(self, tool: ToolLike, /, *, update: bool = False) -> Tool:
+        """Register *tool* (a callable is wrapped in ``Tool(callable)``) and return it.
+
+        Raises:
+            DuplicateToolError: the name is taken and *update* is false.
+            TypeError: *tool* is not callable.
+        """
+        (registered,) = self.register_tools([tool], update=update)
+        return registered
+
+    def register_tools(self, tools: Iterable[ToolLike], /, *, update: bool = False) -> list[Tool]:
+        """Register several tools at once: all of them, or (on any error) none.
+
+        Raises:
+            DuplicateToolError: a name is taken (or repeated in *tools*) and *update* is false.
+            TypeError: an item is not callable.
+        """
+        batch: dict[str, Tool] = {}
+        for item in tools:
+            tool = item if isinstance(item, Tool) else _as_tool(item)
+            if not update and (tool.name in self._tools or tool.name in batch):
+                raise DuplicateToolError(tool.name)
+            batch[tool.name] = tool
+        self._tools.update(batch)
+        return list(batch.values())
+
+    def unregister(self, name: str) -> Tool:
+        """Remove and return the tool called *name*; raises ToolNotFoundError."""
+        tool = self.get(name)
+        del self._tools[name]
+        return tool
+
+    def get(self, name: str) -> Tool:
+        """The tool called *name*.
+
+        Raises:
+            ToolNotFoundError: listing the registered names and the closest match.
+        """
+        try:
+            return self._tools[name]
+        except (KeyError, TypeError):
+            available = sorted(self._tools)
+            close = difflib.get_close_matches(str(name), available, n=1)
+            raise ToolNotFoundError(str(name), available, close[0] if close else None) from None
+
+    def match_tool(self, function: str, arguments: object) -> FunctionCalling:
+        """An uninvoked call of the tool called *function* with validated *arguments*.
+
+        Raises:
+            ToolNotFoundError: no such tool.
+            ValidationError: the arguments do not fit the tool, naming the field.
+        """
+        return FunctionCalling.create(self.get(function), arguments)
+
+    def schemas(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]:
+        """Every tool's schema, in registration order, as fresh copies.
+
+        ``"openai"``: ``{"type": "function", "function": {...}}``; ``"anthropic"``:
+        ``{"name", "description", "input_schema"}``.
+        """
+        if format == "openai":
+            return [copy.deepcopy(t.schema) for t in self._tools.values()]
+        if format == "anthropic":
+            return [copy.deepcopy(anthropic_schema(t.schema)) for t in self._tools.values()]
+        raise ValueError(f"unknown schema format {format!r}; expected 'openai' or 'anthropic'")
+
+    @property
+    def names(self) -> list[str]:
+        """The registered names, in registration order."""
+        return list(self._tools)
+
+    def __contains__(self, item: object) -> bool:
+        """A name, a :class:`Tool` (this very one) or a callable some registered tool wraps."""
+        if isinstance(item, str):
+            return item in self._tools
+        if isinstance(item, Tool):
+            return self._tools.get(item.name) is item
+        return any(t.func_callable is item for t in self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        """The registered tools, in registration order."""
+        return iter(list(self._tools.values()))
+
+    def __repr__(self) -> str:
+        return f"ActionManager({self.names!r})"
+
+
+def _as_tool(item: object) -> Tool:
+    if not callable(item):
+        raise TypeError(f"cannot register {type(item).__name__} {item!r}: not a Tool or callable")
+    return Tool(item)

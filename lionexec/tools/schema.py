@@ -1,0 +1,339 @@
+"""JSON Schema for tool parameters, from signatures, type hints, docstrings and attrs classes.
+
+The mapping is deliberately small and exact: it covers the types a model can produce as JSON
+(and a few that travel as strings), and refuses anything else with :class:`SchemaError`, so a
+tool never advertises a schema that its validation cannot honour.
+
+=========================================  ==================================================
+Python                                     JSON Schema
+=========================================  ==================================================
+``str`` / ``int`` / ``float`` / ``bool``   ``string`` / ``integer`` / ``number`` / ``boolean``
+``None``                                   ``null``
+``list[T]``, ``Sequence[T]``, ``set[T]``   ``array`` of ``T``
+``tuple[T, ...]`` / ``tuple[A, B]``        ``array`` of ``T`` / fixed ``prefixItems``
+``dict[str, T]``, ``Mapping[str, T]``      ``object`` with ``additionalProperties: T``
+``X | None``, ``X | Y``                    ``type: [x, "null"]`` or ``anyOf``
+``Literal[...]``, ``Enum`` subclasses      ``enum`` (with ``type`` when uniform)
+attrs classes and dataclasses              nested ``object`` (fields, required, no extras)
+``pathlib.Path``, ``UUID``, ``datetime``   ``string`` (with ``format`` where one exists)
+no annotation, ``Any``, ``object``         ``{}`` (anything)
+=========================================  ==================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import inspect
+import pathlib
+import types
+import typing
+import uuid
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from lionexec.errors import SchemaError
+
+from .docstrings import parse_docstring
+
+__all__ = [
+    "Parameter",
+    "anthropic_schema",
+    "class_parameters",
+    "openai_schema",
+    "parameters_schema",
+    "signature_parameters",
+    "type_schema",
+]
+
+_JSON_TYPES: Final[Mapping[type, str]] = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
+_STRING_FORMATS: Final[Mapping[type, str | None]] = {
+    pathlib.Path: None,
+    pathlib.PurePath: None,
+    pathlib.PurePosixPath: None,
+    pathlib.PureWindowsPath: None,
+    uuid.UUID: "uuid",
+    _dt.datetime: "date-time",
+    _dt.date: "date",
+    _dt.time: "time",
+}
+_ARRAYS: Final = (list, set, frozenset, Sequence, Collection, Iterable)
+_OBJECTS: Final = (dict, Mapping)
+_ANY: Final = (Any, object, inspect.Parameter.empty)
+_SKIPPED_KINDS: Final = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+@attrs.frozen
+class Parameter:
+    """One model-facing parameter of a tool: a signature parameter or a request-class field."""
+
+    name: str
+    annotation: Any = Any
+    required: bool = True
+    default: Any = None
+    description: str | None = None
+
+
+def signature_parameters(
+    func: Callable[..., Any],
+    *,
+    exclude: Collection[str] = (),
+    descriptions: Mapping[str, str] | None = None,
+) -> tuple[list[Parameter], bool]:
+    """The parameters *func* exposes to a model, and whether it accepts ``**kwargs``.
+
+    ``*args``, ``**kwargs`` and the names in *exclude* are left out. String annotations are
+    evaluated. A positional-only parameter without a default cannot be passed by keyword and
+    raises :class:`SchemaError`; one with a default is left out.
+    """
+    try:
+        signature = inspect.signature(func, eval_str=True)
+    except (NameError, TypeError, ValueError) as exc:
+        raise SchemaError(f"cannot read the signature of {func!r}: {exc}") from exc
+    descriptions = descriptions or {}
+    params: list[Parameter] = []
+    var_keyword = False
+    for p in signature.parameters.values():
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            var_keyword = True
+        if p.kind in _SKIPPED_KINDS or p.name in exclude:
+            continue
+        required = p.default is inspect.Parameter.empty
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY:
+            if required:
+                raise SchemaError(
+                    f"parameter {p.name!r} of {func!r} is positional-only; tools are called "
+                    "with keyword arguments"
+                )
+            continue
+        params.append(
+            Parameter(
+                name=p.name,
+                annotation=Any if p.annotation is inspect.Parameter.empty else p.annotation,
+                required=required,
+                default=None if required else p.default,
+                description=descriptions.get(p.name) or None,
+            )
+        )
+    return params, var_keyword
+
+
+def class_parameters(cls: type) -> list[Parameter]:
+    """The init fields of an attrs class or dataclass, as parameters.
+
+    Descriptions come from the class docstring's ``Attributes:`` (or ``Args:``) section.
+    """
+    _, descriptions = parse_docstring(cls.__doc__)
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:
+        raise SchemaError(f"cannot resolve the type hints of {cls.__qualname__}: {exc}") from exc
+    params: list[Parameter] = []
+    if attrs.has(cls):
+        for a in attrs.fields(cls):
+            if not a.init:
+                continue
+            required = a.default is attrs.NOTHING
+            default = None if required or isinstance(a.default, attrs.Factory) else a.default  # type: ignore[arg-type]
+            params.append(
+                Parameter(
+                    name=a.alias or a.name,
+                    annotation=hints.get(a.name, Any),
+                    required=required,
+                    default=default,
+                    description=descriptions.get(a.name) or None,
+                )
+            )
+        return params
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if not f.init:
+                continue
+            required = (
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            )
+            params.append(
+                Parameter(
+                    name=f.name,
+                    annotation=hints.get(f.name, Any),
+                    required=required,
+                    default=None if f.default is dataclasses.MISSING else f.default,
+                    description=descriptions.get(f.name) or None,
+                )
+            )
+        return params
+    raise SchemaError(f"{cls!r} is neither an attrs class nor a dataclass")
+
+
+def parameters_schema(
+    params: Iterable[Parameter], *, strict: bool = False, additional: bool = False
+) -> dict[str, Any]:
+    """The ``parameters`` object schema for *params*.
+
+    Parameters with defaults are optional, unless *strict*, where every parameter is required
+    (the model must send exactly the declared keys). ``additionalProperties`` is ``false``
+    unless *additional* (the callable takes ``**kwargs``).
+    """
+    return _object_schema(params, (), "parameter", strict=strict, additional=additional)
+
+
+def _object_schema(
+    params: Iterable[Parameter],
+    seen: tuple[type, ...],
+    label: str,
+    *,
+    strict: bool = False,
+    additional: bool = False,
+) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for p in params:
+        try:
+            prop = _type_schema(p.annotation, seen)
+        except SchemaError as exc:
+            raise SchemaError(f"{label} {p.name!r}: {exc}") from None
+        if p.description:
+            prop = {**prop, "description": p.description}
+        if not p.required and _is_json_scalar(p.default):
+            prop = {**prop, "default": _scalar(p.default)}
+        properties[p.name] = prop
+        if p.required or strict:
+            required.append(p.name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    if not additional:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def openai_schema(
+    name: str, description: str | None, parameters: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The OpenAI function-tool shape: ``{"type": "function", "function": {...}}``."""
+    function: dict[str, Any] = {"name": name}
+    if description:
+        function["description"] = description
+    function["parameters"] = dict(parameters)
+    return {"type": "function", "function": function}
+
+
+def anthropic_schema(openai: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert the OpenAI function shape to Anthropic's ``{name, description, input_schema}``."""
+    function = openai["function"]
+    schema: dict[str, Any] = {"name": function["name"]}
+    if function.get("description"):
+        schema["description"] = function["description"]
+    schema["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
+    return schema
+
+
+def type_schema(hint: Any) -> dict[str, Any]:
+    """The JSON Schema of one Python type hint (see the module table); raises SchemaError."""
+    return _type_schema(hint, ())
+
+
+def _type_schema(hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
+    if any(hint is a for a in _ANY):
+        return {}
+    if hint is None:
+        return {"type": "null"}
+    if isinstance(hint, type) and hint in _JSON_TYPES:
+        return {"type": _JSON_TYPES[hint]}
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Annotated:
+        return _type_schema(args[0], seen)
+    if origin is typing.Union or origin is types.UnionType:
+        return _union_schema([_type_schema(a, seen) for a in args])
+    if origin is typing.Literal:
+        return _enum_schema(list(args))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum_schema([member.value for member in hint])
+    if isinstance(hint, type) and hint in _STRING_FORMATS:
+        fmt = _STRING_FORMATS[hint]
+        return {"type": "string", "format": fmt} if fmt else {"type": "string"}
+    if isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint)):
+        return _record_schema(hint, seen)
+    container = origin if origin is not None else hint
+    if container is tuple:
+        return _tuple_schema(args, seen)
+    if container in _ARRAYS:
+        if not args:
+            return {"type": "array"}
+        return {"type": "array", "items": _type_schema(args[0], seen)}
+    if container in _OBJECTS:
+        if not args:
+            return {"type": "object"}
+        if args[0] is not str:
+            raise SchemaError(f"JSON object keys are strings; cannot describe {hint!r}")
+        value = _type_schema(args[1], seen)
+        return {"type": "object", "additionalProperties": value} if value else {"type": "object"}
+    raise SchemaError(
+        f"cannot describe {hint!r} in JSON Schema; annotate it with a JSON-compatible type, "
+        "an attrs class, or pass an explicit schema"
+    )
+
+
+def _union_schema(members: list[dict[str, Any]]) -> dict[str, Any]:
+    if any(m == {} for m in members):
+        return {}
+    if all(m.keys() == {"type"} and isinstance(m["type"], str) for m in members):
+        names = list(dict.fromkeys(m["type"] for m in members))
+        return {"type": names[0] if len(names) == 1 else names}
+    return {"anyOf": members}
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    for value in values:
+        if not _is_json_scalar(value):
+            raise SchemaError(f"enum value {value!r} is not a JSON scalar")
+    values = [_scalar(v) for v in values]
+    kinds = {_JSON_TYPES[type(v)] for v in values}
+    if len(kinds) == 1:
+        return {"type": kinds.pop(), "enum": values}
+    return {"enum": values}
+
+
+def _tuple_schema(args: tuple[Any, ...], seen: tuple[type, ...]) -> dict[str, Any]:
+    if not args:
+        return {"type": "array"}
+    if len(args) == 2 and args[1] is Ellipsis:
+        return {"type": "array", "items": _type_schema(args[0], seen)}
+    if args == ((),):  # tuple[()]
+        return {"type": "array", "maxItems": 0}
+    return {
+        "type": "array",
+        "prefixItems": [_type_schema(a, seen) for a in args],
+        "items": False,
+        "minItems": len(args),
+        "maxItems": len(args),
+    }
+
+
+def _record_schema(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
+    if cls in seen:  # a recursive record: describe the inner occurrence loosely
+        return {"type": "object"}
+    label = f"field of {cls.__qualname__}"
+    schema = _object_schema(class_parameters(cls), (*seen, cls), label)
+    summary, _ = parse_docstring(cls.__doc__)
+    if summary and not summary.startswith(f"{cls.__name__}("):  # not a generated __doc__
+        schema = {"description": summary, **schema}
+    return schema
+
+
+def _is_json_scalar(value: object) -> bool:
+    if isinstance(value, enum.Enum):
+        value = value.value
+    return value is None or type(value) in _JSON_TYPES
+
+
+def _scalar(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
