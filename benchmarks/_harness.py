@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 import tracemalloc
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -69,9 +69,17 @@ class Measurement:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def unavailable(names: Sequence[tuple[str, int]], reason: str) -> list[Case]:
-    """Placeholder cases for scenarios an implementation cannot run (shown as n/a)."""
-    return [Case(name, n, None, unavailable=reason) for name, n in names]
+def k(n: int) -> str:
+    """A size for a scenario name: 20000 -> "20k"."""
+    return f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+
+def unavailable(like: list[Case], reason: str) -> list[Case]:
+    """The same scenarios, not runnable by this implementation (shown as n/a with *reason*)."""
+    fields = {"name", "n", "kind", "peak", "series"}
+    return [
+        Case(body=None, unavailable=reason, **{f: getattr(c, f) for f in fields}) for c in like
+    ]
 
 
 class MemoryProbe:
@@ -105,11 +113,9 @@ def _runner(impl: str) -> Callable[[Body, int], Any]:
 def measure(case: Case, impl: str, repeats: int, budget: float) -> list[Measurement]:
     """Warm up, then time (or trace) one case."""
     if case.body is None:
-        return [
-            Measurement(
-                case.name, _unit(case), case.n, None, note=case.unavailable, series=case.series
-            )
-        ]
+        names = [case.name, f"{case.name} (peak)"] if case.peak else [case.name]
+        unit = _unit(case)
+        return [Measurement(name, unit, case.n, None, note=case.unavailable) for name in names]
     run = _runner(impl)
     run(case.body, max(1, min(case.n, case.warmup)))
     if case.kind == "memory":
@@ -173,8 +179,9 @@ def main(cases: Callable[[str, bool], list[Case]]) -> None:
     try:
         report["version"] = _version(args.impl)
         selected = cases(args.impl, args.quick)
-    except ImportError as exc:
-        report["unavailable"] = f"cannot import: {exc}"
+    except Exception as exc:  # an absent or broken library: n/a, not a crash
+        traceback.print_exc()
+        report["unavailable"] = f"cannot import: {type(exc).__name__}: {exc}"
         selected = []
     for case in selected:
         started = time.perf_counter()

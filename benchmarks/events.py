@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._harness import Case, MemoryProbe, main
+from ._harness import Case, MemoryProbe, k, main
 from ._subjects import event_types
 
 
@@ -65,12 +65,12 @@ def cases(impl: str, quick: bool) -> list[Case]:
         return probe.stop()
 
     return [
-        Case("events: create", n, create),
-        Case("events: invoke (success)", n, invoke),
-        Case("events: invoke (captured failure)", n, invoke_failing),
-        Case("events: create + invoke", n, create_and_invoke),
-        Case("events: serialize completed (to_dict)", n, serialize),
-        Case("events: retained per completed event", n, retained, kind="memory"),
+        Case(f"events: create {k(n)}", n, create),
+        Case(f"events: invoke {k(n)} (success)", n, invoke),
+        Case(f"events: invoke {k(n)} (captured failure)", n, invoke_failing),
+        Case(f"events: create + invoke {k(n)}", n, create_and_invoke),
+        Case(f"events: serialize {k(n)} completed (to_dict)", n, serialize),
+        Case(f"events: retained per completed event, {k(n)}", n, retained, kind="memory"),
     ]
 
 

@@ -149,7 +149,7 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
             continue
         results, unit = row["results"], row["unit"]
         n = max((r.get("n") or 0) for r in results.values()) if results else 0
-        label = f"{row['scenario']} (n={n:,})"
+        label = row["scenario"]
         cells = [_cell(results.get(impl), unit) for impl in ("lionexec", "lionagi", "raw")]
         ratios = row["ratios"]
         lines.append(
