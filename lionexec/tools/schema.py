@@ -70,6 +70,8 @@ _ARRAYS: Final = (list, set, frozenset, Sequence, Collection, Iterable)
 _OBJECTS: Final = (dict, Mapping)
 _ANY: Final = (Any, object, inspect.Parameter.empty)
 _SKIPPED_KINDS: Final = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+#: The default of a field built by a factory: not shown in the schema.
+_FACTORY: Final = object()
 
 
 @attrs.frozen
@@ -79,6 +81,7 @@ class Parameter:
     name: str
     annotation: Any = Any
     required: bool = True
+    #: The default value of an optional parameter; shown in the schema when a JSON scalar.
     default: Any = None
     description: str | None = None
 
@@ -143,7 +146,7 @@ def class_parameters(cls: type) -> list[Parameter]:
             if not a.init:
                 continue
             required = a.default is attrs.NOTHING
-            default = None if required or isinstance(a.default, attrs.Factory) else a.default  # type: ignore[arg-type]
+            default = _FACTORY if isinstance(a.default, attrs.Factory) else a.default  # type: ignore[arg-type]
             params.append(
                 Parameter(
                     name=a.alias or a.name,
@@ -166,7 +169,7 @@ def class_parameters(cls: type) -> list[Parameter]:
                     name=f.name,
                     annotation=hints.get(f.name, Any),
                     required=required,
-                    default=None if f.default is dataclasses.MISSING else f.default,
+                    default=_FACTORY if f.default is dataclasses.MISSING else f.default,
                     description=descriptions.get(f.name) or None,
                 )
             )

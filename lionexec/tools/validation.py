@@ -20,6 +20,7 @@ import dataclasses
 import datetime as _dt
 import enum
 import pathlib
+import re
 import types
 import typing
 import uuid
@@ -45,6 +46,7 @@ from cattrs.gen import make_dict_structure_fn
 __all__ = ["argument_converter", "describe_error", "make_argument_converter"]
 
 _StructureHook = Callable[[Any, Any], Any]
+_QUOTED_FIELD: Final = re.compile(r"^'([A-Za-z_]\w*)' ")
 _TRUE: Final = frozenset({"true", "True", "TRUE"})
 _FALSE: Final = frozenset({"false", "False", "FALSE"})
 _JSON_NAMES: Final[Mapping[type, str]] = {
@@ -106,7 +108,20 @@ def _describe(exc: BaseException, path: str | None, out: list[tuple[str | None, 
     elif isinstance(exc, KeyError):
         out.append((path, "required field missing"))
     else:
-        out.append((path, str(exc) or type(exc).__name__))
+        out.append((_join(path, _attrs_field(exc)), str(exc) or type(exc).__name__))
+
+
+def _attrs_field(exc: BaseException) -> str | None:
+    """The field an attrs validator complained about, when its error says so.
+
+    attrs' own validators pass the ``Attribute`` in the arguments (``instance_of``) or start
+    the message with the quoted field name (``gt``, ``in_``, ...).
+    """
+    for arg in exc.args:
+        if isinstance(arg, attrs.Attribute):
+            return arg.name
+    match = _QUOTED_FIELD.match(str(exc))
+    return match[1] if match else None
 
 
 def _join(path: str | None, step: object) -> str | None:
@@ -229,6 +244,14 @@ def _is_union(t: Any) -> bool:
 def _union_hook(conv: cattrs.Converter, t: Any) -> _StructureHook:
     members = typing.get_args(t)
     exact = {m for m in members if isinstance(m, type) and m in _JSON_NAMES}
+    others = [m for m in members if m is not type(None)]
+    if len(others) == 1:  # X | None: X's own errors are the informative ones
+        (only,) = others
+
+        def optional(value: Any, _: Any) -> Any:
+            return None if value is None else conv.structure(value, only)
+
+        return optional
 
     def hook(value: Any, _: Any) -> Any:
         if value is None and type(None) in members:

@@ -1,0 +1,375 @@
+"""Schema generation: the type table, docstrings, overrides, and generated signatures."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import keyword
+import pathlib
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lionexec.errors import SchemaError
+from lionexec.tools import Tool, parse_docstring, type_schema
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@attrs.define
+class Point:
+    """A point on the plane.
+
+    Attributes:
+        x: the horizontal coordinate
+        y: the vertical coordinate
+    """
+
+    x: int
+    y: int = 0
+
+
+@attrs.define
+class Segment:
+    start: Point
+    end: Point
+    label: str | None = None
+
+
+@dataclasses.dataclass
+class Box:
+    width: float
+    height: float = 1.0
+
+
+@attrs.define
+class Tree:
+    value: int
+    children: list[Tree] = attrs.field(factory=list)
+
+
+def check(schema: Mapping[str, Any]) -> None:
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+POINT = {
+    "description": "A point on the plane.",
+    "type": "object",
+    "properties": {
+        "x": {"type": "integer", "description": "the horizontal coordinate"},
+        "y": {"type": "integer", "description": "the vertical coordinate", "default": 0},
+    },
+    "required": ["x"],
+    "additionalProperties": False,
+}
+
+TYPE_TABLE: list[tuple[Any, dict[str, Any]]] = [
+    (int, {"type": "integer"}),
+    (float, {"type": "number"}),
+    (bool, {"type": "boolean"}),
+    (str, {"type": "string"}),
+    (None, {"type": "null"}),
+    (Any, {}),
+    (list[int], {"type": "array", "items": {"type": "integer"}}),
+    (list, {"type": "array"}),
+    (Sequence[str], {"type": "array", "items": {"type": "string"}}),
+    (set[int], {"type": "array", "items": {"type": "integer"}}),
+    (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
+    (
+        tuple[int, str],
+        {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "string"}],
+            "items": False,
+            "minItems": 2,
+            "maxItems": 2,
+        },
+    ),
+    (tuple, {"type": "array"}),
+    (dict[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
+    (dict[str, Any], {"type": "object"}),
+    (dict, {"type": "object"}),
+    (int | None, {"type": ["integer", "null"]}),
+    (int | str, {"type": ["integer", "string"]}),
+    (list[int] | None, {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]}),
+    (Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
+    (Literal[1, "a"], {"enum": [1, "a"]}),
+    (Color, {"type": "string", "enum": ["red", "green"]}),
+    (Level, {"type": "integer", "enum": [1, 2]}),
+    (Point, POINT),
+    (
+        Segment,
+        {
+            "type": "object",
+            "properties": {
+                "start": POINT,
+                "end": POINT,
+                "label": {"type": ["string", "null"], "default": None},
+            },
+            "required": ["start", "end"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        Box,
+        {
+            "type": "object",
+            "properties": {"width": {"type": "number"}, "height": {"type": "number", "default": 1.0}},
+            "required": ["width"],
+            "additionalProperties": False,
+        },
+    ),
+    (pathlib.Path, {"type": "string"}),
+    (uuid.UUID, {"type": "string", "format": "uuid"}),
+]
+
+
+@pytest.mark.parametrize(("hint", "expected"), TYPE_TABLE, ids=[repr(h) for h, _ in TYPE_TABLE])
+def test_type_schema_table(hint: Any, expected: dict[str, Any]) -> None:
+    schema = type_schema(hint)
+    assert schema == expected
+    check(schema)
+
+
+def test_recursive_attrs_class_is_described_loosely_at_the_recursion() -> None:
+    schema = type_schema(Tree)
+    assert schema["properties"]["children"] == {"type": "array", "items": {"type": "object"}}
+    check(schema)
+
+
+@pytest.mark.parametrize("hint", [object(), complex, bytes, dict[int, str], type])
+def test_undescribable_types_raise_schema_error(hint: Any) -> None:
+    with pytest.raises(SchemaError):
+        type_schema(hint)
+
+
+def test_unsupported_parameter_type_names_the_parameter() -> None:
+    def f(ok: int, bad: complex) -> None: ...
+
+    with pytest.raises(SchemaError, match="'bad'"):
+        Tool(f)
+
+
+def test_parameters_with_defaults_are_optional() -> None:
+    def search(query: str, limit: int = 10, exact: bool = False) -> None: ...
+
+    parameters = Tool(search).parameters
+    assert parameters["required"] == ["query"]
+    assert parameters["properties"]["limit"] == {"type": "integer", "default": 10}
+    check(parameters)
+
+
+def test_var_args_var_kwargs_and_context_parameter_are_excluded() -> None:
+    def f(a: int, *args: int, context: object, b: str = "", **kwargs: int) -> None: ...
+
+    tool = Tool(f, context_param="context")
+    assert list(tool.parameters["properties"]) == ["a", "b"]
+    assert "additionalProperties" not in tool.parameters  # **kwargs: extras allowed
+    plain = Tool(lambda a: None, name="plain")
+    assert plain.parameters["additionalProperties"] is False
+
+
+def test_openai_shape_name_and_description() -> None:
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: the key to look up
+        """
+        return key
+
+    assert Tool(lookup).schema == {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a key up.",
+            "parameters": {
+                "type": "object",
+                "properties": {"key": {"type": "string", "description": "the key to look up"}},
+                "required": ["key"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+GOOGLE = """Move a point.
+
+    Args:
+        x (int): how far
+            to the right
+        y: how far up
+
+    Returns:
+        The new point.
+    """
+
+NUMPY = """Move a point.
+
+    Parameters
+    ----------
+    x : int
+        how far
+        to the right
+    y : int
+        how far up
+
+    Returns
+    -------
+    Point
+    """
+
+REST = """Move a point.
+
+    :param int x: how far
+        to the right
+    :param y: how far up
+    :returns: the new point
+    """
+
+
+@pytest.mark.parametrize("doc", [GOOGLE, NUMPY, REST], ids=["google", "numpy", "rest"])
+def test_docstring_styles_give_parameter_descriptions(doc: str) -> None:
+    def move(x: int, y: int = 0) -> None: ...
+
+    move.__doc__ = doc
+    summary, params = parse_docstring(doc)
+    assert summary == "Move a point."
+    assert params == {"x": "how far to the right", "y": "how far up"}
+    properties = Tool(move).parameters["properties"]
+    assert properties["x"]["description"] == "how far to the right"
+    assert properties["y"]["description"] == "how far up"
+    assert Tool(move).description == "Move a point."
+
+
+def test_docstring_without_sections_is_all_summary() -> None:
+    assert parse_docstring("One.\n\n    Two\n    lines.") == ("One.\n\nTwo lines.", {})
+    assert parse_docstring(None) == (None, {})
+
+
+def test_explicit_schema_overrides_the_generated_one() -> None:
+    def f(**kwargs: Any) -> None: ...
+
+    override = {
+        "type": "function",
+        "function": {
+            "name": "fetch",
+            "description": "Fetch a URL.",
+            "parameters": {
+                "type": "object",
+                "properties": {"url": {"type": "string"}},
+                "required": ["url"],
+            },
+        },
+    }
+    tool = Tool(f, schema=override)
+    assert tool.name == "fetch"
+    assert tool.schema == override
+    assert tool.schema is not override
+    override["function"]["parameters"]["required"].append("x")  # later edits don't leak in
+    assert tool.required == {"url"}
+    parameters_only = Tool(f, name="g", schema={"type": "object", "properties": {}})
+    assert parameters_only.schema["function"]["parameters"] == {"type": "object", "properties": {}}
+
+
+def test_request_class_defines_the_schema() -> None:
+    async def draw(**kwargs: Any) -> None: ...
+
+    tool = Tool(draw, request_class=Point)
+    expected = {k: v for k, v in POINT.items() if k != "description"}
+    assert tool.parameters == expected
+    strict = Tool(draw, request_class=Point, strict=True)
+    assert strict.parameters["required"] == ["x", "y"]
+
+
+# -- generated signatures -----------------------------------------------------------------
+
+_JSON_TEXT = st.text(max_size=8)
+_SCALARS: list[tuple[Any, st.SearchStrategy[Any]]] = [
+    (int, st.integers()),
+    (float, st.floats(allow_nan=False, allow_infinity=False)),
+    (bool, st.booleans()),
+    (str, _JSON_TEXT),
+    (Any, st.integers() | _JSON_TEXT),
+    (Color, st.sampled_from(["red", "green"])),
+    (Literal["a", "b", 3], st.sampled_from(["a", "b", 3])),
+    (Point, st.builds(lambda x, y: {"x": x, "y": y}, st.integers(), st.integers())),
+]
+
+
+def _typed_values() -> st.SearchStrategy[tuple[Any, st.SearchStrategy[Any]]]:
+    base = st.sampled_from(_SCALARS)
+
+    def extend(
+        inner: st.SearchStrategy[tuple[Any, st.SearchStrategy[Any]]],
+    ) -> st.SearchStrategy[tuple[Any, st.SearchStrategy[Any]]]:
+        return st.one_of(
+            inner.map(lambda hv: (list[hv[0]], st.lists(hv[1], max_size=3))),
+            inner.map(lambda hv: (dict[str, hv[0]], st.dictionaries(_JSON_TEXT, hv[1], max_size=3))),
+            inner.map(lambda hv: (hv[0] | None, st.none() | hv[1])),
+            inner.map(lambda hv: (tuple[hv[0], ...], st.lists(hv[1], max_size=3))),
+        )
+
+    return st.recursive(base, extend, max_leaves=3)
+
+
+_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda n: not keyword.iskeyword(n)
+)
+
+
+@st.composite
+def signatures(draw: st.DrawFn) -> tuple[inspect.Signature, dict[str, Any]]:
+    names = draw(st.lists(_NAMES, unique=True, max_size=6))
+    params, example = [], {}
+    for name in names:
+        hint, values = draw(_typed_values())
+        optional = draw(st.booleans())
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=hint,
+                default=None if optional else inspect.Parameter.empty,
+            )
+        )
+        if not optional or draw(st.booleans()):
+            example[name] = draw(values)
+    return inspect.Signature(params), example
+
+
+@given(signatures())
+def test_generated_signatures_give_valid_schemas_that_accept_valid_calls(
+    drawn: tuple[inspect.Signature, dict[str, Any]],
+) -> None:
+    signature, example = drawn
+
+    def func(**kwargs: Any) -> None: ...
+
+    func.__signature__ = signature  # type: ignore[attr-defined]
+    tool = Tool(func)
+    parameters = tool.parameters
+    check(tool.schema["function"]["parameters"])
+    assert list(parameters["properties"]) == list(signature.parameters)
+    assert parameters["required"] == [
+        p.name for p in signature.parameters.values() if p.default is inspect.Parameter.empty
+    ]
+    jsonschema.Draft202012Validator(parameters).validate(example)
+    normalized = tool.validate(example)
+    assert normalized.keys() == example.keys()
+    assert tool.validate(normalized) == normalized

@@ -1,0 +1,278 @@
+"""Tool: naming, async recognition, argument validation, and its record."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import functools
+import json
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from lionexec.errors import ConfigurationError, ValidationError
+from lionexec.tools import Tool, is_async_callable
+
+
+async def async_func(a: int) -> int:
+    return a
+
+
+def sync_func(a: int) -> int:
+    return a
+
+
+class Service:
+    async def fetch(self, url: str) -> str:
+        return url
+
+    def size(self, url: str) -> int:
+        return len(url)
+
+
+class AsyncCallable:
+    async def __call__(self, q: str) -> str:
+        return q
+
+
+class SyncCallable:
+    def __call__(self, q: str) -> str:
+        return q
+
+
+# -- names --------------------------------------------------------------------------------
+
+
+def test_name_is_derived_from_the_function() -> None:
+    assert Tool(sync_func).name == "sync_func"
+    assert Tool(Service().fetch).name == "fetch"
+
+
+@pytest.mark.parametrize(
+    "func",
+    [
+        lambda q: q,
+        functools.partial(sync_func, a=1),
+        AsyncCallable(),
+    ],
+    ids=["lambda", "partial", "callable-object"],
+)
+def test_unnamed_callables_need_an_explicit_name(func: Any) -> None:
+    with pytest.raises(ConfigurationError, match="name="):
+        Tool(func)
+    assert Tool(func, name="explicit").name == "explicit"
+
+
+@pytest.mark.parametrize("name", ["has space", "", "x" * 65, "dot.ted", "ünï"])
+def test_invalid_names_are_refused(name: str) -> None:
+    with pytest.raises(ConfigurationError, match="invalid tool name"):
+        Tool(sync_func, name=name)
+
+
+def test_name_of_sixty_four_characters_is_accepted() -> None:
+    assert Tool(sync_func, name="a-_" * 21 + "z").name == "a-_" * 21 + "z"
+
+
+def test_non_callables_are_refused() -> None:
+    with pytest.raises(TypeError):
+        Tool(42)  # type: ignore[arg-type]
+
+
+def test_subject_must_be_a_parameter() -> None:
+    def shell(command: str) -> None: ...
+
+    assert Tool(shell, subject="command").subject == "command"
+    with pytest.raises(ConfigurationError, match="'path'"):
+        Tool(shell, subject="path")
+
+
+# -- async recognition --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("func", "expected"),
+    [
+        (async_func, True),
+        (Service().fetch, True),
+        (functools.partial(async_func, a=1), True),
+        (functools.partial(functools.partial(Service().fetch), url="x"), True),
+        (AsyncCallable(), True),
+        (sync_func, False),
+        (Service().size, False),
+        (SyncCallable(), False),
+        (AsyncCallable, False),  # the class: calling it constructs
+        (None, False),
+    ],
+    ids=lambda v: getattr(v, "__name__", type(v).__name__),
+)
+def test_async_callables_are_recognised_from_their_declaration(func: Any, expected: bool) -> None:
+    assert is_async_callable(func) is expected
+
+
+# -- validation ---------------------------------------------------------------------------
+
+
+class Unit(enum.Enum):
+    CM = "cm"
+    IN = "in"
+
+
+@attrs.define
+class Point:
+    x: int
+    y: int = 0
+
+
+def place(name: str, at: Point, unit: Unit = Unit.CM, tags: list[str] | None = None) -> None:
+    """Place a thing."""
+
+
+def test_validate_coerces_structures_and_returns_a_new_dict() -> None:
+    tool = Tool(place)
+    given = {"name": "pin", "at": {"x": "3"}, "unit": "in", "tags": ["a"]}
+    snapshot = copy.deepcopy(given)
+    result = tool.validate(given)
+    assert result == {"name": "pin", "at": Point(3, 0), "unit": Unit.IN, "tags": ["a"]}
+    assert result is not given
+    assert given == snapshot
+    assert tool.validate(result) == result  # revalidation is a no-op on valid arguments
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "fragment"),
+    [
+        ({"at": {"x": 1}}, "name", "missing required argument 'name'"),
+        ({"name": "p", "at": {"x": 1}, "colour": "red"}, "colour", "unexpected argument"),
+        ({"name": 5, "at": {"x": 1}}, "name", "expected a string"),
+        ({"name": "p", "at": {"x": 1.5}}, "at.x", "expected an integer"),
+        ({"name": "p", "at": {"x": 1, "z": 2}}, "at.z", "unexpected field"),
+        ({"name": "p", "at": {}}, "at.x", "required field missing"),
+        ({"name": "p", "at": "here"}, "at", "expected an object"),
+        ({"name": "p", "at": {"x": 1}, "unit": "mm"}, "unit", "expected one of 'cm', 'in'"),
+        ({"name": "p", "at": {"x": 1}, "tags": ["a", 2]}, "tags[1]", "expected a string"),
+        ({"name": "p", "at": {"x": 1}, "tags": "a,b"}, "tags", "expected"),
+    ],
+)
+def test_validation_errors_name_the_bad_field(
+    arguments: dict[str, Any], field: str, fragment: str
+) -> None:
+    with pytest.raises(ValidationError, match=fragment) as caught:
+        Tool(place).validate(arguments)
+    assert caught.value.field == field
+
+
+def test_non_mapping_arguments_are_refused_without_a_field() -> None:
+    with pytest.raises(ValidationError, match="must be an object") as caught:
+        Tool(place).validate(["pin"])  # type: ignore[arg-type]
+    assert caught.value.field is None
+
+
+def test_kwargs_callable_accepts_unknown_keys_unchanged() -> None:
+    def f(a: int, **extra: Any) -> None: ...
+
+    assert Tool(f).validate({"a": "1", "b": object}) == {"a": 1, "b": object}
+
+
+def test_strict_tool_takes_exactly_the_declared_keys() -> None:
+    def f(a: int, b: int = 0) -> None: ...
+
+    tool = Tool(f, strict=True)
+    assert tool.required == {"a", "b"}
+    assert tool.validate({"a": 1, "b": 2}) == {"a": 1, "b": 2}
+    with pytest.raises(ValidationError) as caught:
+        tool.validate({"a": 1})
+    assert caught.value.field == "b"
+
+
+def test_minimum_key_rule_needs_only_required_keys() -> None:
+    def f(a: int, b: int = 0) -> None: ...
+
+    assert Tool(f).validate({"a": 1}) == {"a": 1}
+
+
+@attrs.define
+class Move:
+    steps: int = attrs.field(validator=attrs.validators.gt(0))
+    unit: Unit = Unit.CM
+
+
+@dataclasses.dataclass
+class Resize:
+    width: float
+    height: float = 1.0
+
+
+def test_request_class_structures_arguments_and_keeps_only_given_keys() -> None:
+    async def move(**kwargs: Any) -> None: ...
+
+    tool = Tool(move, request_class=Move)
+    assert tool.validate({"steps": "2"}) == {"steps": 2}
+    assert tool.validate({"steps": 2, "unit": "in"}) == {"steps": 2, "unit": Unit.IN}
+    with pytest.raises(ValidationError) as caught:
+        tool.validate({"steps": 0})  # the attrs validator runs
+    assert caught.value.field == "steps"
+    with pytest.raises(ValidationError) as caught:
+        tool.validate({"steps": 1, "speed": 3})
+    assert caught.value.field == "speed"
+    dc = Tool(move, name="resize", request_class=Resize)
+    assert dc.validate({"width": 2}) == {"width": 2.0}
+
+
+def test_request_class_must_be_a_record_class() -> None:
+    with pytest.raises(ConfigurationError, match="request_class"):
+        Tool(sync_func, request_class=dict)
+
+
+def test_context_parameter_cannot_be_supplied_by_the_caller() -> None:
+    def f(a: int, ctx: object = None) -> None: ...
+
+    tool = Tool(f, context_param="ctx")
+    with pytest.raises(ValidationError, match="supplied by the runtime") as caught:
+        tool.validate({"a": 1, "ctx": "forged"})
+    assert caught.value.field == "ctx"
+    with pytest.raises(ConfigurationError, match="context_param"):
+        Tool(f, context_param="missing")
+
+
+# -- records ------------------------------------------------------------------------------
+
+
+def test_to_dict_is_a_json_record_without_callables() -> None:
+    def pre(arguments: dict[str, Any], *, scale: int) -> dict[str, Any]:
+        return arguments
+
+    tool = Tool(
+        place,
+        preprocessor=pre,
+        preprocessor_kwargs={"scale": 2},
+        idempotent=True,
+        subject="name",
+        limiter=trio.CapacityLimiter(3),
+    )
+    record = tool.to_dict()
+    assert json.loads(json.dumps(record)) == record
+    assert record["name"] == "place"
+    assert record["description"] == "Place a thing."
+    assert record["schema"] == tool.schema
+    assert record["options"]["idempotent"] is True
+    assert record["options"]["subject"] == "name"
+    assert record["options"]["preprocessor_kwargs"] == {"scale": 2}
+    assert record["options"]["limiter_tokens"] == 3
+    assert record["options"]["preprocessor"].endswith("pre")
+
+
+def test_from_dict_always_raises() -> None:
+    record = Tool(sync_func).to_dict()
+    with pytest.raises(NotImplementedError):
+        Tool.from_dict(record)
+
+
+def test_tools_are_immutable_and_copy_to_themselves() -> None:
+    tool = Tool(sync_func)
+    assert copy.copy(tool) is tool
+    assert copy.deepcopy(tool) is tool
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        tool.name = "other"  # type: ignore[misc]
