@@ -70,7 +70,7 @@ def configure(converter: JsonConverter) -> None:
         if target is None:
             raise ValueError(f"unknown message kind {kind!r}; expected one of {sorted(_BY_KIND)}")
         if not issubclass(target, cls):
-            raise TypeError(f"a {kind!r} message is not a {cls.__name__}")
+            raise TypeError(f"a {kind!r} message cannot be loaded as {cls.__name__}")
         return structurers[kind](fields, target)
 
     converter.register_structure_hook_func(

@@ -1,0 +1,107 @@
+"""The history through lionexec's cattrs converter: shape, round trip, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cattrs.errors import BaseValidationError
+
+from lionexec.conversation import (
+    ActionOutcome,
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    ErrorInfo,
+    Instruction,
+    Message,
+    MessageManager,
+    System,
+)
+from lionexec.errors import HistoryError
+from lionexec.serialization import converter, dumps
+
+
+def sample() -> MessageManager:
+    history = MessageManager([System(content="s"), Instruction(content="u", sender="user")])
+    request = ActionRequest.create("f", {"a": [1, {"b": None}]}, call_id="toolu_1")
+    history.add_message(AssistantResponse(content="calling", tool_calls=[request]))
+    history.record_action(
+        request,
+        ActionResponse.create(
+            request, outcome=ActionOutcome.TIMED_OUT, error=ErrorInfo("TooSlow", "3s")
+        ),
+    )
+    return history
+
+
+def test_history_round_trips_through_json() -> None:
+    history = sample()
+    loaded = converter.structure(json.loads(dumps(history)), MessageManager)
+    assert loaded == history
+    request, response = loaded.requests()[0], loaded.responses()[0]
+    assert loaded.response_for(request) is response
+    assert response.status == "cancelled" and response.outcome == "timed_out"
+
+
+def test_a_message_serializes_with_its_kind_and_role() -> None:
+    data = converter.unstructure(sample())["messages"]
+    assert [(m["kind"], m["role"]) for m in data] == [
+        ("system", "system"),
+        ("instruction", "user"),
+        ("assistant_response", "assistant"),
+        ("action_request", "action"),
+        ("action_response", "action"),
+    ]
+    assert data[4]["content"]["error"] == {"type": "TooSlow", "message": "3s"}
+    assert data[4]["content"]["status"] == "cancelled"
+
+
+def test_a_single_message_round_trips_as_message() -> None:
+    message = Instruction(content="hi", recipient="assistant")
+    assert converter.structure(json.loads(dumps(message)), Message) == message
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown message kind 'memo'"):
+        converter.structure({"kind": "memo", "content": "x"}, Message)
+
+
+def test_a_kind_that_is_not_the_asked_class_is_refused() -> None:
+    data = converter.unstructure(System(content="s"))
+    with pytest.raises(TypeError, match="cannot be loaded as Instruction"):
+        converter.structure(data, Instruction)
+
+
+def test_unknown_fields_are_refused() -> None:
+    data = converter.unstructure(System(content="s")) | {"colour": "red"}
+    with pytest.raises(BaseValidationError):
+        converter.structure(data, Message)
+
+
+def test_loading_data_with_broken_links_is_refused() -> None:
+    data = converter.unstructure(sample())
+    data["messages"].pop(3)  # the request; its response now follows nothing
+    with pytest.raises(HistoryError, match="does not follow the request"):
+        converter.structure(data, MessageManager)
+
+
+def test_an_inconsistent_response_record_is_refused() -> None:
+    data = converter.unstructure(sample())
+    data["messages"][4]["content"]["outcome"] = "completed"  # but it carries an error
+    with pytest.raises(BaseValidationError):
+        converter.structure(data, MessageManager)
+
+
+def test_a_history_record_must_be_an_object_with_messages() -> None:
+    with pytest.raises(TypeError, match="messages"):
+        converter.structure([], MessageManager)
+
+
+def test_outputs_and_arguments_that_are_not_json_are_saved_through_jsonable() -> None:
+    request = ActionRequest.create("f", {"when": {1, 2}})
+    history = MessageManager()
+    history.record_action(request, ActionResponse.create(request, output=object()))
+    data = json.loads(dumps(history))
+    assert data["messages"][0]["content"]["arguments"] == {"when": [1, 2]}
+    assert data["messages"][1]["content"]["output"] == "<unserializable>"
