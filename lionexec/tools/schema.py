@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
+import functools
 import inspect
 import pathlib
 import types
@@ -91,17 +92,21 @@ def signature_parameters(
     *,
     exclude: Collection[str] = (),
     descriptions: Mapping[str, str] | None = None,
+    lenient: bool = False,
 ) -> tuple[list[Parameter], bool]:
     """The parameters *func* exposes to a model, and whether it accepts ``**kwargs``.
 
-    ``*args``, ``**kwargs`` and the names in *exclude* are left out. String annotations are
-    evaluated. A positional-only parameter without a default cannot be passed by keyword and
-    raises :class:`SchemaError`; one with a default is left out.
+    ``*args``, ``**kwargs`` and the names in *exclude* are left out. String annotations (as
+    under ``from __future__ import annotations``) are evaluated in the function's module; one
+    that cannot be (a class local to a function) raises :class:`SchemaError`, or reads as
+    ``Any`` when *lenient*. A positional-only parameter without a default cannot be passed by
+    keyword and raises :class:`SchemaError`; one with a default is left out.
     """
     try:
-        signature = inspect.signature(func, eval_str=True)
-    except (NameError, TypeError, ValueError) as exc:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
         raise SchemaError(f"cannot read the signature of {func!r}: {exc}") from exc
+    namespace = _globals_of(func)
     descriptions = descriptions or {}
     params: list[Parameter] = []
     var_keyword = False
@@ -121,13 +126,43 @@ def signature_parameters(
         params.append(
             Parameter(
                 name=p.name,
-                annotation=Any if p.annotation is inspect.Parameter.empty else p.annotation,
+                annotation=_resolve(p, namespace, func, lenient),
                 required=required,
                 default=None if required else p.default,
                 description=descriptions.get(p.name) or None,
             )
         )
     return params, var_keyword
+
+
+def _globals_of(func: object) -> dict[str, Any]:
+    target = inspect.unwrap(func) if inspect.isfunction(func) else func
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.ismethod(target):
+        target = target.__func__
+    if not inspect.isfunction(target):
+        target = getattr(type(target), "__call__", None)  # noqa: B004
+    return dict(getattr(target, "__globals__", None) or {})
+
+
+def _resolve(
+    param: inspect.Parameter, namespace: dict[str, Any], func: object, lenient: bool
+) -> Any:
+    annotation = param.annotation
+    if annotation is inspect.Parameter.empty:
+        return Any
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return eval(annotation, namespace)
+    except Exception as exc:
+        if lenient:
+            return Any
+        raise SchemaError(
+            f"cannot resolve the annotation {annotation!r} of parameter {param.name!r} of "
+            f"{func!r} ({exc}); define the type at module level or pass schema="
+        ) from None
 
 
 def class_parameters(cls: type) -> list[Parameter]:

@@ -188,7 +188,7 @@ class Tool:
         if request_class is None:
             exclude = () if context_param is None else (context_param,)
             signature_params, var_keyword = signature_parameters(
-                func, exclude=exclude, descriptions=docs
+                func, exclude=exclude, descriptions=docs, lenient=explicit is not None
             )
         if context_param is not None:
             _check_context_param(func, context_param)
@@ -361,8 +361,8 @@ class Tool:
         if declared_async or self.inline:
             result = fn(*args, **kwargs)
         else:
-            result = await trio.to_thread.run_sync(
-                functools.partial(fn, *args, **kwargs),
+            (result,) = await trio.to_thread.run_sync(
+                functools.partial(_boxed, fn, args, kwargs),
                 abandon_on_cancel=True,
                 limiter=self.limiter if self.limiter is not None else current_tool_limiter(),
             )
@@ -392,6 +392,11 @@ class Tool:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tool:
         return self
+
+
+def _boxed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any]:
+    """Call *fn* in a worker thread; boxed so trio lets a returned coroutine through."""
+    return (fn(*args, **kwargs),)
 
 
 _EMPTY_OBJECT: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}

@@ -106,7 +106,10 @@ TYPE_TABLE: list[tuple[Any, dict[str, Any]]] = [
     (dict, {"type": "object"}),
     (int | None, {"type": ["integer", "null"]}),
     (int | str, {"type": ["integer", "string"]}),
-    (list[int] | None, {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]}),
+    (
+        list[int] | None,
+        {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]},
+    ),
     (Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
     (Literal[1, "a"], {"enum": [1, "a"]}),
     (Color, {"type": "string", "enum": ["red", "green"]}),
@@ -129,7 +132,10 @@ TYPE_TABLE: list[tuple[Any, dict[str, Any]]] = [
         Box,
         {
             "type": "object",
-            "properties": {"width": {"type": "number"}, "height": {"type": "number", "default": 1.0}},
+            "properties": {
+                "width": {"type": "number"},
+                "height": {"type": "number", "default": 1.0},
+            },
             "required": ["width"],
             "additionalProperties": False,
         },
@@ -320,7 +326,9 @@ def _typed_values() -> st.SearchStrategy[tuple[Any, st.SearchStrategy[Any]]]:
     ) -> st.SearchStrategy[tuple[Any, st.SearchStrategy[Any]]]:
         return st.one_of(
             inner.map(lambda hv: (list[hv[0]], st.lists(hv[1], max_size=3))),
-            inner.map(lambda hv: (dict[str, hv[0]], st.dictionaries(_JSON_TEXT, hv[1], max_size=3))),
+            inner.map(
+                lambda hv: (dict[str, hv[0]], st.dictionaries(_JSON_TEXT, hv[1], max_size=3))
+            ),
             inner.map(lambda hv: (hv[0] | None, st.none() | hv[1])),
             inner.map(lambda hv: (tuple[hv[0], ...], st.lists(hv[1], max_size=3))),
         )
@@ -373,3 +381,26 @@ def test_generated_signatures_give_valid_schemas_that_accept_valid_calls(
     normalized = tool.validate(example)
     assert normalized.keys() == example.keys()
     assert tool.validate(normalized) == normalized
+
+
+def test_unresolvable_string_annotation_names_the_parameter() -> None:
+    class Local:
+        pass
+
+    def f(ok: int, item: Local) -> Local:
+        return item
+
+    with pytest.raises(SchemaError, match=r"'item'.*module level"):
+        Tool(f)
+    lenient = Tool(f, schema={"type": "object", "properties": {"ok": {}, "item": {}}})
+    assert lenient.validate({"ok": "1", "item": "x"}) == {"ok": 1, "item": "x"}
+
+
+def test_return_annotation_is_ignored() -> None:
+    class Local:
+        pass
+
+    def f(a: int) -> Local:
+        return Local()
+
+    assert Tool(f).required == {"a"}
