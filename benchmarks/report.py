@@ -65,6 +65,7 @@ def build(runs: dict[str, dict[str, dict[str, Any]]], *, quick: bool) -> dict[st
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "load_average_at_end": os.getloadavg()[0],
             "versions": versions,
             "areas": areas,
         },
