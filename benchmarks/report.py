@@ -144,12 +144,11 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
         HEADER,
         "|---|---:|---:|---:|---:|---:|",
     ]
-    notes: list[str] = []
+    notes: dict[tuple[str, str], list[str]] = {}
     for row in document["scenarios"]:
         if only and row["area"] not in only:
             continue
         results, unit = row["results"], row["unit"]
-        n = max((r.get("n") or 0) for r in results.values()) if results else 0
         label = row["scenario"]
         cells = [_cell(results.get(impl), unit) for impl in ("lionexec", "lionagi", "raw")]
         ratios = row["ratios"]
@@ -159,16 +158,17 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
         )
         for impl, r in results.items():
             if r.get("note"):
-                notes.append(f"- {row['scenario']}, {impl}: {r['note']}")
-            elif r.get("n") != n and r.get("value") is not None:
-                notes.append(f"- {row['scenario']}, {impl}: measured at n={r['n']:,}")
+                notes.setdefault((impl, r["note"]), []).append(row["scenario"])
     for area, info in meta.get("areas", {}).items():
         if only and area not in only:
             continue
         for impl, reason in info.get("unavailable", {}).items():
-            notes.append(f"- {area}, {impl}: {reason}")
+            notes.setdefault((impl, reason), []).append(f"all of {area}")
     if notes:
-        lines += ["", "Notes:", "", *notes]
+        lines += ["", "Notes:", ""]
+        for (impl, note), where in notes.items():
+            rows = "; ".join(where) if len(where) <= 2 else f"{len(where)} rows ({where[0]}, ...)"
+            lines.append(f"- {impl}, {rows}: {note}")
     if any(info.get("quick") for info in meta.get("areas", {}).values()):
         lines += ["", "(quick run: small sizes, not for comparison)"]
     return "\n".join(lines) + "\n"
