@@ -1,0 +1,249 @@
+"""HookBus: blocking tool.pre verdicts, isolated non-blocking points (ADR-0012 D2)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import trio
+
+from lionexec.conversation import Instruction, Message, MessageManager
+from lionexec.governance import (
+    MAX_KEPT_FAILURES,
+    HookBus,
+    HookFailure,
+    HookPoint,
+    PreHookResult,
+    StopHook,
+)
+
+
+def test_hook_points_include_the_action_path_vocabulary() -> None:
+    assert HookPoint.TOOL_PRE == "tool.pre"
+    assert HookPoint.TOOL_POST == "tool.post"
+    assert HookPoint.TOOL_ERROR == "tool.error"
+    assert HookPoint.MESSAGE_ADD == "message.add"
+
+
+def test_on_off_and_handlers_for() -> None:
+    bus = HookBus()
+
+    def first(**_: Any) -> None: ...
+    def second(**_: Any) -> None: ...
+
+    assert bus.on("tool.post", first) is first
+    bus.on(HookPoint.TOOL_POST, second)
+    bus.on(HookPoint.TOOL_POST, first)
+    assert bus.handlers_for("tool.post") == (first, second, first)
+    bus.off(HookPoint.TOOL_POST, first)  # the latest registration
+    assert bus.handlers_for(HookPoint.TOOL_POST) == (first, second)
+    bus.off(HookPoint.TOOL_POST, lambda **_: None)  # absent: nothing happens
+    assert bus.handlers_for(HookPoint.TOOL_ERROR) == ()
+
+
+def test_unknown_points_and_uncallable_handlers_are_refused() -> None:
+    bus = HookBus()
+    with pytest.raises(ValueError, match="tool.maybe"):
+        bus.on("tool.maybe", lambda **_: None)
+    with pytest.raises(TypeError, match="callable"):
+        bus.on(HookPoint.TOOL_POST, "not a function")  # type: ignore[arg-type]
+
+
+async def test_handlers_are_called_with_keyword_arguments_sync_or_async() -> None:
+    bus = HookBus()
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def sync_handler(**kwargs: Any) -> None:
+        calls.append(("sync", kwargs))
+
+    async def async_handler(*, tool_name: str, call_id: str) -> None:
+        await trio.lowlevel.checkpoint()
+        calls.append(("async", {"tool_name": tool_name, "call_id": call_id}))
+
+    for point in (HookPoint.TOOL_PRE, HookPoint.TOOL_POST):
+        bus.on(point, sync_handler)
+        bus.on(point, async_handler)
+    assert await bus.run_pre(tool_name="t", call_id="c") == PreHookResult(True)
+    assert await bus.emit(HookPoint.TOOL_POST, tool_name="t", call_id="c") == []
+    kwargs = {"tool_name": "t", "call_id": "c"}
+    assert calls == [("sync", kwargs), ("async", kwargs)] * 2
+
+
+async def test_pre_handlers_run_one_at_a_time_in_order(autojump_clock: trio.abc.Clock) -> None:
+    bus = HookBus()
+    log: list[str] = []
+
+    def handler(name: str, delay: float) -> Any:
+        async def run(**_: Any) -> None:
+            log.append(f"{name} start")
+            await trio.sleep(delay)
+            log.append(f"{name} end")
+
+        return run
+
+    bus.on(HookPoint.TOOL_PRE, handler("slow", 5))
+    bus.on(HookPoint.TOOL_PRE, handler("fast", 1))
+    assert (await bus.run_pre()).allowed
+    assert log == ["slow start", "slow end", "fast start", "fast end"]
+
+
+async def test_stop_hook_skips_the_remaining_pre_handlers_and_is_not_a_denial() -> None:
+    bus = HookBus()
+    ran: list[str] = []
+
+    def stopper(**_: Any) -> None:
+        ran.append("stopper")
+        raise StopHook
+
+    bus.on(HookPoint.TOOL_PRE, stopper)
+    bus.on(HookPoint.TOOL_PRE, lambda **_: ran.append("skipped"))
+    assert await bus.run_pre() == PreHookResult(True)
+    assert ran == ["stopper"]
+
+
+async def test_a_raising_pre_handler_is_a_denial_value_not_an_exception(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # ADR-0012 D2 "Blocking pre-hook": the shipped bus let this escape act(); here it is a value.
+    bus = HookBus()
+    ran: list[str] = []
+    error = PermissionError("not on fridays")
+
+    def guard(**_: Any) -> None:
+        raise error
+
+    bus.on(HookPoint.TOOL_PRE, guard)
+    bus.on(HookPoint.TOOL_PRE, lambda **_: ran.append("after"))
+    with caplog.at_level(logging.WARNING, logger="lionexec.hooks"):
+        result = await bus.run_pre(tool_name="t")
+    assert not result.allowed
+    assert result.error is error
+    assert result.handler is guard
+    assert result.reason is not None
+    assert "PermissionError: not on fridays" in result.reason and "guard" in result.reason
+    assert ran == []
+    assert bus.failures == type(bus.failures)()  # a denial is not a failure
+    assert any("denied" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_pre_handler_returning_false_denies_but_other_falsy_values_do_not() -> None:
+    bus = HookBus()
+    for value in (None, 0, "", []):
+        bus.on(HookPoint.TOOL_PRE, lambda value=value, **_: value)
+    assert (await bus.run_pre()).allowed
+
+    async def refuses(**_: Any) -> bool:
+        return False
+
+    bus.on(HookPoint.TOOL_PRE, refuses)
+    result = await bus.run_pre()
+    assert not result.allowed and result.error is None and result.handler is refuses
+    assert result.reason is not None and "returned False" in result.reason
+
+
+async def test_cancellation_in_a_pre_handler_propagates() -> None:
+    bus = HookBus()
+
+    async def waits(**_: Any) -> None:
+        await trio.sleep_forever()
+
+    bus.on(HookPoint.TOOL_PRE, waits)
+    with trio.move_on_after(0) as scope:
+        await bus.run_pre()
+    assert scope.cancelled_caught
+
+
+async def test_emit_isolates_logs_returns_and_keeps_failures(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = HookBus()
+    ran: list[str] = []
+
+    def broken(**_: Any) -> None:
+        raise RuntimeError("broken")
+
+    async def broken_async(**_: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        raise KeyError("k")
+
+    bus.on(HookPoint.TOOL_ERROR, broken)
+    bus.on(HookPoint.TOOL_ERROR, broken_async)
+    bus.on(HookPoint.TOOL_ERROR, lambda **_: ran.append("healthy"))
+    with caplog.at_level(logging.ERROR, logger="lionexec.hooks"):
+        failures = await bus.emit(HookPoint.TOOL_ERROR, call_id="c")
+    assert ran == ["healthy"]
+    assert [(f.point, f.handler, type(f.error)) for f in failures] == [
+        (HookPoint.TOOL_ERROR, broken, RuntimeError),
+        (HookPoint.TOOL_ERROR, broken_async, KeyError),
+    ]
+    assert list(bus.failures) == failures
+    assert [r.name for r in caplog.records] == ["lionexec.hooks"] * 2
+
+
+async def test_stop_hook_skips_the_remaining_handlers_of_emit() -> None:
+    bus = HookBus()
+    ran: list[str] = []
+
+    def stopper(**_: Any) -> None:
+        raise StopHook
+
+    bus.on(HookPoint.TOOL_POST, stopper)
+    bus.on(HookPoint.TOOL_POST, lambda **_: ran.append("skipped"))
+    assert await bus.emit(HookPoint.TOOL_POST) == []
+    assert ran == []
+
+
+async def test_emit_refuses_the_blocking_point() -> None:
+    with pytest.raises(ValueError, match="run_pre"):
+        await HookBus().emit(HookPoint.TOOL_PRE)
+
+
+async def test_cancellation_in_an_emit_handler_propagates() -> None:
+    bus = HookBus()
+
+    async def waits(**_: Any) -> None:
+        await trio.sleep_forever()
+
+    bus.on(HookPoint.TOOL_POST, waits)
+    with trio.move_on_after(0) as scope:
+        await bus.emit(HookPoint.TOOL_POST)
+    assert scope.cancelled_caught
+    assert list(bus.failures) == []
+
+
+async def test_kept_failures_are_bounded_and_keep_the_most_recent() -> None:
+    bus = HookBus()
+    count = 0
+
+    def broken(**_: Any) -> None:
+        raise RuntimeError(count)
+
+    bus.on(HookPoint.TOOL_POST, broken)
+    logging.getLogger("lionexec.hooks").disabled = True
+    try:
+        for count in range(MAX_KEPT_FAILURES + 3):  # noqa: B007 - read by the handler
+            await bus.emit(HookPoint.TOOL_POST)
+    finally:
+        logging.getLogger("lionexec.hooks").disabled = False
+    assert len(bus.failures) == MAX_KEPT_FAILURES
+    assert str(bus.failures[0].error) == "3"
+    assert str(bus.failures[-1].error) == str(MAX_KEPT_FAILURES + 2)
+
+
+async def test_a_failing_message_add_hook_leaves_the_history_consistent() -> None:
+    bus = HookBus()
+    reported: list[list[HookFailure]] = []
+
+    def broken(**_: Any) -> None:
+        raise RuntimeError("hook")
+
+    async def forward(message: Message) -> None:
+        reported.append(await bus.emit(HookPoint.MESSAGE_ADD, message=message))
+
+    bus.on(HookPoint.MESSAGE_ADD, broken)
+    history = MessageManager(on_message_added=[forward])
+    message = Instruction(content="u")
+    assert await history.a_add_message(message) == []  # the bus isolated it
+    assert [len(r) for r in reported] == [1]
+    assert list(history) == [message]
