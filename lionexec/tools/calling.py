@@ -38,7 +38,7 @@ def _tool_name(call: FunctionCalling) -> str:
     return call.tool.name
 
 
-@attrs.define(kw_only=True, eq=False)
+@attrs.define(kw_only=True, eq=False, on_setattr=attrs.setters.NO_OP)
 class FunctionCalling(Event):
     """One call of :attr:`tool` with :attr:`arguments`, run once by :meth:`Event.invoke`.
 
