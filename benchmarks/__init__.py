@@ -1,0 +1,20 @@
+"""lionexec's benchmark suite: lionexec, lionagi 0.36.0 and raw trio, side by side.
+
+Run it the way CI and the README do::
+
+    nox -s bench                      # everything; writes benchmarks/results/latest.{json,md}
+    nox -s bench -- --quick           # small sizes, a smoke run (writes results/quick.*)
+    nox -s bench -- --only events,act # some areas (merged into latest.* by area)
+
+or, in any environment that has lionexec (and optionally lionagi), ``python -m benchmarks``
+from the repository root (``--lionagi-python PATH`` runs the lionagi side with another
+interpreter; ``--help`` lists the rest).
+
+Areas, one module each: :mod:`~benchmarks.events` (issue 2), :mod:`~benchmarks.processor`
+(issue 3), :mod:`~benchmarks.tools` (issue 4), :mod:`~benchmarks.act` (issue 6) and
+:mod:`~benchmarks.scaling` (issue 7). Each implementation of an area runs in its own
+subprocess (:mod:`benchmarks._harness`); :mod:`benchmarks.report` makes the table. A side
+that cannot run (library missing, feature not there yet) shows as "n/a" with the reason.
+
+These are measurements, not tests: nothing here asserts a time.
+"""
