@@ -162,7 +162,15 @@ def test_tool_calls_naming_no_recorded_request_are_not_exported() -> None:
 
 def test_completed_outputs_are_text_as_is_and_json_otherwise() -> None:
     request = ActionRequest.create("f")
-    for output, text in [("", ""), ("x", "x"), (None, "null"), (0, "0"), ([], "[]"), ({}, "{}")]:
+    cases: list[tuple[object, str]] = [
+        ("", ""),
+        ("x", "x"),
+        (None, "null"),
+        (0, "0"),
+        ([], "[]"),
+        ({}, "{}"),
+    ]
+    for output, text in cases:
         assert result_text(ActionResponse.create(request, output=output)) == (text, False)
 
 

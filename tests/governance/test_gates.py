@@ -82,7 +82,12 @@ async def test_the_gate_only_ever_sees_tool_invocations() -> None:
     # The reference fed its gate every emitted payload as well (DELTAS, observed facts).
     observer = SessionObserver()
     seen: list[Any] = []
-    observer.gate(lambda payload: seen.append(payload) or True)
+
+    def check(payload: Any) -> bool:
+        seen.append(payload)
+        return True
+
+    observer.gate(check)
     await observer.emit({"event": "tool finished"})
     await observer.emit("anything")
     await observer.authorize(CALL)
@@ -106,7 +111,7 @@ async def test_clear_gate_allows_again_and_gate_needs_a_callable() -> None:
     observer.clear_gate()
     assert await observer.authorize(CALL) is True
     with pytest.raises(TypeError, match="clear_gate"):
-        observer.gate(None)  # type: ignore[arg-type]
+        observer.gate(None)  # type: ignore[type-var]
 
 
 async def test_a_cancelled_gate_propagates_and_records_nothing() -> None:

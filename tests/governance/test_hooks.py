@@ -20,10 +20,13 @@ from lionexec.governance import (
 
 
 def test_hook_points_include_the_action_path_vocabulary() -> None:
-    assert HookPoint.TOOL_PRE == "tool.pre"
-    assert HookPoint.TOOL_POST == "tool.post"
-    assert HookPoint.TOOL_ERROR == "tool.error"
-    assert HookPoint.MESSAGE_ADD == "message.add"
+    assert {p.name: p.value for p in HookPoint} == {
+        "TOOL_PRE": "tool.pre",
+        "TOOL_POST": "tool.post",
+        "TOOL_ERROR": "tool.error",
+        "MESSAGE_ADD": "message.add",
+    }
+    assert HookPoint("tool.pre") is HookPoint.TOOL_PRE
 
 
 def test_on_off_and_handlers_for() -> None:
@@ -44,7 +47,7 @@ def test_on_off_and_handlers_for() -> None:
 
 def test_unknown_points_and_uncallable_handlers_are_refused() -> None:
     bus = HookBus()
-    with pytest.raises(ValueError, match="tool.maybe"):
+    with pytest.raises(ValueError, match=r"tool\.maybe"):
         bus.on("tool.maybe", lambda **_: None)
     with pytest.raises(TypeError, match="callable"):
         bus.on(HookPoint.TOOL_POST, "not a function")  # type: ignore[arg-type]
@@ -129,8 +132,13 @@ async def test_a_raising_pre_handler_is_a_denial_value_not_an_exception(
 
 async def test_a_pre_handler_returning_false_denies_but_other_falsy_values_do_not() -> None:
     bus = HookBus()
-    for value in (None, 0, "", []):
-        bus.on(HookPoint.TOOL_PRE, lambda value=value, **_: value)
+
+    def returning(value: object) -> Any:
+        return lambda **_: value
+
+    falsy: list[object] = [None, 0, "", []]
+    for value in falsy:
+        bus.on(HookPoint.TOOL_PRE, returning(value))
     assert (await bus.run_pre()).allowed
 
     async def refuses(**_: Any) -> bool:

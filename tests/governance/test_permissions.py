@@ -54,7 +54,7 @@ def test_allow_all_and_deny_all_modes() -> None:
 
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="'sometimes'"):
-        PermissionPolicy(mode="sometimes")  # type: ignore[arg-type]
+        PermissionPolicy(mode="sometimes")
 
 
 def test_deny_beats_allow_beats_escalate() -> None:
@@ -365,7 +365,7 @@ def test_check_agrees_with_a_reference_evaluation(
     tool: str,
     subject: str,
 ) -> None:
-    policy = PermissionPolicy(mode=mode, allow=allow, deny=deny, escalate=escalate)  # type: ignore[arg-type]
+    policy = PermissionPolicy(mode=mode, allow=allow, deny=deny, escalate=escalate)
     decision = policy.check(tool, subject, {})
     expected = reference(mode, {"allow": allow, "deny": deny, "escalate": escalate}, tool, subject)
     assert (decision.behavior, decision.matched_rule) == expected
