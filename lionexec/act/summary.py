@@ -1,0 +1,60 @@
+"""Batch summaries that are total over the terminal statuses (DELTAS E1)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+import attrs
+
+from lionexec.conversation import ActionOutcome, ActionResponse
+from lionexec.engine import TERMINAL_STATUSES, EventStatus
+
+__all__ = ["BatchSummary"]
+
+
+def _frozen_counts(counts: Mapping[EventStatus, int]) -> Mapping[EventStatus, int]:
+    return MappingProxyType(
+        {status: counts.get(status, 0) for status in sorted(TERMINAL_STATUSES)}
+    )
+
+
+@attrs.frozen
+class BatchSummary:
+    """Counts of a batch's responses by status and by outcome.
+
+    ``by_status`` has an entry for each of the five terminal statuses, zeros included. Only
+    ``completed`` counts as success: ``skipped``, ``cancelled`` and ``aborted`` are never folded
+    into it (DELTAS E1).
+    """
+
+    total: int
+    by_status: Mapping[EventStatus, int] = attrs.field(converter=_frozen_counts)
+    by_outcome: Mapping[ActionOutcome, int]
+
+    @classmethod
+    def of(cls, responses: Iterable[ActionResponse]) -> BatchSummary:
+        """Summarize *responses* (for example what :meth:`Branch.act` returned)."""
+        items = list(responses)
+        statuses = Counter(r.content.status for r in items)
+        outcomes = Counter(r.content.outcome for r in items)
+        return cls(
+            total=len(items),
+            by_status=statuses,
+            by_outcome=MappingProxyType({o: outcomes.get(o, 0) for o in ActionOutcome}),
+        )
+
+    @property
+    def succeeded(self) -> int:
+        """Responses with status ``completed``; nothing else is success."""
+        return self.by_status[EventStatus.COMPLETED]
+
+    @property
+    def unsuccessful(self) -> int:
+        """Everything else: failed, skipped, cancelled and aborted."""
+        return self.total - self.succeeded
+
+    @property
+    def all_succeeded(self) -> bool:
+        return self.succeeded == self.total
