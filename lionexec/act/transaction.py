@@ -182,7 +182,7 @@ async def _govern_and_invoke(branch: Branch, call: _Call, params: AlcallParams) 
         context=context,
     )
     if not verdict.allowed:
-        _denied(branch, call, "HookDenied", verdict.reason)
+        _denied(branch, call, "HookDenied", verdict.reason or "denied by a tool.pre hook")
         return
 
     async def revalidate(transformed: dict[str, Any]) -> dict[str, Any]:
@@ -228,8 +228,9 @@ async def _invoke_with_retries(
                 return
         error = event.execution.error
         if isinstance(error, CallRejected):
-            event.status = OUTCOME_STATUS[error.outcome]
-            _record(branch, call, error.outcome, error=ErrorInfo.from_exception(error))
+            outcome = ActionOutcome(error.outcome)
+            event.status = OUTCOME_STATUS[outcome]
+            _record(branch, call, outcome, error=ErrorInfo.from_exception(error))
             return
         if event.status is EventStatus.COMPLETED:
             _record(branch, call, ActionOutcome.COMPLETED, output=event.response)
@@ -331,10 +332,10 @@ async def _after_evidence(branch: Branch, call: _Call) -> None:
                 status=event.status,
                 duration=duration,
             )
-        for failure in failures:
-            branch.report_failure("hook", call_id, failure.error)
+        for hook_failure in failures:
+            branch.report_failure("hook", call_id, hook_failure.error)
         if branch.observer is not None:
-            for failure in await branch.observer.emit(event):
-                branch.report_failure("observer", call_id, failure.error)
-    for failure in await branch.messages.notify(call.request, response):
-        branch.report_failure("message_callback", call_id, failure.error)
+            for subscriber_failure in await branch.observer.emit(event):
+                branch.report_failure("observer", call_id, subscriber_failure.error)
+    for callback_failure in await branch.messages.notify(call.request, response):
+        branch.report_failure("message_callback", call_id, callback_failure.error)
