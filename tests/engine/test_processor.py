@@ -1,4 +1,4 @@
-"""ADR-0003 D4 and DELTAS E3/E4: the Processor's queue, cycles, capacity, service and cancellation."""
+"""ADR-0003 D4 and DELTAS E3/E4: the Processor's queue, cycles, capacity, service, cancellation."""
 
 from __future__ import annotations
 
@@ -827,7 +827,12 @@ async def test_statistics_is_a_frozen_snapshot_of_the_live_state(
     processor = Policy(
         4, 1.0, 1, max_queue_size=10, decide=lambda n: "deny" if n == "x" else "allow"
     )
-    events = [Job("a", delay=1), Job("b", delay=1, fail=ValueError("no")), Job("x"), Job("c")]
+    events = [
+        Job("a", delay=1),
+        Job("b", delay=1, fail=ValueError("no")),
+        Job("x"),
+        Job("c", delay=1),
+    ]
     events.append(Job("d"))
     await fill(processor, events)
     async with trio.open_nursery() as nursery:
