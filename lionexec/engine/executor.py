@@ -210,16 +210,26 @@ class Executor:
                 await event.wait_completed()
 
         On a normal exit the service is stopped (a cycle in progress finishes; queued events
-        stay queued). If the block raises or is cancelled, the service is cancelled with it
-        (see :meth:`Processor.process` for what happens to its events).
+        stay queued). If the block raises or is cancelled, the service is cancelled (see
+        :meth:`Processor.process` for what happens to its events) and the block's exception
+        propagates unchanged. An error from the service itself cancels the block and comes
+        out of the ``async with`` in an exception group, as from any nursery.
         """
         processor = self.start()
+        failure: BaseException | None = None
         async with trio.open_nursery() as nursery:
             await nursery.start(processor.execute)
             try:
                 yield self
+            except BaseException as exc:
+                # Raised by the block: cancel the service, then let the error out as it was
+                # (not wrapped in an exception group by the nursery).
+                failure = exc
+                nursery.cancel_scope.cancel()
             finally:
                 processor.stop()
+        if failure is not None:
+            raise failure
 
     # -- views ------------------------------------------------------------------------------
 
