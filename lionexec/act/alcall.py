@@ -125,13 +125,27 @@ async def fan_out(
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The only ordinary exception in *group*, ignoring the siblings' ``trio.Cancelled``."""
-    _, rest = group.split(trio.Cancelled)
+    """What a caller of a fan-out should see of its nursery's exception group.
+
+    The only non-cancellation exception, ignoring the siblings' ``trio.Cancelled``; or one
+    ``trio.Cancelled`` when cancellation is all there is (the caller was cancelled); otherwise
+    the group itself.
+    """
+    cancelled, rest = group.split(trio.Cancelled)
+    if rest is None and cancelled is not None:
+        return _first_leaf(cancelled)
     if rest is not None and len(rest.exceptions) == 1:
         only = rest.exceptions[0]
         if not isinstance(only, BaseExceptionGroup):
             return only
     return group
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def alcall(

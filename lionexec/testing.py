@@ -1,0 +1,53 @@
+"""Helpers for testing code built on lionexec.
+
+``assert_consistent(branch)`` checks the invariants :meth:`Branch.act` guarantees, whatever
+happened (failures, denials, timeouts, cancellation, raising hooks and callbacks); use it at
+the end of your own tests. ``tool_call(name, **arguments)`` builds a proposal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .act import Branch
+
+__all__ = ["assert_consistent", "tool_call"]
+
+
+def tool_call(function: str, /, **arguments: Any) -> dict[str, Any]:
+    """A proposal ``{"function": function, "arguments": arguments}`` for :meth:`Branch.act`."""
+    return {"function": function, "arguments": arguments}
+
+
+def assert_consistent(branch: Branch) -> None:
+    """Assert the evidence invariants of *branch*.
+
+    * every action request in the history has exactly one response, linked both ways;
+    * there is an event-log record for exactly the calls that were invoked (attempts > 0);
+    * each record's status equals its response's status and its event's status.
+
+    Raises:
+        AssertionError: naming the first invariant that does not hold.
+    """
+    messages = branch.messages
+    requests, responses = messages.requests(), messages.responses()
+    unanswered = messages.unanswered()
+    assert not unanswered, f"requests without a response: {[r.id for r in unanswered]}"
+    assert len(requests) == len(responses), f"{len(requests)} requests, {len(responses)} responses"
+    for request in requests:
+        response = messages.response_for(request)
+        assert response is not None, f"request {request.id} has no response"
+        assert request.content.action_response_id == response.id, f"{request.id} links elsewhere"
+        assert response.content.action_request_id == request.id, f"{response.id} links elsewhere"
+    records = {record.response_id: record for record in branch.log}
+    assert len(records) == len(branch.log), "two log records name one response"
+    invoked = {r.id: r for r in responses if r.content.attempts > 0}
+    assert set(records) == set(invoked), (
+        f"log records {sorted(map(str, records))} != invoked calls {sorted(map(str, invoked))}"
+    )
+    for response_id, record in records.items():
+        status = invoked[response_id].content.status
+        assert record.status is status, f"log says {record.status}, history says {status}"
+        event_status = record.event["execution"]["status"]
+        assert event_status == status.value, f"event says {event_status}, history says {status}"
+        assert record.request_id == invoked[response_id].content.action_request_id

@@ -1,0 +1,636 @@
+"""ADR-0012 D2, D3 and D5 on lionexec, with DELTAS A1–A3: one governed transaction per call."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from lionexec import (
+    ActionOutcome,
+    ActionRequest,
+    AlcallParams,
+    Branch,
+    EventStatus,
+    FunctionCalling,
+    HookPoint,
+    PermissionPolicy,
+    SessionObserver,
+    StopHook,
+    Tool,
+    ToolInvocation,
+)
+from lionexec.act import SUMMARY_LIMIT, VERBOSE_LIMIT
+from lionexec.testing import assert_consistent as check_history
+from lionexec.testing import tool_call as call
+
+O = ActionOutcome
+S = EventStatus
+
+
+def outcomes(responses: list[Any]) -> list[ActionOutcome]:
+    return [r.content.outcome for r in responses]
+
+
+def statuses(responses: list[Any]) -> list[EventStatus]:
+    return [r.content.status for r in responses]
+
+
+async def _add(a: int, b: int) -> int:
+    return a + b
+
+
+_add_tool = Tool(_add, name="add")
+
+
+# -- envelopes ----------------------------------------------------------------------------------
+
+
+@attrs.define
+class AttrsCall:
+    function: str
+    arguments: dict[str, Any]
+
+
+@dataclasses.dataclass
+class DataCall:
+    function: str
+    arguments: dict[str, Any]
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [
+        pytest.param(lambda: ActionRequest.create("add", {"a": 1, "b": 2}), id="ActionRequest"),
+        pytest.param(lambda: {"function": "add", "arguments": {"a": 1, "b": 2}}, id="dict"),
+        pytest.param(lambda: AttrsCall("add", {"a": 1, "b": 2}), id="attrs"),
+        pytest.param(lambda: DataCall("add", {"a": 1, "b": 2}), id="dataclass"),
+        pytest.param(
+            lambda: {
+                "id": "call_openai",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'},
+            },
+            id="openai",
+        ),
+        pytest.param(
+            lambda: {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1, "b": 2}},
+            id="anthropic",
+        ),
+    ],
+)
+async def test_every_accepted_envelope_runs_the_call(branch: Branch, envelope: Any) -> None:
+    [response] = await branch.act(envelope())
+    assert response.content.outcome is O.COMPLETED
+    assert response.content.output == 3
+    check_history(branch)
+
+
+async def test_provider_call_ids_become_the_request_call_id(branch: Branch) -> None:
+    await branch.act(
+        [
+            {"id": "call_X", "type": "function", "function": {"name": "nothing", "arguments": ""}},
+            {"type": "tool_use", "id": "toolu_Y", "name": "nothing", "input": {}},
+        ]
+    )
+    assert sorted(r.call_id for r in branch.messages.requests()) == ["call_X", "toolu_Y"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [42, "add", {"function": "add"}, {"name": "add"}, [1], {"function": 3, "arguments": {}}],
+    ids=repr,
+)
+async def test_unreadable_envelope_raises_before_anything_is_recorded(
+    branch: Branch, bad: Any
+) -> None:
+    pre: list[Any] = []
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: pre.append(kw))
+    with pytest.raises(ValueError, match=r"tool call"):
+        await branch.act([call("add", a=1, b=2), bad])
+    assert len(branch.messages) == 0
+    assert len(branch.log) == 0
+    assert pre == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [("{not json", "not valid JSON"), ("[1, 2]", "JSON object"), (7, "JSON object")],
+)
+async def test_unreadable_arguments_are_an_invalid_value(
+    branch: Branch, arguments: Any, why: str
+) -> None:
+    [response] = await branch.act({"function": "add", "arguments": arguments})
+    assert response.content.outcome is O.INVALID
+    assert response.content.status is S.ABORTED
+    assert response.content.error is not None
+    assert why in response.content.error.message
+    check_history(branch)
+
+
+async def test_unknown_tool_is_an_invalid_value_naming_the_closest_tool(branch: Branch) -> None:
+    [response] = await branch.act(call("ad", a=1, b=2))
+    assert response.content.outcome is O.INVALID
+    assert response.content.error is not None
+    assert response.content.error.type == "ToolNotFoundError"
+    assert "'add'" in response.content.error.message
+    assert len(branch.log) == 0
+    check_history(branch)
+
+
+async def test_bad_arguments_are_an_invalid_value_naming_the_field(branch: Branch) -> None:
+    [response] = await branch.act(call("add", a=1, b="many"), suppress_errors=False)
+    assert response.content.outcome is O.INVALID
+    assert response.content.error is not None
+    assert "b" in response.content.error.message
+    check_history(branch)
+
+
+async def test_an_answered_request_cannot_be_acted_again(branch: Branch) -> None:
+    request = ActionRequest.create("nothing")
+    await branch.act(request)
+    with pytest.raises(ValueError, match="already answered"):
+        await branch.act(request)
+    assert len(branch.messages.responses()) == 1
+
+
+# -- outcomes and truthful history (A1) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["concurrent", "sequential"])
+async def test_failed_call_and_none_returning_call_leave_different_history(
+    branch: Branch, strategy: Any
+) -> None:
+    ok_none, failed = await branch.act([call("nothing"), call("fail")], strategy=strategy)
+    assert ok_none.content.outcome is O.COMPLETED
+    assert ok_none.content.output is None
+    assert ok_none.content.error is None
+    assert ok_none.content.success
+    assert failed.content.outcome is O.FAILED
+    assert failed.content.status is S.FAILED
+    assert failed.content.error is not None
+    assert failed.content.error.type == "RuntimeError"
+    assert failed.content.error.message == "kaput"
+    assert not failed.content.success
+    check_history(branch)
+
+
+@pytest.mark.parametrize("output", [0, "", [], {}, None, False])
+async def test_falsy_outputs_are_real_outputs_with_linked_responses(output: Any) -> None:
+    def give() -> Any:
+        return output
+
+    branch = Branch()
+    branch.register_tools(Tool(give, inline=True))
+    [response] = await branch.act(call("give"))
+    assert response.content.outcome is O.COMPLETED
+    assert response.content.output == output
+    assert branch.messages.response_for(branch.messages.requests()[0]) is response
+    check_history(branch)
+
+
+@pytest.mark.parametrize("strategy", ["concurrent", "sequential"])
+async def test_failure_goes_to_tool_error_never_tool_post(branch: Branch, strategy: Any) -> None:
+    seen: list[tuple[str, str]] = []
+    branch.hooks.on(HookPoint.TOOL_POST, lambda **kw: seen.append(("post", kw["tool_name"])))
+    branch.hooks.on(HookPoint.TOOL_ERROR, lambda **kw: seen.append(("error", kw["tool_name"])))
+    await branch.act([call("fail"), call("nothing")], strategy=strategy)
+    assert sorted(seen) == [("error", "fail"), ("post", "nothing")]
+
+
+async def test_tool_error_receives_the_exception_status_and_duration(branch: Branch) -> None:
+    got: dict[str, Any] = {}
+    branch.hooks.on(HookPoint.TOOL_ERROR, lambda **kw: got.update(kw))
+    await branch.act(call("fail", message="bad"))
+    assert isinstance(got["error"], RuntimeError)
+    assert got["status"] is S.FAILED
+    assert isinstance(got["duration"], float)
+    assert got["call_id"] == branch.messages.requests()[0].call_id
+
+
+async def test_act_returns_the_persisted_responses_in_input_order(
+    branch: Branch, autojump_clock: trio.abc.Clock
+) -> None:
+    responses = await branch.act(
+        [call("slow", seconds=3), call("slow", seconds=1), call("add", a=2, b=2)]
+    )
+    assert [r.content.output for r in responses] == ["late", "late", 4]
+    assert [r.content.arguments for r in responses] == [{"seconds": 3}, {"seconds": 1}, {"a": 2, "b": 2}]
+    assert all(r in branch.messages for r in responses)
+
+
+async def test_unsuppressed_failure_is_raised_after_the_history_is_written(branch: Branch) -> None:
+    with pytest.raises(RuntimeError, match="kaput"):
+        await branch.act(call("fail"), suppress_errors=False)
+    [response] = branch.messages.responses()
+    assert response.content.outcome is O.FAILED
+    assert len(branch.log) == 1
+    check_history(branch)
+
+
+# -- governance (A3): gates, policy, pre-hooks see one normalized context ----------------------
+
+
+async def test_standalone_branch_allows_every_call(branch: Branch) -> None:
+    assert branch.observer is None
+    [response] = await branch.act(call("add", a=1, b=1))
+    assert response.content.outcome is O.COMPLETED
+
+
+async def test_observer_without_gate_allows(branch: Branch) -> None:
+    branch.observer = SessionObserver()
+    [response] = await branch.act(call("add", a=1, b=1))
+    assert response.content.outcome is O.COMPLETED
+
+
+@pytest.mark.parametrize("suppress", [True, False])
+@pytest.mark.parametrize(
+    "gate", [lambda inv: False, lambda inv: 0, lambda inv: 1 / 0], ids=["false", "falsy", "raises"]
+)
+async def test_gate_denial_is_a_value_and_nothing_runs(
+    branch: Branch, gate: Any, suppress: bool
+) -> None:
+    ran: list[str] = []
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: ran.append("pre"))
+    observer = SessionObserver()
+    observer.gate(gate)
+    branch.observer = observer
+    [response] = await branch.act(call("fail"), suppress_errors=suppress)
+    assert response.content.outcome is O.DENIED
+    assert response.content.status is S.SKIPPED
+    assert response.content.error is not None
+    assert response.content.error.type == "GateDenied"
+    assert ran == []
+    assert len(branch.log) == 0
+    assert len(observer.denials) == 1
+    check_history(branch)
+
+
+async def test_every_phase_sees_the_same_normalized_arguments() -> None:
+    seen: dict[str, Any] = {}
+
+    def gate(invocation: ToolInvocation) -> bool:
+        seen["gate"] = dict(invocation.arguments)
+        seen["gate_type"] = type(invocation)
+        return True
+
+    async def escalate(decision: Any, ctx: Any) -> bool:
+        seen["policy"] = dict(ctx.arguments)
+        return True
+
+    def pre(**kw: Any) -> None:
+        seen["pre"] = dict(kw["context"].arguments)
+
+    async def tool(a: int, b: int) -> int:
+        seen["tool"] = {"a": a, "b": b}
+        return a + b
+
+    branch = Branch(policy=PermissionPolicy(mode="rules", escalate={"*": ["*"]}, on_escalate=escalate))
+    branch.observer = SessionObserver()
+    branch.observer.gate(gate)
+    branch.hooks.on(HookPoint.TOOL_PRE, pre)
+    branch.register_tools(Tool(tool, name="tool"))
+    [response] = await branch.act(call("tool", a="1", b=2.0))
+    assert response.content.output == 3
+    normalized = {"a": 1, "b": 2}
+    assert seen == {
+        "gate": normalized,
+        "gate_type": ToolInvocation,
+        "policy": normalized,
+        "pre": normalized,
+        "tool": normalized,
+    }
+
+
+async def test_gate_receives_call_id_and_branch_id(branch: Branch) -> None:
+    got: list[ToolInvocation] = []
+    branch.observer = SessionObserver()
+    branch.observer.gate(lambda inv: got.append(inv) or True)
+    await branch.act({"id": "call_7", "type": "function", "function": {"name": "nothing", "arguments": "{}"}})
+    assert got[0].call_id == "call_7"
+    assert got[0].branch_id == str(branch.id)
+
+
+async def test_gate_is_fed_only_tool_invocations(branch: Branch) -> None:
+    kinds: list[type] = []
+    branch.observer = SessionObserver()
+    branch.observer.gate(lambda inv: kinds.append(type(inv)) or True)
+    await branch.act([call("nothing"), call("fail"), call("add", a=1, b=2)])
+    assert kinds == [ToolInvocation] * 3
+
+
+async def test_policy_denial_is_a_denied_value_not_a_captured_failure() -> None:
+    async def run_shell(command: str) -> str:
+        return command
+
+    branch = Branch(policy=PermissionPolicy(mode="rules", allow={"run_shell": ["ls*"]}))
+    branch.register_tools(Tool(run_shell, subject="command"))
+    ok, denied = await branch.act([call("run_shell", command="ls -l"), call("run_shell", command="rm -rf /")])
+    assert ok.content.outcome is O.COMPLETED
+    assert denied.content.outcome is O.DENIED
+    assert denied.content.status is S.SKIPPED
+    assert denied.content.error is not None
+    assert denied.content.error.type == "PermissionDenied"
+    assert len(branch.log) == 1
+    check_history(branch)
+
+
+async def test_escalation_handler_settles_escalated_calls() -> None:
+    async def rm(path: str) -> str:
+        return path
+
+    async def approve(decision: Any, ctx: Any) -> bool:
+        return bool(ctx.arguments["path"].startswith("/tmp/"))
+
+    policy = PermissionPolicy(mode="rules", escalate={"rm": ["*"]}, on_escalate=approve)
+    branch = Branch(policy=policy)
+    branch.register_tools(Tool(rm, subject="path"))
+    responses = await branch.act([call("rm", path="/tmp/x"), call("rm", path="/etc/passwd")])
+    assert outcomes(responses) == [O.COMPLETED, O.DENIED]
+
+
+@pytest.mark.parametrize("suppress", [True, False])
+async def test_raising_pre_hook_is_a_denied_value(branch: Branch, suppress: bool) -> None:
+    def guard(**kw: Any) -> None:
+        raise PermissionError("not today")
+
+    errors: list[Any] = []
+    branch.hooks.on(HookPoint.TOOL_PRE, guard)
+    branch.hooks.on(HookPoint.TOOL_ERROR, lambda **kw: errors.append(kw))
+    [response] = await branch.act(call("fail"), suppress_errors=suppress)
+    assert response.content.outcome is O.DENIED
+    assert response.content.error is not None
+    assert "not today" in response.content.error.message
+    assert errors == []
+    assert len(branch.log) == 0
+    check_history(branch)
+
+
+async def test_stop_hook_stops_remaining_pre_handlers_but_not_the_call(branch: Branch) -> None:
+    order: list[str] = []
+
+    def first(**kw: Any) -> None:
+        order.append("first")
+        raise StopHook
+
+    branch.hooks.on(HookPoint.TOOL_PRE, first)
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: order.append("second"))
+    [response] = await branch.act(call("add", a=1, b=2))
+    assert order == ["first"]
+    assert response.content.outcome is O.COMPLETED
+
+
+async def test_pre_hook_gets_name_call_id_and_a_capped_argument_summary() -> None:
+    got: dict[str, Any] = {}
+
+    async def echo(text: str) -> str:
+        return text
+
+    branch = Branch()
+    branch.register_tools(echo)
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: got.update(kw))
+    await branch.act({"id": "call_9", "type": "function", "function": {"name": "echo", "arguments": {"text": "x" * 1000}}})
+    assert got["tool_name"] == "echo"
+    assert got["call_id"] == "call_9"
+    assert isinstance(got["arguments"], str)
+    assert len(got["arguments"]) == SUMMARY_LIMIT
+
+
+async def test_post_hook_gets_a_capped_result_summary_and_duration(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    got: dict[str, Any] = {}
+
+    async def big() -> str:
+        await trio.sleep(2)
+        return "y" * 1000
+
+    branch = Branch()
+    branch.register_tools(big)
+    branch.hooks.on(HookPoint.TOOL_POST, lambda **kw: got.update(kw))
+    [response] = await branch.act(call("big"))
+    assert response.content.output == "y" * 1000
+    assert len(got["result"]) == SUMMARY_LIMIT
+    assert got["duration"] == pytest.approx(2.0)
+
+
+async def test_verbose_previews_are_capped(branch: Branch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="lionexec.act")
+    await branch.act(call("add", a=10**80, b=1), verbose_action=True)
+    lines = [r.getMessage() for r in caplog.records if r.name == "lionexec.act"]
+    assert len(lines) == 2
+    assert "add(" in lines[0]
+    preview = lines[0].split("add(", 1)[1].rsplit(")", 1)[0]
+    assert len(preview) == VERBOSE_LIMIT
+
+
+async def test_transform_is_always_revalidated_against_the_schema() -> None:
+    async def double(n: int) -> int:
+        return 2 * n
+
+    def breaks(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"n": "not a number"}
+
+    branch = Branch()
+    branch.register_tools(Tool(double, preprocessor=breaks))
+    [response] = await branch.act(call("double", n=2))
+    assert response.content.outcome is O.INVALID
+    assert response.content.status is S.ABORTED
+    assert response.content.error is not None
+    assert "after transform" in response.content.error.message
+    [record] = list(branch.log)
+    assert record.status is S.ABORTED
+    check_history(branch)
+
+
+async def test_transform_is_always_rechecked_by_the_policy() -> None:
+    async def run_shell(command: str) -> str:
+        return command
+
+    def sneaky(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"command": "rm -rf /"}
+
+    branch = Branch(policy=PermissionPolicy(mode="rules", allow={"run_shell": ["ls*"]}))
+    branch.register_tools(Tool(run_shell, subject="command", preprocessor=sneaky))
+    [response] = await branch.act(call("run_shell", command="ls"))
+    assert response.content.outcome is O.DENIED
+    assert response.content.status is S.SKIPPED
+    check_history(branch)
+
+
+async def test_transform_result_is_what_the_tool_receives() -> None:
+    async def greet(name: str) -> str:
+        return f"hi {name}"
+
+    branch = Branch()
+    branch.register_tools(Tool(greet, preprocessor=lambda a: {"name": a["name"].upper()}))
+    [response] = await branch.act(call("greet", name="ann"))
+    assert response.content.output == "hi ANN"
+
+
+# -- evidence and isolated observers (A2) -----------------------------------------------------
+
+
+async def test_log_record_and_history_pair_are_written_for_each_invoked_call(branch: Branch) -> None:
+    responses = await branch.act([call("add", a=1, b=2), call("fail"), call("nope")])
+    assert len(branch.log) == 2
+    records = {r.response_id: r for r in branch.log}
+    for response in responses[:2]:
+        record = records[response.id]
+        assert record.function == response.content.function
+        assert record.event["function"] == response.content.function
+        assert record.event["arguments"] == response.content.arguments
+        assert record.branch_id == branch.id
+    check_history(branch)
+
+
+async def test_observer_receives_the_invoked_event(branch: Branch) -> None:
+    branch.observer = SessionObserver()
+    await branch.act(call("add", a=1, b=2))
+    events = branch.observer.by_type(FunctionCalling)
+    assert len(events) == 1
+    assert events[0].status is S.COMPLETED
+
+
+@pytest.mark.parametrize("seam", ["observer", "post_hook", "error_hook", "callback"])
+async def test_failures_after_evidence_are_reported_never_split_the_record(
+    branch: Branch, seam: str
+) -> None:
+    def explode(*args: Any, **kw: Any) -> None:
+        raise RuntimeError(f"{seam} broke")
+
+    observer = SessionObserver()
+    branch.observer = observer
+    if seam == "observer":
+        observer.subscribe(lambda payload: True, explode)
+    elif seam == "post_hook":
+        branch.hooks.on(HookPoint.TOOL_POST, explode)
+    elif seam == "error_hook":
+        branch.hooks.on(HookPoint.TOOL_ERROR, explode)
+    else:
+        branch.messages.on_message_added.append(explode)
+    responses = await branch.act([call("add", a=1, b=2), call("fail")], suppress_errors=True)
+    assert outcomes(responses) == [O.COMPLETED, O.FAILED]
+    assert len(branch.log) == 2
+    check_history(branch)
+    assert branch.failures
+    assert all(str(f.error) == f"{seam} broke" for f in branch.failures)
+
+
+async def test_event_log_file_gets_one_flushed_json_line_per_invoked_call(tmp_path: Any) -> None:
+    import json
+
+    path = tmp_path / "events.jsonl"
+    branch = Branch.with_log_file(path)
+    branch.register_tools([_add_tool])
+    await branch.act([call("add", a=1, b=2), call("add", a=3, b=4)])
+    lines = path.read_text().splitlines()  # readable before close: flushed per record
+    assert [json.loads(line)["event"]["execution"]["response"] for line in lines] == [3, 7]
+    branch.log.close()
+
+
+async def test_unwritable_log_file_is_reported_and_the_record_kept(tmp_path: Any) -> None:
+    branch = Branch.with_log_file(tmp_path / "missing-dir" / "events.jsonl")
+    branch.register_tools([_add_tool])
+    [response] = await branch.act(call("add", a=1, b=2))
+    assert response.content.outcome is O.COMPLETED
+    assert len(branch.log) == 1
+    assert [f.where for f in branch.failures] == ["event_log"]
+    check_history(branch)
+
+
+# -- cancellation -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["concurrent", "sequential"])
+async def test_cancellation_records_cancelled_for_every_unanswered_call(
+    branch: Branch, strategy: Any, autojump_clock: trio.abc.Clock
+) -> None:
+    with trio.move_on_after(5):
+        await branch.act(
+            [call("add", a=1, b=1), call("slow", seconds=10), call("slow", seconds=20)],
+            strategy=strategy,
+        )
+    responses = [branch.messages.response_for(r) for r in branch.messages.requests()]
+    assert all(r is not None for r in responses)
+    by_function = sorted((r.content.function, r.content.outcome) for r in responses if r)
+    assert by_function == [("add", O.COMPLETED), ("slow", O.CANCELLED), ("slow", O.CANCELLED)]
+    check_history(branch)
+
+
+async def test_cancelled_response_is_written_before_cancellation_propagates(
+    branch: Branch,
+) -> None:
+    seen_after: list[bool] = []
+
+    async def runner() -> None:
+        try:
+            await branch.act(call("slow"))
+        except trio.Cancelled:
+            seen_after.append(len(branch.messages.responses()) == 1)
+            raise
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runner)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert seen_after == [True]
+    [response] = branch.messages.responses()
+    assert response.content.outcome is O.CANCELLED
+    assert response.content.status is S.CANCELLED
+    [record] = list(branch.log)
+    assert record.event["execution"]["status"] == "cancelled"
+
+
+async def test_cancellation_while_a_gate_decides_records_cancelled(branch: Branch) -> None:
+    async def slow_gate(inv: ToolInvocation) -> bool:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    branch.observer = SessionObserver()
+    branch.observer.gate(slow_gate)
+    with trio.move_on_after(0.01):
+        await branch.act(call("add", a=1, b=1))
+    [response] = branch.messages.responses()
+    assert response.content.outcome is O.CANCELLED
+    assert response.content.attempts == 0
+    assert len(branch.log) == 0
+    check_history(branch)
+
+
+# -- direct paths -----------------------------------------------------------------------------
+
+
+async def test_hand_built_function_calling_skips_governance_and_history(branch: Branch) -> None:
+    branch.observer = SessionObserver()
+    branch.observer.gate(lambda inv: False)
+    event = branch.registry.match_tool("add", {"a": 2, "b": 3})
+    await event.invoke()
+    assert event.response == 5
+    assert len(branch.messages) == 0
+    assert len(branch.log) == 0
+
+
+def test_registry_has_no_governed_invoke_path() -> None:
+    from lionexec import ActionManager
+
+    assert not hasattr(ActionManager, "invoke")
+
+
+async def test_call_params_validation_names_the_bad_value() -> None:
+    from lionexec import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="timeout"):
+        AlcallParams(timeout=-1)
+    with pytest.raises(ConfigurationError, match="max_concurrent"):
+        AlcallParams(max_concurrent=0)
+
+
+async def test_statuses_helper_matches_outcome_mapping(branch: Branch) -> None:
+    responses = await branch.act([call("add", a=1, b=2), call("fail"), call("zzz")])
+    assert statuses(responses) == [S.COMPLETED, S.FAILED, S.ABORTED]
