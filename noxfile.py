@@ -52,3 +52,10 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: lionexec, the reference implementation and raw trio, side by side."""
     session.install(".", REFERENCE)
     session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation strictly (every warning is an error) into docs/_build/html."""
+    session.install(".", *nox.project.dependency_groups(PYPROJECT, "docs"))
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
