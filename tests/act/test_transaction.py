@@ -29,7 +29,7 @@ from lionexec.act import SUMMARY_LIMIT, VERBOSE_LIMIT
 from lionexec.testing import assert_consistent as check_history
 from lionexec.testing import tool_call as call
 
-O = ActionOutcome
+Outcome = ActionOutcome
 S = EventStatus
 
 
@@ -79,14 +79,19 @@ class DataCall:
             id="openai",
         ),
         pytest.param(
-            lambda: {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1, "b": 2}},
+            lambda: {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "add",
+                "input": {"a": 1, "b": 2},
+            },
             id="anthropic",
         ),
     ],
 )
 async def test_every_accepted_envelope_runs_the_call(branch: Branch, envelope: Any) -> None:
     [response] = await branch.act(envelope())
-    assert response.content.outcome is O.COMPLETED
+    assert response.content.outcome is Outcome.COMPLETED
     assert response.content.output == 3
     check_history(branch)
 
@@ -126,7 +131,7 @@ async def test_unreadable_arguments_are_an_invalid_value(
     branch: Branch, arguments: Any, why: str
 ) -> None:
     [response] = await branch.act({"function": "add", "arguments": arguments})
-    assert response.content.outcome is O.INVALID
+    assert response.content.outcome is Outcome.INVALID
     assert response.content.status is S.ABORTED
     assert response.content.error is not None
     assert why in response.content.error.message
@@ -135,7 +140,7 @@ async def test_unreadable_arguments_are_an_invalid_value(
 
 async def test_unknown_tool_is_an_invalid_value_naming_the_closest_tool(branch: Branch) -> None:
     [response] = await branch.act(call("ad", a=1, b=2))
-    assert response.content.outcome is O.INVALID
+    assert response.content.outcome is Outcome.INVALID
     assert response.content.error is not None
     assert response.content.error.type == "ToolNotFoundError"
     assert "'add'" in response.content.error.message
@@ -145,7 +150,7 @@ async def test_unknown_tool_is_an_invalid_value_naming_the_closest_tool(branch: 
 
 async def test_bad_arguments_are_an_invalid_value_naming_the_field(branch: Branch) -> None:
     [response] = await branch.act(call("add", a=1, b="many"), suppress_errors=False)
-    assert response.content.outcome is O.INVALID
+    assert response.content.outcome is Outcome.INVALID
     assert response.content.error is not None
     assert "b" in response.content.error.message
     check_history(branch)
@@ -167,11 +172,11 @@ async def test_failed_call_and_none_returning_call_leave_different_history(
     branch: Branch, strategy: Any
 ) -> None:
     ok_none, failed = await branch.act([call("nothing"), call("fail")], strategy=strategy)
-    assert ok_none.content.outcome is O.COMPLETED
+    assert ok_none.content.outcome is Outcome.COMPLETED
     assert ok_none.content.output is None
     assert ok_none.content.error is None
     assert ok_none.content.success
-    assert failed.content.outcome is O.FAILED
+    assert failed.content.outcome is Outcome.FAILED
     assert failed.content.status is S.FAILED
     assert failed.content.error is not None
     assert failed.content.error.type == "RuntimeError"
@@ -188,7 +193,7 @@ async def test_falsy_outputs_are_real_outputs_with_linked_responses(output: Any)
     branch = Branch()
     branch.register_tools(Tool(give, inline=True))
     [response] = await branch.act(call("give"))
-    assert response.content.outcome is O.COMPLETED
+    assert response.content.outcome is Outcome.COMPLETED
     assert response.content.output == output
     assert branch.messages.response_for(branch.messages.requests()[0]) is response
     check_history(branch)
@@ -220,7 +225,11 @@ async def test_act_returns_the_persisted_responses_in_input_order(
         [call("slow", seconds=3), call("slow", seconds=1), call("add", a=2, b=2)]
     )
     assert [r.content.output for r in responses] == ["late", "late", 4]
-    assert [r.content.arguments for r in responses] == [{"seconds": 3}, {"seconds": 1}, {"a": 2, "b": 2}]
+    assert [r.content.arguments for r in responses] == [
+        {"seconds": 3},
+        {"seconds": 1},
+        {"a": 2, "b": 2},
+    ]
     assert all(r in branch.messages for r in responses)
 
 
@@ -228,7 +237,7 @@ async def test_unsuppressed_failure_is_raised_after_the_history_is_written(branc
     with pytest.raises(RuntimeError, match="kaput"):
         await branch.act(call("fail"), suppress_errors=False)
     [response] = branch.messages.responses()
-    assert response.content.outcome is O.FAILED
+    assert response.content.outcome is Outcome.FAILED
     assert len(branch.log) == 1
     check_history(branch)
 
@@ -239,13 +248,13 @@ async def test_unsuppressed_failure_is_raised_after_the_history_is_written(branc
 async def test_standalone_branch_allows_every_call(branch: Branch) -> None:
     assert branch.observer is None
     [response] = await branch.act(call("add", a=1, b=1))
-    assert response.content.outcome is O.COMPLETED
+    assert response.content.outcome is Outcome.COMPLETED
 
 
 async def test_observer_without_gate_allows(branch: Branch) -> None:
     branch.observer = SessionObserver()
     [response] = await branch.act(call("add", a=1, b=1))
-    assert response.content.outcome is O.COMPLETED
+    assert response.content.outcome is Outcome.COMPLETED
 
 
 @pytest.mark.parametrize("suppress", [True, False])
@@ -261,7 +270,7 @@ async def test_gate_denial_is_a_value_and_nothing_runs(
     observer.gate(gate)
     branch.observer = observer
     [response] = await branch.act(call("fail"), suppress_errors=suppress)
-    assert response.content.outcome is O.DENIED
+    assert response.content.outcome is Outcome.DENIED
     assert response.content.status is S.SKIPPED
     assert response.content.error is not None
     assert response.content.error.type == "GateDenied"
@@ -290,7 +299,9 @@ async def test_every_phase_sees_the_same_normalized_arguments() -> None:
         seen["tool"] = {"a": a, "b": b}
         return a + b
 
-    branch = Branch(policy=PermissionPolicy(mode="rules", escalate={"*": ["*"]}, on_escalate=escalate))
+    branch = Branch(
+        policy=PermissionPolicy(mode="rules", escalate={"*": ["*"]}, on_escalate=escalate)
+    )
     branch.observer = SessionObserver()
     branch.observer.gate(gate)
     branch.hooks.on(HookPoint.TOOL_PRE, pre)
@@ -311,7 +322,9 @@ async def test_gate_receives_call_id_and_branch_id(branch: Branch) -> None:
     got: list[ToolInvocation] = []
     branch.observer = SessionObserver()
     branch.observer.gate(lambda inv: got.append(inv) or True)
-    await branch.act({"id": "call_7", "type": "function", "function": {"name": "nothing", "arguments": "{}"}})
+    await branch.act(
+        {"id": "call_7", "type": "function", "function": {"name": "nothing", "arguments": "{}"}}
+    )
     assert got[0].call_id == "call_7"
     assert got[0].branch_id == str(branch.id)
 
@@ -330,9 +343,11 @@ async def test_policy_denial_is_a_denied_value_not_a_captured_failure() -> None:
 
     branch = Branch(policy=PermissionPolicy(mode="rules", allow={"run_shell": ["ls*"]}))
     branch.register_tools(Tool(run_shell, subject="command"))
-    ok, denied = await branch.act([call("run_shell", command="ls -l"), call("run_shell", command="rm -rf /")])
-    assert ok.content.outcome is O.COMPLETED
-    assert denied.content.outcome is O.DENIED
+    ok, denied = await branch.act(
+        [call("run_shell", command="ls -l"), call("run_shell", command="rm -rf /")]
+    )
+    assert ok.content.outcome is Outcome.COMPLETED
+    assert denied.content.outcome is Outcome.DENIED
     assert denied.content.status is S.SKIPPED
     assert denied.content.error is not None
     assert denied.content.error.type == "PermissionDenied"
@@ -351,7 +366,7 @@ async def test_escalation_handler_settles_escalated_calls() -> None:
     branch = Branch(policy=policy)
     branch.register_tools(Tool(rm, subject="path"))
     responses = await branch.act([call("rm", path="/tmp/x"), call("rm", path="/etc/passwd")])
-    assert outcomes(responses) == [O.COMPLETED, O.DENIED]
+    assert outcomes(responses) == [Outcome.COMPLETED, Outcome.DENIED]
 
 
 @pytest.mark.parametrize("suppress", [True, False])
@@ -363,7 +378,7 @@ async def test_raising_pre_hook_is_a_denied_value(branch: Branch, suppress: bool
     branch.hooks.on(HookPoint.TOOL_PRE, guard)
     branch.hooks.on(HookPoint.TOOL_ERROR, lambda **kw: errors.append(kw))
     [response] = await branch.act(call("fail"), suppress_errors=suppress)
-    assert response.content.outcome is O.DENIED
+    assert response.content.outcome is Outcome.DENIED
     assert response.content.error is not None
     assert "not today" in response.content.error.message
     assert errors == []
@@ -382,7 +397,7 @@ async def test_stop_hook_stops_remaining_pre_handlers_but_not_the_call(branch: B
     branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: order.append("second"))
     [response] = await branch.act(call("add", a=1, b=2))
     assert order == ["first"]
-    assert response.content.outcome is O.COMPLETED
+    assert response.content.outcome is Outcome.COMPLETED
 
 
 async def test_pre_hook_gets_name_call_id_and_a_capped_argument_summary() -> None:
@@ -394,7 +409,13 @@ async def test_pre_hook_gets_name_call_id_and_a_capped_argument_summary() -> Non
     branch = Branch()
     branch.register_tools(echo)
     branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: got.update(kw))
-    await branch.act({"id": "call_9", "type": "function", "function": {"name": "echo", "arguments": {"text": "x" * 1000}}})
+    await branch.act(
+        {
+            "id": "call_9",
+            "type": "function",
+            "function": {"name": "echo", "arguments": {"text": "x" * 1000}},
+        }
+    )
     assert got["tool_name"] == "echo"
     assert got["call_id"] == "call_9"
     assert isinstance(got["arguments"], str)
@@ -419,7 +440,9 @@ async def test_post_hook_gets_a_capped_result_summary_and_duration(
     assert got["duration"] == pytest.approx(2.0)
 
 
-async def test_verbose_previews_are_capped(branch: Branch, caplog: pytest.LogCaptureFixture) -> None:
+async def test_verbose_previews_are_capped(
+    branch: Branch, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="lionexec.act")
     await branch.act(call("add", a=10**80, b=1), verbose_action=True)
     lines = [r.getMessage() for r in caplog.records if r.name == "lionexec.act"]
@@ -439,7 +462,7 @@ async def test_transform_is_always_revalidated_against_the_schema() -> None:
     branch = Branch()
     branch.register_tools(Tool(double, preprocessor=breaks))
     [response] = await branch.act(call("double", n=2))
-    assert response.content.outcome is O.INVALID
+    assert response.content.outcome is Outcome.INVALID
     assert response.content.status is S.ABORTED
     assert response.content.error is not None
     assert "after transform" in response.content.error.message
@@ -458,7 +481,7 @@ async def test_transform_is_always_rechecked_by_the_policy() -> None:
     branch = Branch(policy=PermissionPolicy(mode="rules", allow={"run_shell": ["ls*"]}))
     branch.register_tools(Tool(run_shell, subject="command", preprocessor=sneaky))
     [response] = await branch.act(call("run_shell", command="ls"))
-    assert response.content.outcome is O.DENIED
+    assert response.content.outcome is Outcome.DENIED
     assert response.content.status is S.SKIPPED
     check_history(branch)
 
@@ -476,7 +499,9 @@ async def test_transform_result_is_what_the_tool_receives() -> None:
 # -- evidence and isolated observers (A2) -----------------------------------------------------
 
 
-async def test_log_record_and_history_pair_are_written_for_each_invoked_call(branch: Branch) -> None:
+async def test_log_record_and_history_pair_are_written_for_each_invoked_call(
+    branch: Branch,
+) -> None:
     responses = await branch.act([call("add", a=1, b=2), call("fail"), call("nope")])
     assert len(branch.log) == 2
     records = {r.response_id: r for r in branch.log}
@@ -515,7 +540,7 @@ async def test_failures_after_evidence_are_reported_never_split_the_record(
     else:
         branch.messages.on_message_added.append(explode)
     responses = await branch.act([call("add", a=1, b=2), call("fail")], suppress_errors=True)
-    assert outcomes(responses) == [O.COMPLETED, O.FAILED]
+    assert outcomes(responses) == [Outcome.COMPLETED, Outcome.FAILED]
     assert len(branch.log) == 2
     check_history(branch)
     assert branch.failures
@@ -538,7 +563,7 @@ async def test_unwritable_log_file_is_reported_and_the_record_kept(tmp_path: Any
     branch = Branch.with_log_file(tmp_path / "missing-dir" / "events.jsonl")
     branch.register_tools([_add_tool])
     [response] = await branch.act(call("add", a=1, b=2))
-    assert response.content.outcome is O.COMPLETED
+    assert response.content.outcome is Outcome.COMPLETED
     assert len(branch.log) == 1
     assert [f.where for f in branch.failures] == ["event_log"]
     check_history(branch)
@@ -559,7 +584,11 @@ async def test_cancellation_records_cancelled_for_every_unanswered_call(
     responses = [branch.messages.response_for(r) for r in branch.messages.requests()]
     assert all(r is not None for r in responses)
     by_function = sorted((r.content.function, r.content.outcome) for r in responses if r)
-    assert by_function == [("add", O.COMPLETED), ("slow", O.CANCELLED), ("slow", O.CANCELLED)]
+    assert by_function == [
+        ("add", Outcome.COMPLETED),
+        ("slow", Outcome.CANCELLED),
+        ("slow", Outcome.CANCELLED),
+    ]
     check_history(branch)
 
 
@@ -581,7 +610,7 @@ async def test_cancelled_response_is_written_before_cancellation_propagates(
         nursery.cancel_scope.cancel()
     assert seen_after == [True]
     [response] = branch.messages.responses()
-    assert response.content.outcome is O.CANCELLED
+    assert response.content.outcome is Outcome.CANCELLED
     assert response.content.status is S.CANCELLED
     [record] = list(branch.log)
     assert record.event["execution"]["status"] == "cancelled"
@@ -597,7 +626,7 @@ async def test_cancellation_while_a_gate_decides_records_cancelled(branch: Branc
     with trio.move_on_after(0.01):
         await branch.act(call("add", a=1, b=1))
     [response] = branch.messages.responses()
-    assert response.content.outcome is O.CANCELLED
+    assert response.content.outcome is Outcome.CANCELLED
     assert response.content.attempts == 0
     assert len(branch.log) == 0
     check_history(branch)
