@@ -82,6 +82,12 @@ class EventLog:
             return exc
         return None
 
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Close the file, if one is open. Records stay available in memory."""
         if self._file is not None:

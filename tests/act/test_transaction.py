@@ -553,10 +553,11 @@ async def test_event_log_file_gets_one_flushed_json_line_per_invoked_call(tmp_pa
     path = tmp_path / "events.jsonl"
     branch = Branch.with_log_file(path)
     branch.register_tools([_add_tool])
-    await branch.act([call("add", a=1, b=2), call("add", a=3, b=4)])
-    lines = path.read_text().splitlines()  # readable before close: flushed per record
-    assert [json.loads(line)["event"]["execution"]["response"] for line in lines] == [3, 7]
-    branch.log.close()
+    with branch.log:
+        await branch.act([call("add", a=1, b=2), call("add", a=3, b=4)])
+        lines = path.read_text().splitlines()  # readable before close: flushed per record
+    outputs = sorted(json.loads(line)["event"]["execution"]["response"] for line in lines)
+    assert outputs == [3, 7]
 
 
 async def test_unwritable_log_file_is_reported_and_the_record_kept(tmp_path: Any) -> None:
