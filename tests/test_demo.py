@@ -1,0 +1,67 @@
+"""The demo (README's main job) runs offline and ends every proposed call truthfully."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from lionexec import ActionOutcome, demo
+from lionexec.testing import assert_consistent
+
+EXPECTED = {
+    "call_weather": ActionOutcome.COMPLETED,
+    "call_note": ActionOutcome.COMPLETED,
+    "call_divide": ActionOutcome.FAILED,
+    "call_money": ActionOutcome.DENIED,
+    "call_rm": ActionOutcome.DENIED,
+    "call_ls": ActionOutcome.COMPLETED,
+    "call_fly": ActionOutcome.INVALID,
+    "call_bad_args": ActionOutcome.INVALID,
+    "call_search": ActionOutcome.TIMED_OUT,
+    "call_report_q1": ActionOutcome.COMPLETED,
+    "call_report_q2": ActionOutcome.COMPLETED,
+    "call_slow_1": ActionOutcome.CANCELLED,
+    "call_slow_2": ActionOutcome.CANCELLED,
+}
+
+
+def test_demo_runs_every_scripted_call_to_its_expected_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(demo, "BLOCKING_SECONDS", 0.0)
+    out = io.StringIO()
+    log_path = tmp_path / "events.jsonl"
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    branch = trio.run(demo.run_demo, out, log_path, clock=clock)
+
+    got = {
+        request.call_id: response.content.outcome
+        for request in branch.messages.requests()
+        if (response := branch.messages.response_for(request)) is not None
+    }
+    assert got == EXPECTED
+    assert_consistent(branch)
+    records = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert sorted(r["call_id"] for r in records) == sorted(r.call_id for r in branch.log)
+    text = out.getvalue()
+    assert str(log_path) in text
+    assert "Conversation history" in text
+    assert "Event log" in text
+    for call_id in EXPECTED:
+        assert call_id in text
+
+
+def test_demo_main_writes_the_log_where_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(demo, "BLOCKING_SECONDS", 0.0)
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    monkeypatch.setattr(trio, "run", functools.partial(trio.run, clock=clock))
+    assert demo.main(["--log", str(tmp_path / "x.jsonl")]) == 0
+    assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 9
