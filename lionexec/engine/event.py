@@ -63,6 +63,8 @@ class Event:
     _fresh_excluded: ClassVar[frozenset[str]] = frozenset(
         {"id", "created_at", "metadata", "execution"}
     )
+    #: Fields :meth:`as_fresh_event` shares with the new event instead of copying.
+    _fresh_shared: ClassVar[frozenset[str]] = frozenset()
 
     # -- status -----------------------------------------------------------------------------
 
@@ -240,14 +242,17 @@ class Event:
         """A new pending event of the same class doing the same work.
 
         It has a new id, creation time and execution. Other fields are deep-copied where
-        possible and shared otherwise. With *copy_meta* the metadata is deep-copied (best
-        effort); either way it gains ``{"original": {"id": ..., "created_at": ...}}``.
+        possible (those a subclass names in ``_fresh_shared`` are shared). With *copy_meta* the
+        metadata is deep-copied (best effort); either way it gains
+        ``{"original": {"id": ..., "created_at": ...}}``.
         """
         kwargs: dict[str, Any] = {}
         for field in attrs.fields(type(self)):
             if not field.init or field.name in self._fresh_excluded:
                 continue
-            kwargs[field.alias] = _best_effort_copy(getattr(self, field.name))
+            value = getattr(self, field.name)
+            shared = field.name in self._fresh_shared
+            kwargs[field.alias] = value if shared else _best_effort_copy(value)
         metadata = _best_effort_copy(self.metadata) if copy_meta else {}
         metadata["original"] = {"id": str(self.id), "created_at": self.created_at}
         return type(self)(metadata=metadata, **kwargs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Self
@@ -69,7 +68,8 @@ class FunctionCalling(Event):
     revalidate: Revalidator | None = attrs.field(default=None, metadata={NOT_SERIALIZED: True})
     context: Any = attrs.field(default=None, metadata={NOT_SERIALIZED: True})
 
-    #: Fields :meth:`as_fresh_event` shares with the new event instead of copying.
+    #: :meth:`as_fresh_event` shares these with the new call instead of copying them; note
+    #: that after an invocation the arguments it copies are the preprocessed ones.
     _fresh_shared: ClassVar[frozenset[str]] = frozenset({"tool", "revalidate", "context"})
 
     def __attrs_post_init__(self) -> None:
@@ -118,26 +118,3 @@ class FunctionCalling(Event):
         if tool.postprocessor is not None:
             response = await tool._postprocess(response)
         return response
-
-    def as_fresh_event(self, copy_meta: bool = False) -> Self:
-        """A new pending call of the same tool with (a copy of) the current arguments.
-
-        The tool, *revalidate* and *context* are shared, not copied. Note that after an
-        invocation the current arguments are the preprocessed ones.
-        """
-        kwargs: dict[str, Any] = {}
-        for field in attrs.fields(type(self)):
-            if not field.init or field.name in self._fresh_excluded:
-                continue
-            value = getattr(self, field.name)
-            kwargs[field.alias] = value if field.name in self._fresh_shared else _copy(value)
-        metadata = _copy(self.metadata) if copy_meta else {}
-        metadata["original"] = {"id": str(self.id), "created_at": self.created_at}
-        return type(self)(metadata=metadata, **kwargs)
-
-
-def _copy(value: Any) -> Any:
-    try:
-        return copy.deepcopy(value)
-    except Exception:
-        return copy.copy(value) if isinstance(value, dict) else value
