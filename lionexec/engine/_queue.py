@@ -24,9 +24,9 @@ class BoundedQueue(Generic[T]):
 
     :meth:`take` removes the head but keeps its slot held, so an item whose fate is still being
     decided (a permission check, a wait for a concurrency token) cannot have its place filled
-    by a producer. The holder then either :meth:`release`\\ s the slot (the item left for good),
-    :meth:`give_back`\\ s the item to the tail, or :meth:`restore` s items to the head; the last
-    two never block and never exceed the bound, because the slot was never given up.
+    by a producer. The holder then calls :meth:`release` (the item left for good: the slot is
+    freed), :meth:`give_back` (the item goes to the tail) or :meth:`restore` (items go back to
+    the head). The last two never block and never exceed the bound: the slot was never freed.
 
     Producers blocked in :meth:`put` are served first-come first-served: a freed slot is handed
     straight to the longest-waiting producer, so :meth:`put_nowait` can never barge ahead of it.

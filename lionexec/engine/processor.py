@@ -97,8 +97,9 @@ class Processor:
     Args:
         queue_capacity: how many events running cycles may take (dispatch, or deny
             terminally) before the capacity comes back. At least 1.
-        capacity_refresh_time: seconds :meth:`execute` rests after a cycle, and :meth:`join`
-            waits after a cycle that made no progress. Greater than 0.
+        capacity_refresh_time: seconds :meth:`execute` rests after a cycle that took
+            capacity (and at most waits, idle, before checking deferred events again), and
+            :meth:`join` waits after a cycle that made no progress. Greater than 0.
         concurrency_limit: how many events may run at once, each holding one token of a
             :class:`trio.CapacityLimiter`; ``0`` or ``None`` means no limit. Not negative.
         max_queue_size: how many events may wait in the queue; ``0`` (the default) means
@@ -124,9 +125,9 @@ class Processor:
     default, it is not called at all: every event is allowed.
 
     **Cycles may overlap.** A :meth:`process` call made while another cycle runs (for example
-    the service's) takes what it can from the remaining capacity, right away. Don't call
-    :meth:`process` or :meth:`join` from inside an event this processor is running if
-    capacity could be exhausted: that cycle would wait for itself.
+    the service's) takes what it can from the remaining capacity, right away. So don't
+    :meth:`join` from inside an event this processor runs: the capacity it needs may be held
+    by the very cycle that is waiting for that event.
     """
 
     event_type: ClassVar[type[Event]] = Event
@@ -313,7 +314,8 @@ class Processor:
         Return ``True`` if the denial is terminal: the event takes one unit of capacity and
         leaves the queue for good (if the event is not terminal by then, it is marked
         ``skipped``). Return ``False`` to defer it: it goes back to the tail of the queue,
-        still pending, without taking capacity.
+        still pending, without taking capacity (unless the handler made it terminal, in which
+        case it is treated as a terminal denial: a terminal event is never queued again).
 
         The default marks the event ``skipped`` and returns ``True``. Errors are treated as
         for :meth:`request_permission`.
@@ -369,7 +371,7 @@ class Processor:
                             break
                         in_hand = None
                         if not allowed:
-                            if terminal:
+                            if terminal or event.execution.status in TERMINAL_STATUSES:
                                 if event.execution.status not in TERMINAL_STATUSES:
                                     event.status = _SKIPPED
                                 self._outcomes[event.execution.status] += 1

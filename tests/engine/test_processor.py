@@ -368,6 +368,21 @@ async def test_handle_denied_returning_true_on_a_pending_event_skips_it() -> Non
     assert queued(processor) == []
 
 
+async def test_deferring_an_event_the_handler_made_terminal_does_not_requeue_it() -> None:
+    class Muddled(Policy):
+        async def handle_denied(self, event: Event) -> bool:
+            event.status = EventStatus.ABORTED
+            return False
+
+    processor = Muddled(2, 1.0, None, decide=lambda name: "deny")
+    (a,) = jobs("a")
+    await processor.enqueue(a)
+    await processor.process()
+    assert a.status is EventStatus.ABORTED
+    assert queued(processor) == []
+    assert processor.statistics().aborted == 1
+
+
 async def test_deferral_requeues_pending_without_taking_capacity() -> None:
     processor = Policy(
         1, 1.0, None, decide=lambda name: "defer" if name.startswith("d") else "allow"
