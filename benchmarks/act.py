@@ -101,11 +101,28 @@ def act_body(impl: str, strategy: str = "concurrent", function: str = "add") -> 
         start = time.perf_counter()
         responses = await branch.act(calls, strategy=strategy)
         elapsed = time.perf_counter() - start
-        if len(responses) != n:
-            raise AssertionError(f"{len(responses)} responses for {n} calls")
+        _verify(responses, n, function == "add")
         return elapsed
 
     return body
+
+
+def _succeeded(response: Any) -> bool:
+    if isinstance(response, dict):  # raw
+        return response["error"] is None
+    outcome = getattr(response, "outcome", None)  # lionexec: completed, failed, denied, ...
+    if outcome is not None:
+        return bool(outcome == "completed")
+    return response.output is not None  # lionagi: a failure's output is None
+
+
+def _verify(responses: list[Any], n: int, ok: bool) -> None:
+    """Every call answered, and answered as expected (not denied, invalid, ...)."""
+    if len(responses) != n:
+        raise AssertionError(f"{len(responses)} responses for {n} calls")
+    wrong = [r for r in responses if _succeeded(r) != ok]
+    if wrong:
+        raise AssertionError(f"{len(wrong)} of {n} calls ended unexpectedly: {wrong[0]!r}")
 
 
 def cases(impl: str, quick: bool) -> list[Case]:
@@ -121,6 +138,7 @@ def cases(impl: str, quick: bool) -> list[Case]:
         calls = requests(n)
         probe = MemoryProbe()
         responses = await branch.act(calls, strategy="concurrent")
+        _verify(responses, n, ok=True)
         del responses
         return probe.stop()
 
