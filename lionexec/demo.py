@@ -298,8 +298,8 @@ def _print_events(branch: Branch, out: TextIO) -> None:
     header = f"{'call id':<16} {'function':<16} {'status':<10} {'attempts':>8} {'duration':>9}"
     print(f"  {header}", file=out)
     for record in branch.log:
-        duration = record.event["execution"]["duration"]
-        shown = "-" if duration is None else f"{duration:.3f}s"
+        duration = record.event.execution.duration
+        shown = f"{duration:.3f}s" if isinstance(duration, float) else "-"
         print(
             f"  {record.call_id:<16} {record.function:<16} {record.status.value:<10} "
             f"{record.attempts:>8} {shown:>9}",

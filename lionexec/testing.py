@@ -48,6 +48,6 @@ def assert_consistent(branch: Branch) -> None:
     for response_id, record in records.items():
         status = invoked[response_id].content.status
         assert record.status is status, f"log says {record.status}, history says {status}"
-        event_status = record.event["execution"]["status"]
-        assert event_status == status.value, f"event says {event_status}, history says {status}"
+        event_status = record.event.status
+        assert event_status is status, f"event says {event_status}, history says {status}"
         assert record.request_id == invoked[response_id].content.action_request_id

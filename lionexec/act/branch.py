@@ -45,7 +45,7 @@ class Branch:
             sink, reported here (and to the ``lionexec.act`` logger) instead of being raised.
     """
 
-    id: uuid.UUID = attrs.field(factory=uuid.uuid4)
+    id: uuid.UUID = attrs.field(factory=uuid.uuid4, on_setattr=attrs.setters.frozen)
     messages: MessageManager = attrs.field(factory=MessageManager)
     registry: ActionManager = attrs.field(factory=ActionManager)
     hooks: HookBus = attrs.field(factory=HookBus)
@@ -53,6 +53,11 @@ class Branch:
     policy: PermissionPolicy | None = None
     log: EventLog = attrs.field(factory=EventLog)
     failures: list[ReportedFailure] = attrs.field(factory=list, init=False)
+    #: ``str(id)``, computed once: every message and call context of this branch names it.
+    name: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.name = str(self.id)
 
     @classmethod
     def with_log_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Branch:

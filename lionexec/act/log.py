@@ -6,12 +6,13 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import attrs
 
 from lionexec.conversation import ActionOutcome
 from lionexec.engine import EventStatus
+from lionexec.tools import FunctionCalling
 
 __all__ = ["ActionLogRecord", "EventLog", "ReportedFailure"]
 
@@ -20,8 +21,10 @@ __all__ = ["ActionLogRecord", "EventLog", "ReportedFailure"]
 class ActionLogRecord:
     """What the log keeps of one invoked call.
 
-    ``event`` is the :class:`~lionexec.tools.FunctionCalling` record (``Event.to_dict()``); the
-    ids tie the record to the call's request/response pair in the branch's history.
+    ``event`` is the call's (terminal) :class:`~lionexec.tools.FunctionCalling` itself, so its
+    response and error stay inspectable; the JSONL sink writes its serialized record
+    (``event.to_dict()``). The ids tie the record to the call's request/response pair in the
+    branch's history.
     """
 
     branch_id: uuid.UUID
@@ -32,7 +35,7 @@ class ActionLogRecord:
     outcome: ActionOutcome
     status: EventStatus
     attempts: int
-    event: dict[str, Any]
+    event: FunctionCalling
 
 
 @attrs.frozen(kw_only=True)

@@ -52,7 +52,7 @@ class BatchSummary:
 
     @property
     def unsuccessful(self) -> int:
-        """Everything else: failed, skipped, cancelled and aborted."""
+        """Everything else (failed, skipped, cancelled and aborted)."""
         return self.total - self.succeeded
 
     @property

@@ -8,9 +8,11 @@ phases, each seeing the same frozen :class:`~lionexec.governance.CallContext`:
 2. **authorize** through the session gate, then the **permission policy** (with escalation),
    then the blocking ``tool.pre`` hooks (any of them saying no: ``denied``);
 3. **invoke** a :class:`~lionexec.tools.FunctionCalling`, whose pipeline runs the tool's
-   preprocessor (the **transform**), then **revalidates** (schema and policy again, always),
-   then calls the tool (sync tools offloaded), then its postprocessor; per-attempt timeout and
-   retries (idempotent tools only, unless forced) stay inside this one transaction;
+   preprocessor (the **transform**), then **revalidates** (schema and policy again, after
+   every transform; a tool without a preprocessor has no transform, so the arguments it is
+   called with are exactly the ones validated and authorized above), then calls the tool
+   (sync tools offloaded), then its postprocessor; per-attempt timeout and retries
+   (idempotent tools only, unless forced) stay inside this one transaction;
 4. **evidence**: the event log record and the linked request/response pair are written
    together, synchronously, the moment the outcome is known;
 5. ``tool.post`` (completed) or ``tool.error`` (anything else) hooks, the session observer
@@ -25,6 +27,7 @@ re-raised. A request is never left without a response.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -40,7 +43,7 @@ from lionexec.conversation import (
 from lionexec.engine import EventStatus
 from lionexec.errors import CallRejected, ToolNotFoundError, ValidationError
 from lionexec.governance import CallContext, HookPoint
-from lionexec.tools import FunctionCalling, Tool
+from lionexec.tools import FunctionCalling, Revalidator, Tool
 
 from .alcall import AlcallParams
 from .envelope import Proposal
@@ -89,7 +92,7 @@ def new_request(branch: Branch, proposal: Proposal) -> ActionRequest:
         proposal.function,
         proposal.arguments or {},
         call_id=proposal.call_id,
-        sender=branch.id,
+        sender=branch.name,
         recipient=proposal.function,
     )
 
@@ -163,7 +166,7 @@ async def _govern_and_invoke(branch: Branch, call: _Call, params: AlcallParams) 
         function=tool.name,
         arguments=arguments,
         call_id=proposal.call_id,
-        branch_id=str(branch.id),
+        branch_id=branch.name,
         tool=tool,
     )
 
@@ -197,20 +200,21 @@ async def _govern_and_invoke(branch: Branch, call: _Call, params: AlcallParams) 
                 raise CallRejected(ActionOutcome.DENIED, f"after transform: {decision.reason}")
         return checked
 
-    await _invoke_with_retries(branch, call, tool, dict(context.arguments), revalidate, params)
+    checker = revalidate if tool.preprocessor is not None else None
+    await _invoke_with_retries(branch, call, tool, context.arguments, checker, params)
 
 
 async def _invoke_with_retries(
     branch: Branch,
     call: _Call,
     tool: Tool,
-    arguments: dict[str, Any],
-    revalidate: Any,
+    arguments: Mapping[str, Any],
+    revalidate: Revalidator | None,
     params: AlcallParams,
 ) -> None:
     may_retry = tool.idempotent or params.force_retry
     while True:
-        event = FunctionCalling(tool=tool, arguments=dict(arguments), revalidate=revalidate)
+        event = FunctionCalling(tool=tool, arguments=arguments, revalidate=revalidate)
         call.event = event
         call.attempts += 1
         if params.timeout is None:
@@ -284,7 +288,7 @@ def _record(
         outcome=outcome,
         attempts=call.attempts,
         sender=call.proposal.function,
-        recipient=branch.id,
+        recipient=branch.name,
     )
     branch.messages.record_action(call.request, response)
     call.response = response
@@ -301,7 +305,7 @@ def _record(
             outcome=outcome,
             status=response.content.status,
             attempts=call.attempts,
-            event=event.to_dict(),
+            event=event,
         )
     )
     if write_error is not None:

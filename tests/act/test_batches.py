@@ -324,7 +324,7 @@ async def test_each_call_in_a_batch_has_its_own_lifecycle(branch: Branch) -> Non
     responses = await branch.act([call("add", a=1, b=1)] * 3)
     assert len(set(pre_ids)) == 3
     assert len({r.id for r in responses}) == 3
-    assert len({rec.event["id"] for rec in branch.log}) == 3
+    assert len({rec.event.id for rec in branch.log}) == 3
     assert_consistent(branch)
 
 

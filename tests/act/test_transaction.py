@@ -508,8 +508,8 @@ async def test_log_record_and_history_pair_are_written_for_each_invoked_call(
     for response in responses[:2]:
         record = records[response.id]
         assert record.function == response.content.function
-        assert record.event["function"] == response.content.function
-        assert record.event["arguments"] == response.content.arguments
+        assert record.event.function == response.content.function
+        assert record.event.arguments == response.content.arguments
         assert record.branch_id == branch.id
     check_history(branch)
 
@@ -614,7 +614,7 @@ async def test_cancelled_response_is_written_before_cancellation_propagates(
     assert response.content.outcome is Outcome.CANCELLED
     assert response.content.status is S.CANCELLED
     [record] = list(branch.log)
-    assert record.event["execution"]["status"] == "cancelled"
+    assert record.event.status is S.CANCELLED
 
 
 async def test_cancellation_while_a_gate_decides_records_cancelled(branch: Branch) -> None:
