@@ -19,7 +19,7 @@ from typing import Any
 from . import report
 from ._harness import IMPLS, MARKER
 
-AREAS = ("events", "processor", "tools", "act", "scaling")
+AREAS = ("events", "processor", "tools", "act", "scaling", "server_load")
 ROOT = Path(__file__).resolve().parent.parent
 
 
