@@ -22,6 +22,31 @@ HEADER = (
 )
 
 
+#: The issues' targets: (issue, check, scenario, bound[, larger scenario]). ``speedup`` must
+#: reach the bound (lionagi / lionexec), ``cost`` stay within it (lionexec / raw), ``linear``
+#: bounds lionexec's per-item cost at the larger size over the smaller one.
+TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
+    ("2", "speedup", "events: create + invoke 20k", 3.0, ""),
+    ("2", "cost", "events: create + invoke 20k", 2.0, ""),
+    ("2", "speedup", "events: retained per completed event, 20k", 3.0, ""),
+    ("3", "speedup", "processor: 20k trivial events", 20.0, ""),
+    ("3", "speedup", "executor: 20k bulk (append all, forward, join)", 20.0, ""),
+    ("3", "speedup", "executor: 20k in chunks of 100", 20.0, ""),
+    ("3", "cost", "processor: 20k trivial events", 1 / 0.6, ""),
+    ("3", "linear", "processor: 20k trivial events", 1.3, "processor: 100k trivial events"),
+    ("4", "speedup", "tools: invoke 20k async tool calls", 5.0, ""),
+    ("4", "speedup", "tools: invoke 20k sync tools inline", 5.0, ""),
+    ("4", "cost", "tools: 5k sync tools offloaded, one at a time", 1.5, ""),
+    ("4", "cost", "tools: 5k sync tools offloaded, concurrently", 1.5, ""),
+    ("6", "speedup", "act: 1k concurrent calls", 15.0, ""),
+    ("6", "speedup", "act: 10k concurrent calls", 15.0, ""),
+    ("6", "speedup", "act: 1k sequential calls", 15.0, ""),
+    ("6", "speedup", "act: 1k failing calls (concurrent)", 15.0, ""),
+    ("6", "speedup", "act: retained per call, 10k concurrent", 4.0, ""),
+    ("6", "linear", "act: 1k concurrent calls", 1.3, "act: 10k concurrent calls"),
+)
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
@@ -169,9 +194,47 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
         for (impl, note), where in notes.items():
             rows = "; ".join(where) if len(where) <= 2 else f"{len(where)} rows ({where[0]}, ...)"
             lines.append(f"- {impl}, {rows}: {note}")
+    lines += _targets(document, only)
     if any(info.get("quick") for info in meta.get("areas", {}).values()):
         lines += ["", "(quick run: small sizes, not for comparison)"]
     return "\n".join(lines) + "\n"
+
+
+def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
+    rows = {row["scenario"]: row for row in document["scenarios"]}
+    out: list[str] = []
+    for issue, check, scenario, bound, larger in TARGETS:
+        row = rows.get(scenario)
+        if row is None or (only and row["area"] not in only):
+            continue
+        if check == "linear":
+            big = rows.get(larger)
+            small_value = row["results"].get("lionexec", {}).get("value")
+            big_value = big["results"].get("lionexec", {}).get("value") if big else None
+            ratio = _ratio(big_value, small_value)
+            what = f"{larger} per item ≤ {bound:g}× {scenario}"
+        elif check == "speedup":
+            ratio = row["ratios"]["speedup_vs_lionagi"]
+            what = f"{scenario}: ≥ {bound:g}× lionagi"
+        else:
+            ratio = row["ratios"]["cost_vs_raw"]
+            what = f"{scenario}: ≤ {bound:.2g}× raw trio"
+        if ratio is None:
+            verdict = "not measured"
+        else:
+            met = ratio >= bound if check == "speedup" else ratio <= bound
+            verdict = f"{ratio:.2f}×, {'met' if met else '**missed**'}"
+        out.append(f"| {issue} | {what} | {verdict} |")
+    if not out:
+        return []
+    header = [
+        "",
+        "Targets (from the issues):",
+        "",
+        "| issue | target | lionexec |",
+        "|---|---|---|",
+    ]
+    return header + out
 
 
 def write(directory: Path, name: str, document: dict[str, Any]) -> None:
