@@ -107,7 +107,7 @@ class Event:
 
     @property
     def request(self) -> dict[str, Any]:
-        """Keyword arguments a processor passes to its permission check. Base: ``{}``."""
+        """Keyword arguments a processor passes to its permission check (``{}`` here)."""
         return {}
 
     # -- completion -------------------------------------------------------------------------

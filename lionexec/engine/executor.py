@@ -81,7 +81,7 @@ class Executor:
 
     @property
     def event_type(self) -> type[Event]:
-        """The event class this executor accepts: its processor type's ``event_type``."""
+        """The event class this executor accepts (its processor type's ``event_type``)."""
         return self.processor_type.event_type
 
     @property

@@ -29,8 +29,8 @@ class ProcessorStatistics:
     """Events waiting in the queue."""
 
     taken: int
-    """Events a cycle has taken from the queue whose work has not started yet: being
-    permission-checked, or waiting for a concurrency token. They still count against
+    """Events a cycle has taken from the queue whose work has not started yet (being
+    permission-checked, or waiting for a concurrency token). They still count against
     ``max_queue_size``."""
 
     running: int

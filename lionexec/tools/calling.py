@@ -94,7 +94,7 @@ class FunctionCalling(Event):
 
     @property
     def request(self) -> dict[str, Any]:
-        """What a processor's permission check sees: ``{"function", "arguments"}``."""
+        """What a processor's permission check sees (``{"function", "arguments"}``)."""
         return {"function": self.function, "arguments": dict(self.arguments)}
 
     async def _invoke(self) -> Any:
