@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,22 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
+def _revision() -> str:
+    """The measured lionexec source: ``git describe --always --dirty``, if available."""
+    try:
+        done = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
 def build(runs: dict[str, dict[str, dict[str, Any]]], *, quick: bool) -> dict[str, Any]:
     """The document for the areas in *runs* (area -> impl -> child report)."""
     scenarios: dict[tuple[str, str], dict[str, Any]] = {}
@@ -87,6 +104,7 @@ def build(runs: dict[str, dict[str, dict[str, Any]]], *, quick: bool) -> dict[st
     document = {
         "meta": {
             "generated": _now(),
+            "revision": _revision(),
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
@@ -161,7 +179,8 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
     lines = [
         "# lionexec benchmarks",
         "",
-        f"Generated {meta['generated']} on Python {meta['python']}, {meta['platform']}, "
+        f"Generated {meta['generated']} from `{meta.get('revision', '?')}` "
+        f"on Python {meta['python']}, {meta['platform']}, "
         f"{meta['cpus']} CPUs ({versions}). Figures are per operation (µs) or per item "
         "(bytes), best of up to 5 runs after a warm-up; lower is better. Throughput in "
         "parentheses. Speedup = lionagi / lionexec; cost = lionexec / raw trio.",
