@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -65,14 +66,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     runs: dict[str, dict[str, Any]] = {}
+    loads: dict[str, float] = {}
     for area in args.areas:
         started = time.perf_counter()
+        loads[area] = os.getloadavg()[0]
         print(f"== {area}", file=sys.stderr, flush=True)
         runs[area] = {impl: run_child(area, impl, args) for impl in args.impl_list}
         print(f"== {area}: {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
     name = "quick" if args.quick else "latest"
     results_dir = ROOT / "benchmarks" / "results"
-    document = report.build(runs, quick=args.quick)
+    document = report.build(runs, quick=args.quick, loads=loads)
     if not args.no_write:
         document = report.merge(results_dir / f"{name}.json", document)
         report.write(results_dir, name, document)

@@ -74,13 +74,23 @@ def _revision() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def build(runs: dict[str, dict[str, dict[str, Any]]], *, quick: bool) -> dict[str, Any]:
+def build(
+    runs: dict[str, dict[str, dict[str, Any]]],
+    *,
+    quick: bool,
+    loads: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """The document for the areas in *runs* (area -> impl -> child report)."""
     scenarios: dict[tuple[str, str], dict[str, Any]] = {}
     versions: dict[str, str] = {}
     areas: dict[str, Any] = {}
     for area, by_impl in runs.items():
-        areas[area] = {"generated": _now(), "quick": quick, "unavailable": {}}
+        areas[area] = {
+            "generated": _now(),
+            "quick": quick,
+            "load_average_at_start": (loads or {}).get(area),
+            "unavailable": {},
+        }
         for impl, child in by_impl.items():
             if "version" in child:
                 versions[impl] = child["version"]
@@ -108,7 +118,6 @@ def build(runs: dict[str, dict[str, dict[str, Any]]], *, quick: bool) -> dict[st
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
-            "load_average_at_end": os.getloadavg()[0],
             "versions": versions,
             "areas": areas,
         },
@@ -183,7 +192,8 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
         f"on Python {meta['python']}, {meta['platform']}, "
         f"{meta['cpus']} CPUs ({versions}). Figures are per operation (µs) or per item "
         "(bytes), best of up to 5 runs after a warm-up; lower is better. Throughput in "
-        "parentheses. Speedup = lionagi / lionexec; cost = lionexec / raw trio.",
+        "parentheses. Speedup = lionagi / lionexec; cost = lionexec / raw trio. "
+        f"1-minute load average when each area started: {_loads(meta)}.",
         "",
         HEADER,
         "|---|---:|---:|---:|---:|---:|",
@@ -217,6 +227,11 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
     if any(info.get("quick") for info in meta.get("areas", {}).values()):
         lines += ["", "(quick run: small sizes, not for comparison)"]
     return "\n".join(lines) + "\n"
+
+
+def _loads(meta: dict[str, Any]) -> str:
+    loads = {a: v.get("load_average_at_start") for a, v in meta.get("areas", {}).items()}
+    return ", ".join(f"{a} {v:.1f}" for a, v in loads.items() if v is not None) or "unknown"
 
 
 def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
