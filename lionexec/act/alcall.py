@@ -94,6 +94,9 @@ async def fan_out(
 ) -> list[R | Exception]:
     """Run ``func(index, item)`` for every item in one nursery; results in input order.
 
+    Calls start in input order: with *max_concurrent*, the next one starts when a running one
+    finishes; with *throttle_period*, at least that many seconds after the previous start.
+
     An ordinary exception from one call cancels the others and is raised (unwrapped from its
     exception group when it is the only one), unless *return_exceptions* puts it in its slot.
     Cancellation of the caller cancels every call and propagates.
@@ -103,21 +106,22 @@ async def fan_out(
 
     async def run(index: int, item: T) -> None:
         try:
-            if limiter is None:
-                results[index] = await func(index, item)
-            else:
-                async with limiter:
-                    results[index] = await func(index, item)
+            results[index] = await func(index, item)
         except Exception as exc:
             if not return_exceptions:
                 raise
             results[index] = exc
+        finally:
+            if limiter is not None:
+                limiter.release_on_behalf_of(index)
 
     try:
         async with trio.open_nursery() as nursery:
             for index, item in enumerate(items):
                 if index and throttle_period:
                     await trio.sleep(throttle_period)
+                if limiter is not None:  # taken here, so calls start in input order
+                    await limiter.acquire_on_behalf_of(index)
                 nursery.start_soon(run, index, item)
     except BaseExceptionGroup as group:
         raise _unwrap(group) from None

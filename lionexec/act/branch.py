@@ -19,7 +19,7 @@ from lionexec.tools import ActionManager, Tool
 from .alcall import AlcallParams, fan_out
 from .envelope import Proposal, read_proposal
 from .log import EventLog, ReportedFailure
-from .transaction import _Call, _record, new_request, run_call
+from .transaction import _Call, _record, announce_interrupted, interruption, new_request, run_call
 
 __all__ = ["Branch", "Strategy"]
 
@@ -43,6 +43,9 @@ class Branch:
         log: the event log; pass ``log_path`` for a JSONL file sink.
         failures: failures of observers, non-blocking hooks, message callbacks and the log
             sink, reported here (and to the ``lionexec.act`` logger) instead of being raised.
+        cancel_grace: seconds the announcements of calls recorded ``cancelled`` may take
+            (hooks, observer, callbacks run shielded, within this bound) before the
+            cancellation propagates.
     """
 
     id: uuid.UUID = attrs.field(factory=uuid.uuid4, on_setattr=attrs.setters.frozen)
@@ -52,6 +55,7 @@ class Branch:
     observer: SessionObserver | None = None
     policy: PermissionPolicy | None = None
     log: EventLog = attrs.field(factory=EventLog)
+    cancel_grace: float = 1.0
     failures: list[ReportedFailure] = attrs.field(factory=list, init=False)
     #: ``str(id)``, computed once: every message and call context of this branch names it.
     name: str = attrs.field(init=False)
@@ -145,7 +149,7 @@ class Branch:
                     return_exceptions=params.return_exceptions,
                 )
         except BaseException as exc:
-            self._answer_unanswered(proposals, requests, exc)
+            await self._answer_unanswered(proposals, requests, exc)
             raise
         return list(results)  # type: ignore[arg-type]
 
@@ -164,20 +168,28 @@ class Branch:
                 results.append(exc)
         return results
 
-    def _answer_unanswered(
+    async def _answer_unanswered(
         self, proposals: list[Proposal], requests: list[Any], exc: BaseException
     ) -> None:
-        """Record ``cancelled`` for every call of a stopped batch that has no response yet."""
+        """Record ``cancelled`` for every call of a stopped batch that has no response yet.
+
+        Calls that never started (queued behind a limiter or a throttle, or after the failure
+        that stopped a sequential batch). Recorded synchronously, then announced, shielded
+        and bounded.
+        """
+        reason = (
+            interruption(exc)
+            if not isinstance(exc, Exception)
+            else ErrorInfo("NotStarted", f"the batch stopped at an earlier failure: {exc!r}")
+        )
+        stopped = []
         for proposal, request in zip(proposals, requests, strict=True):
-            if request.action_response_id is not None:
-                continue
-            call = _Call(proposal, request)
-            reason = (
-                ErrorInfo.from_exception(exc)
-                if not isinstance(exc, Exception)
-                else ErrorInfo("NotStarted", f"batch stopped by an earlier failure: {exc!r}")
-            )
-            _record(self, call, ActionOutcome.CANCELLED, error=reason)
+            if request.action_response_id is None:
+                call = _Call(proposal, request)
+                _record(self, call, ActionOutcome.CANCELLED, error=reason)
+                stopped.append(call)
+        if stopped:
+            await announce_interrupted(self, stopped)
 
 
 def _check_requests(proposals: list[Proposal]) -> None:

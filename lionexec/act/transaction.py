@@ -20,8 +20,10 @@ phases, each seeing the same frozen :class:`~lionexec.governance.CallContext`:
    :attr:`Branch.failures`; they can never change or split what was recorded.
 
 Cancellation: if ``trio.Cancelled`` (or any other ``BaseException``) passes through before
-evidence was written, a ``cancelled`` response is recorded synchronously and the exception is
-re-raised. A request is never left without a response.
+evidence was written, a ``cancelled`` response is recorded synchronously, then announced
+(``tool.error``, observer, message callbacks, ``message.add``) in a shielded scope bounded by
+:attr:`Branch.cancel_grace` seconds, and the exception is re-raised. A request is never left
+without a response, and whoever mirrors the history through callbacks sees it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from .log import ActionLogRecord
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["SUMMARY_LIMIT", "VERBOSE_LIMIT", "run_call"]
+__all__ = ["SUMMARY_LIMIT", "VERBOSE_LIMIT", "announce_interrupted", "interruption", "run_call"]
 
 logger = logging.getLogger("lionexec.act")
 
@@ -129,6 +131,7 @@ async def run_call(
     except BaseException as exc:
         if call.response is None:
             _record_interrupted(branch, call, exc)
+            await announce_interrupted(branch, [call])
         raise
     response = call.response
     assert response is not None
@@ -269,7 +272,28 @@ def _record_interrupted(branch: Branch, call: _Call, exc: BaseException) -> None
         return
     if event is not None and not event.status.is_terminal:
         event.status = EventStatus.CANCELLED  # started, but interrupted before invoke() ran
-    _record(branch, call, ActionOutcome.CANCELLED, error=ErrorInfo.from_exception(exc))
+    _record(branch, call, ActionOutcome.CANCELLED, error=interruption(exc))
+
+
+def interruption(exc: BaseException) -> ErrorInfo:
+    """How a call cut short by *exc* is described (a stable text, with no task addresses)."""
+    if isinstance(exc, trio.Cancelled):
+        return ErrorInfo("Cancelled", "the call was cancelled before it finished")
+    name = type(exc).__name__
+    return ErrorInfo(name, f"the call was interrupted by {name} before it finished")
+
+
+async def announce_interrupted(branch: Branch, calls: list[_Call]) -> None:
+    """Announce recorded calls while a cancellation is in flight: shielded, but bounded.
+
+    The scope is shielded so the hooks, observer and callbacks can run at all, and its
+    deadline (:attr:`Branch.cancel_grace` seconds) keeps the cancellation from being held up
+    by a slow one.
+    """
+    with trio.CancelScope(shield=True) as scope:
+        scope.deadline = trio.current_time() + branch.cancel_grace
+        for call in calls:
+            await _after_evidence(branch, call)
 
 
 def _record(
@@ -343,3 +367,7 @@ async def _after_evidence(branch: Branch, call: _Call) -> None:
                 branch.report_failure("observer", call_id, subscriber_failure.error)
     for callback_failure in await branch.messages.notify(call.request, response):
         branch.report_failure("message_callback", call_id, callback_failure.error)
+    if branch.hooks.handlers_for(HookPoint.MESSAGE_ADD):
+        for message in (call.request, response):
+            for hook_failure in await branch.hooks.emit(HookPoint.MESSAGE_ADD, message=message):
+                branch.report_failure("hook", call_id, hook_failure.error)

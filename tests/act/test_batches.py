@@ -414,3 +414,18 @@ async def test_alcall_raises_the_single_failure_unwrapped() -> None:
         await alcall(bad, [1])
     results = await alcall(bad, [1, 2], AlcallParams(return_exceptions=True))
     assert [type(r) for r in results] == [KeyError, KeyError]
+
+
+async def test_max_concurrent_starts_calls_in_input_order(autojump_clock: trio.abc.Clock) -> None:
+    started: list[int] = []
+
+    async def work(i: int) -> None:
+        started.append(i)
+        await trio.sleep(1 + (i % 3))
+
+    branch = Branch()
+    branch.register_tools(work)
+    await branch.act(
+        [call("work", i=i) for i in range(12)], call_params=AlcallParams(max_concurrent=2)
+    )
+    assert started == list(range(12))

@@ -664,3 +664,85 @@ async def test_call_params_validation_names_the_bad_value() -> None:
 async def test_statuses_helper_matches_outcome_mapping(branch: Branch) -> None:
     responses = await branch.act([call("add", a=1, b=2), call("fail"), call("zzz")])
     assert statuses(responses) == [S.COMPLETED, S.FAILED, S.ABORTED]
+
+
+# -- announcing cancelled calls ----------------------------------------------------------------
+
+
+async def test_a_cancelled_call_is_announced_to_hooks_observer_and_callbacks(
+    branch: Branch, autojump_clock: trio.abc.Clock
+) -> None:
+    seen: list[str] = []
+    branch.observer = SessionObserver()
+    branch.observer.subscribe(
+        FunctionCalling, lambda event: seen.append(f"observer {event.status}")
+    )
+    branch.hooks.on(HookPoint.TOOL_ERROR, lambda **kw: seen.append(f"tool.error {kw['status']}"))
+    branch.hooks.on(
+        HookPoint.MESSAGE_ADD, lambda message: seen.append(f"message.add {type(message).__name__}")
+    )
+
+    async def callback(message: Any) -> None:
+        await trio.sleep(0.1)  # needs the shield: the call is being cancelled
+        seen.append(f"callback {type(message).__name__}")
+
+    branch.messages.on_message_added.append(callback)
+    with trio.move_on_after(1):
+        await branch.act(call("slow"))
+    assert seen == [
+        "tool.error cancelled",
+        "observer cancelled",
+        "callback ActionRequest",
+        "callback ActionResponse",
+        "message.add ActionRequest",
+        "message.add ActionResponse",
+    ]
+
+
+async def test_announcing_a_cancelled_call_is_bounded_by_cancel_grace(
+    branch: Branch, autojump_clock: trio.abc.Clock
+) -> None:
+    async def stuck(message: Any) -> None:
+        await trio.sleep_forever()
+
+    branch.cancel_grace = 3.0
+    branch.messages.on_message_added.append(stuck)
+    start = trio.current_time()
+    with trio.move_on_after(1):
+        await branch.act(call("slow"))
+    assert trio.current_time() - start == pytest.approx(4.0)
+    [response] = branch.messages.responses()
+    assert response.content.outcome is Outcome.CANCELLED
+    check_history(branch)
+
+
+async def test_calls_that_never_started_are_announced_when_the_batch_is_cancelled(
+    branch: Branch, autojump_clock: trio.abc.Clock
+) -> None:
+    announced: list[str] = []
+    branch.messages.on_message_added.append(
+        lambda m: (
+            announced.append(m.content.outcome.value) if hasattr(m.content, "outcome") else None
+        )
+    )
+    with trio.move_on_after(1):
+        await branch.act([call("slow")] * 3, call_params=AlcallParams(max_concurrent=1))
+    assert announced == ["cancelled"] * 3
+    assert [r.content.attempts for r in branch.messages.responses()] == [1, 0, 0]
+    check_history(branch)
+
+
+async def test_cancelled_responses_have_a_stable_message(branch: Branch) -> None:
+    with trio.move_on_after(0.01):
+        await branch.act([call("slow"), call("slow")])
+    for response in branch.messages.responses():
+        assert response.content.error is not None
+        assert response.content.error.type == "Cancelled"
+        assert "0x" not in response.content.error.message
+
+
+async def test_message_add_hook_sees_each_recorded_message(branch: Branch) -> None:
+    added: list[Any] = []
+    branch.hooks.on(HookPoint.MESSAGE_ADD, lambda message: added.append(message))
+    [response] = await branch.act(call("add", a=1, b=2))
+    assert added == [branch.messages.requests()[0], response]
