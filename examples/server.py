@@ -33,16 +33,21 @@ Concurrency: each conversation is one :class:`~lionexec.Branch` with a :class:`t
 requests to one conversation run one after another, requests to different ones in parallel.
 
 Cancellation: while a request runs, its handler also listens for ``http.disconnect``; a client
-that goes away (even while waiting for the conversation's lock) cancels the request, and
-``Branch.act`` records each call it had not finished as ``cancelled`` before the cancellation
-propagates. Nothing is sent back to a client that is gone.
+that goes away cancels the request. ``Branch.act`` then records each call it had not finished
+as ``cancelled`` (its text names the reason, "client disconnected") before the cancellation
+propagates; calls already finished keep their outcome. Those cancelled calls get no
+``tool.error`` or ``message.add`` event (the branch runs no hooks or callbacks for a call
+interrupted by cancellation): the server publishes ``act.cancelled`` with their ids instead. A
+request whose client leaves while it still waits for the conversation's lock never reached
+the conversation, so nothing is recorded for it. Nothing is sent back to a client that is gone.
 
 Slow subscribers never hold up tool calls: events are published with ``send_nowait`` into a
 bounded memory channel per subscriber (``subscriber_buffer``, 256 events by default). A
 subscriber whose buffer is full is disconnected, not silently thinned out: it gets the events
 already buffered, then an ``event: overflow`` and the end of the stream. Event ids are
 consecutive across the server, so a client can tell whether it missed anything and re-read
-the history after reconnecting. On shutdown every stream ends.
+the history after reconnecting. On shutdown every stream ends. (There is no keep-alive
+comment: a client that vanishes is noticed through ``http.disconnect``.)
 """
 
 from __future__ import annotations
