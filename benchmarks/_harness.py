@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import statistics
 import sys
 import time
@@ -30,6 +31,9 @@ import trio
 
 IMPLS = ("lionexec", "lionagi", "raw")
 MARKER = "BENCH-JSON "
+#: The parent's pass number (1, 2, ...). Memory cases, being deterministic, and single-run
+#: cases, being slow, run in the first pass only.
+ROUND_VARIABLE = "LIONEXEC_BENCH_ROUND"
 
 #: A scenario body: run the work at size ``n`` and return the seconds spent in the measured
 #: part (a ``time`` case) or ``(retained, peak)`` bytes from a :class:`MemoryProbe`.
@@ -183,6 +187,8 @@ def main(cases: Callable[[str, bool], list[Case]]) -> None:
         traceback.print_exc()
         report["unavailable"] = f"cannot import: {type(exc).__name__}: {exc}"
         selected = []
+    if os.environ.get(ROUND_VARIABLE, "1") != "1":
+        selected = [c for c in selected if c.kind == "time" and c.repeats != 1]
     for case in selected:
         started = time.perf_counter()
         try:

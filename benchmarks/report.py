@@ -78,7 +78,7 @@ def build(
     runs: dict[str, dict[str, dict[str, Any]]],
     *,
     quick: bool,
-    loads: dict[str, float] | None = None,
+    loads: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """The document for the areas in *runs* (area -> impl -> child report)."""
     scenarios: dict[tuple[str, str], dict[str, Any]] = {}
@@ -88,7 +88,7 @@ def build(
         areas[area] = {
             "generated": _now(),
             "quick": quick,
-            "load_average_at_start": (loads or {}).get(area),
+            "load_average_at_start": (loads or {}).get(area, []),
             "unavailable": {},
         }
         for impl, child in by_impl.items():
@@ -191,9 +191,9 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
         f"Generated {meta['generated']} from `{meta.get('revision', '?')}` "
         f"on Python {meta['python']}, {meta['platform']}, "
         f"{meta['cpus']} CPUs ({versions}). Figures are per operation (µs) or per item "
-        "(bytes), best of up to 5 runs after a warm-up; lower is better. Throughput in "
-        "parentheses. Speedup = lionagi / lionexec; cost = lionexec / raw trio. "
-        f"1-minute load average when each area started: {_loads(meta)}.",
+        "(bytes), best of all runs (up to 5 per pass, after a warm-up); lower is better. "
+        "Throughput in parentheses. Speedup = lionagi / lionexec; cost = lionexec / raw trio. "
+        f"1-minute load average as each area started (per pass): {_loads(meta) or '?'}.",
         "",
         HEADER,
         "|---|---:|---:|---:|---:|---:|",
@@ -230,8 +230,8 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
 
 
 def _loads(meta: dict[str, Any]) -> str:
-    loads = {a: v.get("load_average_at_start") for a, v in meta.get("areas", {}).items()}
-    return ", ".join(f"{a} {v:.1f}" for a, v in loads.items() if v is not None) or "unknown"
+    loads = {a: v.get("load_average_at_start") or [] for a, v in meta["areas"].items()}
+    return ", ".join(f"{a} {'/'.join(f'{x:.1f}' for x in v)}" for a, v in loads.items() if v)
 
 
 def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
