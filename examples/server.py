@@ -34,12 +34,12 @@ requests to one conversation run one after another, requests to different ones i
 
 Cancellation: while a request runs, its handler also listens for ``http.disconnect``; a client
 that goes away cancels the request. ``Branch.act`` then records each call it had not finished
-as ``cancelled`` (its text names the reason, "client disconnected") before the cancellation
-propagates; calls already finished keep their outcome. Those cancelled calls get no
-``tool.error`` or ``message.add`` event (the branch runs no hooks or callbacks for a call
-interrupted by cancellation): the server publishes ``act.cancelled`` with their ids instead. A
-request whose client leaves while it still waits for the conversation's lock never reached
-the conversation, so nothing is recorded for it. Nothing is sent back to a client that is gone.
+as ``cancelled`` before the cancellation propagates (calls already finished keep their
+outcome), and announces them (``tool.error`` with status ``cancelled`` for calls that had
+started, ``message.add``) within ``Branch.cancel_grace``; the server then publishes
+``act.cancelled`` with their ids. A request whose client leaves while it still waits for the
+conversation's lock never reached the conversation, so nothing is recorded for it. Nothing is
+sent back to a client that is gone.
 
 Slow subscribers never hold up tool calls: events are published with ``send_nowait`` into a
 bounded memory channel per subscriber (``subscriber_buffer``, 256 events by default). A

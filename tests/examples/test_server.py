@@ -349,13 +349,25 @@ async def test_client_disconnect_cancels_its_calls_and_records_them_cancelled(
             client_scope.cancel()  # httpx closes the connection mid-request
         seen = []
         async for event in events.receive_channel:
-            if event.type != "message.add":
-                seen.append(event)
+            seen.append(event)
             if event.type == "act.cancelled":
                 break
-    assert [e.type for e in seen][:1] == ["act.start"]
-    assert seen[-1].type == "act.cancelled"
-    assert sorted(seen[-1].data["call_ids"]) == ["g1", "g2", "slow"]
+    assert seen[0].type == "act.start"
+    assert sorted(seen[-1].data["call_ids"]) == ["g1", "g2", "slow"]  # act.cancelled
+    # Calls cut short are announced too: tool.error with status cancelled, and their messages.
+    cut_short = {e.data["call_id"]: e.data["status"] for e in seen if e.type == "tool.error"}
+    assert cut_short == {"g1": "cancelled", "g2": "cancelled", "slow": "cancelled"}
+    answered = {
+        e.data["call_id"]: e.data["outcome"]
+        for e in seen
+        if e.type == "message.add" and e.data["kind"] == "action_response"
+    }
+    assert answered == {
+        "fast": "completed",
+        "g1": "cancelled",
+        "g2": "cancelled",
+        "slow": "cancelled",
+    }
     assert ("exit", "g1") not in gates.log
 
     conversation = running.app.conversations["d"]
@@ -379,9 +391,11 @@ async def test_client_disconnect_cancels_its_calls_and_records_them_cancelled(
             json={"conversation_id": "d", "tool_calls": [call("word_count", {"text": "x"}, "z")]},
         )
     results = {m["tool_call_id"]: m["content"] for m in history["messages"] if m["role"] == "tool"}
-    cancelled = json.loads(results["slow"])
-    assert cancelled["outcome"] == "cancelled"
-    assert "client disconnected" in cancelled["message"]
+    assert json.loads(results["slow"]) == {
+        "error": "Cancelled",
+        "message": "the call was cancelled before it finished",
+        "outcome": "cancelled",
+    }
     assert again.status_code == 200  # the conversation is usable again
 
 
