@@ -319,7 +319,7 @@ async def until_disconnect(
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
-            nursery.cancel_scope.cancel(reason="client disconnected")
+            nursery.cancel_scope.cancel()
 
         nursery.start_soon(watch)
         result = await work()
