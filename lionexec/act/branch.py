@@ -103,7 +103,9 @@ class Branch:
         anything runs; a shape that cannot be read raises :class:`ValueError` and nothing is
         recorded.
 
-        Each call ends with exactly one linked response in :attr:`messages`, whose outcome is
+        The requests are added to :attr:`messages` in proposal order before any call runs;
+        each call ends with exactly one linked response, written together with its event-log
+        record the moment its outcome is known, whose outcome is
         completed, failed, denied, invalid, timed_out or cancelled. Denied and invalid calls
         are values, whatever *suppress_errors* says. With ``suppress_errors=False`` a failed
         call's original exception is raised after the history is written; in a concurrent
@@ -124,6 +126,8 @@ class Branch:
         _check_requests(proposals)
         params = call_params or AlcallParams()
         requests = [new_request(self, proposal) for proposal in proposals]
+        for request in requests:  # proposal order; each response is linked as its call ends
+            self.messages.add_message(request)
 
         async def one(index: int, proposal: Proposal) -> ActionResponse:
             return await run_call(

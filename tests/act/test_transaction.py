@@ -103,7 +103,7 @@ async def test_provider_call_ids_become_the_request_call_id(branch: Branch) -> N
             {"type": "tool_use", "id": "toolu_Y", "name": "nothing", "input": {}},
         ]
     )
-    assert sorted(r.call_id for r in branch.messages.requests()) == ["call_X", "toolu_Y"]
+    assert [r.call_id for r in branch.messages.requests()] == ["call_X", "toolu_Y"]
 
 
 @pytest.mark.parametrize(
@@ -746,3 +746,20 @@ async def test_message_add_hook_sees_each_recorded_message(branch: Branch) -> No
     branch.hooks.on(HookPoint.MESSAGE_ADD, lambda message: added.append(message))
     [response] = await branch.act(call("add", a=1, b=2))
     assert added == [branch.messages.requests()[0], response]
+
+
+async def test_requests_are_in_the_history_in_proposal_order_before_any_call_runs(
+    branch: Branch, autojump_clock: trio.abc.Clock
+) -> None:
+    seen: list[int] = []
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: seen.append(len(branch.messages.requests())))
+    await branch.act([call("slow", seconds=3), call("slow", seconds=1), call("add", a=1, b=1)])
+    assert seen == [3, 3, 3]
+    assert [r.content.function for r in branch.messages.requests()] == ["slow", "slow", "add"]
+    assert [r.content.arguments.get("seconds") for r in branch.messages.responses()] == [
+        None,
+        1,
+        3,
+    ]
+    exported = branch.messages.to_openai()[0]["tool_calls"]
+    assert [c["id"] for c in exported] == [r.call_id for r in branch.messages.requests()]
