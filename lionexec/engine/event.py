@@ -163,18 +163,23 @@ class Event:
         try:
             response = await self._invoke()
         except Exception as exc:
-            execution.duration = trio.current_time() - start
-            execution.add_error(exc)
-            self.status = _FAILED
+            self._finish(start, _FAILED, exc)
         except BaseException as exc:
-            execution.duration = trio.current_time() - start
-            execution.add_error(exc)
-            self.status = _CANCELLED
+            self._finish(start, _CANCELLED, exc)
             raise
         else:
-            execution.duration = trio.current_time() - start
             execution.response = response
-            self.status = _COMPLETED
+            self._finish(start, _COMPLETED)
+
+    def _finish(
+        self, start: float, status: EventStatus, error: BaseException | None = None
+    ) -> None:
+        """Record duration, error and terminal status, in that order; synchronous."""
+        execution = self.execution
+        execution.duration = trio.current_time() - start
+        if error is not None:
+            execution.add_error(error)
+        self.status = status
 
     async def _invoke(self) -> Any:
         """The work itself. Subclasses override this; the base raises NotImplementedError."""
@@ -200,17 +205,12 @@ class Event:
                 async for chunk in chunks:
                     yield chunk
         except Exception as exc:
-            execution.duration = trio.current_time() - start
-            execution.add_error(exc)
-            self.status = _FAILED
+            self._finish(start, _FAILED, exc)
         except BaseException as exc:
-            execution.duration = trio.current_time() - start
-            execution.add_error(exc)
-            self.status = _CANCELLED
+            self._finish(start, _CANCELLED, exc)
             raise
         else:
-            execution.duration = trio.current_time() - start
-            self.status = _COMPLETED
+            self._finish(start, _COMPLETED)
 
     async def _stream(self) -> AsyncGenerator[Any, None]:
         """Streaming work. Subclasses override this; the base raises NotImplementedError."""
