@@ -282,8 +282,8 @@ class Tool:
         normalized: dict[str, Any] = {}
         for key, value in arguments.items():
             hint = hints.get(key)
-            if hint is None:
-                normalized[key] = value
+            if hint is None or (type(value) is hint and hint in _EXACT):
+                normalized[key] = value  # nothing to check, or already exactly that type
                 continue
             try:
                 normalized[key] = self.converter.structure(value, hint)
@@ -292,6 +292,15 @@ class Tool:
         return normalized
 
     def _check_keys(self, arguments: Mapping[str, Any]) -> None:
+        keys = arguments.keys()
+        if (
+            self._required <= keys
+            and (self._extra_ok or keys <= self._known)
+            and not (self.strict and len(keys) != len(self._required))
+            and (self.context_param is None or self.context_param not in keys)
+            and all(type(key) is str for key in keys)
+        ):
+            return  # the common case; the checks below name what is wrong otherwise
         for key in arguments:
             if not isinstance(key, str):
                 raise ValidationError(f"argument names are strings, got {key!r}")
@@ -488,6 +497,10 @@ def _check_context_param(func: Callable[..., Any], context_param: str) -> None:
         raise ConfigurationError(
             f"context_param {context_param!r} is not a keyword parameter of {func!r}"
         )
+
+
+#: Hints a value of exactly that type satisfies with no conversion (``bool`` is not ``int``).
+_EXACT: Final = frozenset({int, float, str, bool})
 
 
 def _checkable_hints(params: list[Parameter]) -> dict[str, Any]:
