@@ -39,6 +39,7 @@ CIRCULAR: Final = "<circular reference>"
 MAX_DEPTH_MARKER: Final = "<max depth exceeded>"
 
 _PRIMITIVES: Final = frozenset({type(None), bool, int, float, str})
+_CONTAINERS: Final = frozenset({dict, list, tuple})
 
 
 def jsonable(value: object) -> JSONValue:
@@ -59,8 +60,11 @@ def jsonable(value: object) -> JSONValue:
 
 
 def _convert(value: object, depth: int, path: set[int]) -> JSONValue:
-    if type(value) in _PRIMITIVES:
+    cls = type(value)
+    if cls in _PRIMITIVES:
         return value
+    if cls in _CONTAINERS:
+        return _enter(value, depth, path)
     if isinstance(value, enum.Enum):
         return _convert(value.value, depth, path)
     if isinstance(value, bool | int | float | str):  # subclasses of the primitives
@@ -71,6 +75,13 @@ def _convert(value: object, depth: int, path: set[int]) -> JSONValue:
         return str(value)
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
         return value.isoformat()
+    return _enter(value, depth, path)
+
+
+def _enter(value: object, depth: int, path: set[int]) -> JSONValue:
+    """Convert a container, minding the depth cap and cycles."""
+    if type(value) in _CONTAINERS and not value:
+        return {} if type(value) is dict else []
     if depth >= MAX_DEPTH:
         return MAX_DEPTH_MARKER
     key = id(value)
