@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from lionexec.conversation import ActionRequest
+from lionexec.conversation import ActionRequest, new_call_id
 
 __all__ = ["Proposal", "read_proposal"]
 
@@ -90,7 +89,7 @@ def _proposal(
     return Proposal(
         function=function,
         arguments=arguments,
-        call_id=call_id or f"call_{uuid.uuid4().hex}",
+        call_id=call_id or new_call_id(),
         problem=problem,
         request=request,
     )

@@ -217,7 +217,9 @@ async def _invoke_with_retries(
 ) -> None:
     may_retry = tool.idempotent or params.force_retry
     while True:
-        event = FunctionCalling(tool=tool, arguments=arguments, revalidate=revalidate)
+        event = FunctionCalling(
+            tool=tool, arguments=arguments, revalidate=revalidate, validated=True
+        )
         call.event = event
         call.attempts += 1
         if params.timeout is None:

@@ -14,6 +14,7 @@ response together.
 from __future__ import annotations
 
 import enum
+import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -90,7 +91,7 @@ OUTCOME_STATUS: Final[Mapping[ActionOutcome, EventStatus]] = MappingProxyType(
 
 def new_call_id() -> str:
     """A fresh tool-call id, valid for both OpenAI and Anthropic (``call_`` + 32 hex digits)."""
-    return f"call_{uuid.uuid4().hex}"
+    return "call_" + os.urandom(16).hex()
 
 
 def _optional_str(value: object) -> str | None:
@@ -162,7 +163,11 @@ class ActionRequestContent:
     arguments: dict[str, Any] = attrs.field(
         factory=dict, converter=_arguments, on_setattr=attrs.setters.frozen
     )
-    action_response_id: uuid.UUID | None = attrs.field(default=None, converter=_optional_uuid)
+    # Converted when constructed (a record may name it as a string); the history assigns a
+    # UUID when it links the pair, so assignment skips the converter.
+    action_response_id: uuid.UUID | None = attrs.field(
+        default=None, converter=_optional_uuid, on_setattr=attrs.setters.NO_OP
+    )
     call_id: str = attrs.field(default=None, converter=_call_id, on_setattr=attrs.setters.frozen)
 
 
@@ -198,7 +203,9 @@ class ActionResponseContent:
         factory=dict, converter=_arguments, on_setattr=attrs.setters.frozen
     )
     output: Any = attrs.field(default=None, on_setattr=attrs.setters.frozen)
-    action_request_id: uuid.UUID | None = attrs.field(default=None, converter=_optional_uuid)
+    action_request_id: uuid.UUID | None = attrs.field(
+        default=None, converter=_optional_uuid, on_setattr=attrs.setters.NO_OP
+    )
     error: ErrorInfo | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(ErrorInfo)),

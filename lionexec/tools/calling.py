@@ -67,6 +67,10 @@ class FunctionCalling(Event):
     arguments: dict[str, Any] = attrs.field(factory=dict, converter=_argument_dict)
     revalidate: Revalidator | None = attrs.field(default=None, metadata={NOT_SERIALIZED: True})
     context: Any = attrs.field(default=None, metadata={NOT_SERIALIZED: True})
+    #: Whether *arguments* were already returned by :meth:`Tool.validate` (the act layer's
+    #: transaction validates before governance and passes them on); then construction does
+    #: not validate them a second time.
+    validated: bool = attrs.field(default=False, repr=False, metadata={NOT_SERIALIZED: True})
 
     #: :meth:`as_fresh_event` shares these with the new call instead of copying them; note
     #: that after an invocation the arguments it copies are the preprocessed ones.
@@ -78,7 +82,9 @@ class FunctionCalling(Event):
                 f"function {self.function!r} does not name tool {self.tool.name!r}",
                 field="function",
             )
-        self.arguments = self.tool.validate(self.arguments)
+        if not self.validated:
+            self.arguments = self.tool.validate(self.arguments)
+            self.validated = True
 
     @classmethod
     def create(

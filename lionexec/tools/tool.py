@@ -294,11 +294,11 @@ class Tool:
     def _check_keys(self, arguments: Mapping[str, Any]) -> None:
         keys = arguments.keys()
         if (
-            self._required <= keys
-            and (self._extra_ok or keys <= self._known)
+            keys >= self._required
+            # every known name is a string, so keys <= _known also checks the key types
+            and (keys <= self._known or (self._extra_ok and all(type(k) is str for k in keys)))
             and not (self.strict and len(keys) != len(self._required))
             and (self.context_param is None or self.context_param not in keys)
-            and all(type(key) is str for key in keys)
         ):
             return  # the common case; the checks below name what is wrong otherwise
         for key in arguments:
