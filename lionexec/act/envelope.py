@@ -44,7 +44,7 @@ def read_proposal(envelope: object) -> Proposal:
         content = envelope.content
         function, raw, call_id = content.function, content.arguments, content.call_id
         return _proposal(function, raw, call_id, envelope, request=envelope)
-    if isinstance(envelope, Mapping):
+    if type(envelope) is dict or isinstance(envelope, Mapping):
         if envelope.get("type") == "function" and isinstance(envelope.get("function"), Mapping):
             spec = envelope["function"]  # OpenAI tool_calls item
             return _proposal(spec.get("name"), spec.get("arguments"), envelope.get("id"), envelope)
@@ -103,7 +103,7 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
             raw = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
             return None, f"arguments are not valid JSON: {exc}"
-    if isinstance(raw, Mapping):
+    if type(raw) is dict or isinstance(raw, Mapping):
         if all(isinstance(key, str) for key in raw):
             return dict(raw), None
         return None, "argument names must be strings"

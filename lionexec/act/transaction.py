@@ -181,15 +181,16 @@ async def _govern_and_invoke(branch: Branch, call: _Call, params: AlcallParams) 
         if decision.behavior != "allow":
             _denied(branch, call, "PermissionDenied", decision.reason)
             return
-    verdict = await branch.hooks.run_pre(
-        tool_name=tool.name,
-        call_id=proposal.call_id,
-        arguments=summarize(dict(context.arguments)),
-        context=context,
-    )
-    if not verdict.allowed:
-        _denied(branch, call, "HookDenied", verdict.reason or "denied by a tool.pre hook")
-        return
+    if branch.hooks.handlers_for(HookPoint.TOOL_PRE):
+        verdict = await branch.hooks.run_pre(
+            tool_name=tool.name,
+            call_id=proposal.call_id,
+            arguments=summarize(dict(context.arguments)),
+            context=context,
+        )
+        if not verdict.allowed:
+            _denied(branch, call, "HookDenied", verdict.reason or "denied by a tool.pre hook")
+            return
 
     async def revalidate(transformed: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -345,15 +346,17 @@ async def _after_evidence(branch: Branch, call: _Call) -> None:
     call_id = call.proposal.call_id
     if event is not None:
         duration = event.execution.duration
+        failures = []
         if event.status is EventStatus.COMPLETED:
-            failures = await branch.hooks.emit(
-                HookPoint.TOOL_POST,
-                tool_name=call.proposal.function,
-                call_id=call_id,
-                result=summarize(event.response),
-                duration=duration,
-            )
-        else:
+            if branch.hooks.handlers_for(HookPoint.TOOL_POST):
+                failures = await branch.hooks.emit(
+                    HookPoint.TOOL_POST,
+                    tool_name=call.proposal.function,
+                    call_id=call_id,
+                    result=summarize(event.response),
+                    duration=duration,
+                )
+        elif branch.hooks.handlers_for(HookPoint.TOOL_ERROR):
             failures = await branch.hooks.emit(
                 HookPoint.TOOL_ERROR,
                 tool_name=call.proposal.function,

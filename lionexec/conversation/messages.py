@@ -107,7 +107,7 @@ def _call_id(value: str | None) -> str:
 
 
 def _arguments(value: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise TypeError(f"arguments must be a mapping, not {type(value).__name__}")
     for key in value:
         if not isinstance(key, str):

@@ -20,7 +20,7 @@ def frozen_arguments(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
     The copy is shallow: nested values are shared with the caller and must be treated as
     read-only too.
     """
-    if not isinstance(arguments, Mapping):
+    if type(arguments) is not dict and not isinstance(arguments, Mapping):
         raise TypeError(f"arguments must be a mapping, not {type(arguments).__name__}")
     for key in arguments:
         if not isinstance(key, str):

@@ -21,7 +21,7 @@ Revalidator = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 def _argument_dict(value: object) -> dict[str, Any]:
     """A mapping, attrs instance or dataclass instance as a new plain dict of its fields."""
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return dict(value)
     cls = type(value)
     if attrs.has(cls):

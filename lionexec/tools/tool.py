@@ -266,7 +266,7 @@ class Tool:
         Raises:
             ValidationError: naming the first bad field (``field``); the message lists all.
         """
-        if not isinstance(arguments, Mapping):
+        if type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise ValidationError(
                 f"arguments for tool {self.name!r} must be an object, "
                 f"got {type(arguments).__name__}"
