@@ -115,6 +115,9 @@ def _arguments(value: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
+_SHARED: Final[dict[str, Any]] = {}  # placeholder replaced at once in ActionResponse.create
+
+
 def _optional_uuid(value: uuid.UUID | str | None) -> uuid.UUID | None:
     if value is None or isinstance(value, uuid.UUID):
         return value
@@ -402,13 +405,16 @@ class ActionResponse(Message):
         """
         content = ActionResponseContent(
             function=request.content.function,
-            arguments=request.content.arguments,
+            arguments=_SHARED,
             output=output,
             action_request_id=request.id,
             error=error,
             outcome=outcome,
             attempts=attempts,
         )
+        # The request's arguments are already a private copy, and the pair records the same
+        # call: share that dict rather than keep a second copy per call.
+        object.__setattr__(content, "arguments", request.content.arguments)
         return cls(content=content, sender=sender, recipient=recipient)
 
     @property
