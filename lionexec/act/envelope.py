@@ -104,9 +104,10 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
         except json.JSONDecodeError as exc:
             return None, f"arguments are not valid JSON: {exc}"
     if type(raw) is dict or isinstance(raw, Mapping):
-        if all(isinstance(key, str) for key in raw):
-            return dict(raw), None
-        return None, "argument names must be strings"
+        for key in raw:
+            if not isinstance(key, str):
+                return None, f"argument names must be strings, got {key!r}"
+        return dict(raw), None
     if attrs.has(type(raw)):
         return attrs.asdict(raw), None  # type: ignore[arg-type]
     return None, f"arguments must be a JSON object, got {type(raw).__name__}"

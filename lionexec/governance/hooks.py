@@ -120,7 +120,8 @@ class HookBus:
 
     def handlers_for(self, point: HookPoint | str) -> tuple[HookHandler, ...]:
         """The handlers at *point*, in the order they run."""
-        return tuple(self._handlers.get(HookPoint(point), ()))
+        key = point if type(point) is HookPoint else HookPoint(point)
+        return tuple(self._handlers.get(key, ()))
 
     async def run_pre(self, **kwargs: Any) -> PreHookResult:
         """Run the ``tool.pre`` handlers with *kwargs*; see the class docstring.
