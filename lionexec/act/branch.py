@@ -11,7 +11,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from lionexec.conversation import ActionOutcome, ActionResponse, ErrorInfo, MessageManager
+from lionexec.conversation import ActionResponse, MessageManager
 from lionexec.errors import ConfigurationError
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
@@ -19,7 +19,7 @@ from lionexec.tools import ActionManager, Tool
 from .alcall import AlcallParams, fan_out
 from .envelope import Proposal, read_proposal
 from .log import EventLog, ReportedFailure
-from .transaction import _Call, _record, announce_interrupted, interruption, new_request, run_call
+from .transaction import answer_unanswered, new_request, run_call
 
 __all__ = ["Branch", "Strategy"]
 
@@ -40,7 +40,7 @@ class Branch:
         hooks: the hook bus (``tool.pre`` may deny; ``tool.post``/``tool.error`` observe).
         observer: the session observer whose gate authorizes each call, or ``None``.
         policy: the permission policy, or ``None`` to allow every call the gate allows.
-        log: the event log; pass ``log_path`` for a JSONL file sink.
+        log: the event log (in memory; :meth:`with_log_file` adds a JSONL file sink).
         failures: failures of observers, non-blocking hooks, message callbacks and the log
             sink, reported here (and to the ``lionexec.act`` logger) instead of being raised.
         cancel_grace: seconds the announcements of calls recorded ``cancelled`` may take
@@ -153,7 +153,7 @@ class Branch:
                     return_exceptions=params.return_exceptions,
                 )
         except BaseException as exc:
-            await self._answer_unanswered(proposals, requests, exc)
+            await answer_unanswered(self, proposals, requests, exc)
             raise
         return list(results)  # type: ignore[arg-type]
 
@@ -171,29 +171,6 @@ class Branch:
                     raise
                 results.append(exc)
         return results
-
-    async def _answer_unanswered(
-        self, proposals: list[Proposal], requests: list[Any], exc: BaseException
-    ) -> None:
-        """Record ``cancelled`` for every call of a stopped batch that has no response yet.
-
-        Calls that never started (queued behind a limiter or a throttle, or after the failure
-        that stopped a sequential batch). Recorded synchronously, then announced, shielded
-        and bounded.
-        """
-        reason = (
-            interruption(exc)
-            if not isinstance(exc, Exception)
-            else ErrorInfo("NotStarted", f"the batch stopped at an earlier failure: {exc!r}")
-        )
-        stopped = []
-        for proposal, request in zip(proposals, requests, strict=True):
-            if request.action_response_id is None:
-                call = _Call(proposal, request)
-                _record(self, call, ActionOutcome.CANCELLED, error=reason)
-                stopped.append(call)
-        if stopped:
-            await announce_interrupted(self, stopped)
 
 
 def _check_requests(proposals: list[Proposal]) -> None:

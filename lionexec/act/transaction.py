@@ -54,7 +54,7 @@ from .log import ActionLogRecord
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["SUMMARY_LIMIT", "VERBOSE_LIMIT", "announce_interrupted", "interruption", "run_call"]
+__all__ = ["SUMMARY_LIMIT", "VERBOSE_LIMIT", "answer_unanswered", "new_request", "run_call"]
 
 logger = logging.getLogger("lionexec.act")
 
@@ -284,6 +284,33 @@ def interruption(exc: BaseException) -> ErrorInfo:
         return ErrorInfo("Cancelled", "the call was cancelled before it finished")
     name = type(exc).__name__
     return ErrorInfo(name, f"the call was interrupted by {name} before it finished")
+
+
+async def answer_unanswered(
+    branch: Branch,
+    proposals: list[Proposal],
+    requests: list[ActionRequest],
+    exc: BaseException,
+) -> None:
+    """Record ``cancelled`` for every call of a stopped batch that has no response yet.
+
+    Those are the calls that never started (queued behind a limiter or a throttle, or after
+    the failure that stopped a sequential batch). Recorded synchronously, then announced,
+    shielded and bounded.
+    """
+    reason = (
+        interruption(exc)
+        if not isinstance(exc, Exception)
+        else ErrorInfo("NotStarted", f"the batch stopped at an earlier failure: {exc!r}")
+    )
+    stopped = []
+    for proposal, request in zip(proposals, requests, strict=True):
+        if request.action_response_id is None:
+            call = _Call(proposal, request)
+            _record(branch, call, ActionOutcome.CANCELLED, error=reason)
+            stopped.append(call)
+    if stopped:
+        await announce_interrupted(branch, stopped)
 
 
 async def announce_interrupted(branch: Branch, calls: list[_Call]) -> None:
