@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 import tracemalloc
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -37,7 +37,7 @@ ROUND_VARIABLE = "LIONEXEC_BENCH_ROUND"
 
 #: A scenario body: run the work at size ``n`` and return the seconds spent in the measured
 #: part (a ``time`` case) or ``(retained, peak)`` bytes from a :class:`MemoryProbe`.
-Body = Callable[[int], Awaitable[Any]]
+Body = Callable[[int], Coroutine[Any, Any, Any]]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import trio
@@ -49,17 +50,17 @@ def lionexec_events() -> EventTypes:
 def lionagi_events() -> EventTypes:
     import asyncio
 
-    from lionagi.protocols.generic.event import Event
+    from lionagi.protocols.generic.event import Event  # type: ignore[import-not-found,unused-ignore]
 
-    class Ok(Event):
+    class Ok(Event):  # type: ignore[misc,unused-ignore]
         async def _invoke(self) -> int:
             return 1
 
-    class Fail(Event):
+    class Fail(Event):  # type: ignore[misc,unused-ignore]
         async def _invoke(self) -> int:
             raise ValueError("boom")
 
-    class Nap(Event):
+    class Nap(Event):  # type: ignore[misc,unused-ignore]
         async def _invoke(self) -> int:
             await asyncio.sleep(NAP)
             return 1
@@ -151,4 +152,9 @@ def raw_events() -> EventTypes:
 
 
 def event_types(impl: str) -> EventTypes:
-    return {"lionexec": lionexec_events, "lionagi": lionagi_events, "raw": raw_events}[impl]()
+    makers: dict[str, Callable[[], EventTypes]] = {
+        "lionexec": lionexec_events,
+        "lionagi": lionagi_events,
+        "raw": raw_events,
+    }
+    return makers[impl]()

@@ -72,15 +72,13 @@ def branch_factory(impl: str) -> Callable[[], Any]:
     if impl == "raw":
         make: Callable[[], Any] = RawBranch
     elif impl == "lionagi":
-        from lionagi import Branch as LionagiBranch
+        from lionagi import Branch as LionagiBranch  # type: ignore[import-not-found,unused-ignore]
 
         def make() -> Any:
             return LionagiBranch(log_config={"auto_save_on_exit": False})
     else:
-        try:
-            from lionexec.act import Branch  # type: ignore[attr-defined]
-        except ImportError:
-            from lionexec.act.branch import Branch  # type: ignore[import-not-found,no-redef]
+        from lionexec.act import Branch
+
         make = Branch
 
     def fresh() -> Any:

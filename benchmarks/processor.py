@@ -95,10 +95,12 @@ def classes(impl: str, event_type: type[Any]) -> tuple[type[Any], type[Any]]:
     if impl == "raw":
         return RawProcessor, RawExecutor
     if impl == "lionagi":
-        from lionagi.protocols.generic.processor import Executor, Processor
+        from lionagi.protocols.generic.processor import (  # type: ignore[import-not-found,unused-ignore]
+            Executor,
+            Processor,
+        )
     else:
-        from lionexec.engine.executor import Executor  # type: ignore[import-not-found]
-        from lionexec.engine.processor import Processor  # type: ignore[import-not-found]
+        from lionexec.engine import Executor, Processor  # type: ignore[assignment,unused-ignore]
 
     processor = type("BenchProcessor", (Processor,), {"event_type": event_type})
     executor = type("BenchExecutor", (Executor,), {"processor_type": processor})

@@ -74,7 +74,9 @@ class Invoker:
             self.raw_tools = {tool.__name__: tool}
             self.mode = sync_mode
         elif impl == "lionagi":
-            from lionagi.protocols.action.manager import ActionManager as LionagiManager
+            from lionagi.protocols.action.manager import (  # type: ignore[import-not-found,unused-ignore]
+                ActionManager as LionagiManager,
+            )
 
             self.manager: Any = LionagiManager()
             self.manager.register_tools([tool])
@@ -130,7 +132,9 @@ def invoke_body(impl: str, sync_mode: str, concurrent: bool = False) -> Any:
 
 def register_body(impl: str) -> Any:
     if impl == "lionagi":
-        from lionagi.protocols.action.manager import ActionManager as LionagiManager
+        from lionagi.protocols.action.manager import (  # type: ignore[import-not-found,unused-ignore]
+            ActionManager as LionagiManager,
+        )
 
         def register(funcs: list[Callable[..., Any]]) -> list[dict[str, Any]]:
             manager = LionagiManager()
