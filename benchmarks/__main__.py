@@ -22,6 +22,7 @@ from typing import Any
 
 from . import report
 from ._harness import IMPLS, MARKER, ROUND_VARIABLE
+from .plot import plot
 
 AREAS = ("events", "processor", "tools", "act", "scaling", "server_load")
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_write:
         document = report.merge(results_dir / f"{name}.json", document)
         report.write(results_dir, name, document)
+        png = plot(document, results_dir / ("scaling.png" if name == "latest" else f"{name}.png"))
+        print(f"scaling plot: {png or 'not drawn (matplotlib is not installed)'}", file=sys.stderr)
     print(report.markdown(document, only=args.areas))
 
 
