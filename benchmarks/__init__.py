@@ -13,8 +13,10 @@ interpreter; ``--help`` lists the rest).
 Areas, one module each: :mod:`~benchmarks.events` (issue 2), :mod:`~benchmarks.processor`
 (issue 3), :mod:`~benchmarks.tools` (issue 4), :mod:`~benchmarks.act` (issue 6) and
 :mod:`~benchmarks.scaling` (issue 7). Each implementation of an area runs in its own
-subprocess (:mod:`benchmarks._harness`); :mod:`benchmarks.report` makes the table. A side
-that cannot run (library missing, feature not there yet) shows as "n/a" with the reason.
+subprocess (:mod:`benchmarks._harness`); :mod:`benchmarks.report` makes the table and
+:mod:`benchmarks.plot` the scaling plot (``results/scaling.png``, when matplotlib is
+installed). A side that cannot run (library missing, feature not there yet) shows as "n/a"
+with the reason. The run makes two passes and keeps each figure's best (see ``__main__``).
 
 These are measurements, not tests: nothing here asserts a time.
 """
