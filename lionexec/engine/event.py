@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import copy
+import functools
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any, ClassVar, NoReturn, Self
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self
 
 import attrs
 import trio
 
 from .execution import Execution
 from .status import TERMINAL_STATUSES, EventStatus
+
+if TYPE_CHECKING:
+    from cattrs.preconf.json import JsonConverter
 
 __all__ = ["NOT_SERIALIZED", "Event"]
 
@@ -139,9 +143,7 @@ class Event:
         The message carries the serialized execution record, without the response.
         """
         if self.execution.status is not _COMPLETED:
-            from lionexec.serialization import converter
-
-            record = converter.unstructure(self.execution)
+            record = _converter().unstructure(self.execution)
             del record["response"]
             raise RuntimeError(f"event {self.id} did not complete: {record}")
 
@@ -225,9 +227,7 @@ class Event:
         ``execution`` is always the five keys ``status``, ``duration``, ``response``,
         ``error`` and ``retryable``. Fields marked :data:`NOT_SERIALIZED` are left out.
         """
-        from lionexec.serialization import converter
-
-        record: dict[str, Any] = converter.unstructure(self)
+        record: dict[str, Any] = _converter().unstructure(self)
         return record
 
     @classmethod
@@ -256,6 +256,14 @@ class Event:
         metadata = _best_effort_copy(self.metadata) if copy_meta else {}
         metadata["original"] = {"id": str(self.id), "created_at": self.created_at}
         return type(self)(metadata=metadata, **kwargs)
+
+
+@functools.cache
+def _converter() -> JsonConverter:
+    """The shared converter; imported on first use (the serialization module imports this one)."""
+    from lionexec.serialization import converter
+
+    return converter
 
 
 def _best_effort_copy(value: Any) -> Any:
