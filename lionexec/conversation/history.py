@@ -190,18 +190,7 @@ class MessageManager:
                 f"response {response.id} answers request {named_request}, not {request.id}",
                 message_id=response.id,
             )
-        named_response = request.content.action_response_id
-        if named_response is not None and named_response != response.id:
-            raise HistoryError(
-                f"request {request.id} is already answered by response {named_response}",
-                message_id=request.id,
-            )
-        if request.content.function != response.content.function:
-            raise HistoryError(
-                f"response {response.id} is for function {response.content.function!r}, but "
-                f"request {request.id} calls {request.content.function!r}",
-                message_id=response.id,
-            )
+        _check_answerable(request, response, blame=request.id)
         # Nothing below can fail.
         self._messages.setdefault(request.id, request)
         request.content.action_response_id = response.id
@@ -287,19 +276,29 @@ class MessageManager:
                 f"{request_id}); record the pair with record_action()",
                 message_id=response.id,
             )
-        answered_by = request.content.action_response_id
-        if answered_by is not None and answered_by != response.id:
-            raise HistoryError(
-                f"request {request.id} is already answered by response {answered_by}",
-                message_id=response.id,
-            )
-        if request.content.function != response.content.function:
-            raise HistoryError(
-                f"response {response.id} is for function {response.content.function!r}, but "
-                f"request {request.id} calls {request.content.function!r}",
-                message_id=response.id,
-            )
+        _check_answerable(request, response, blame=response.id)
         return request
+
+
+def _check_answerable(
+    request: ActionRequest, response: ActionResponse, *, blame: uuid.UUID
+) -> None:
+    """Raise unless *response* may answer *request*: not answered by another, same function.
+
+    *blame* is the id the "already answered" error names as the offending message.
+    """
+    answered_by = request.content.action_response_id
+    if answered_by is not None and answered_by != response.id:
+        raise HistoryError(
+            f"request {request.id} is already answered by response {answered_by}",
+            message_id=blame,
+        )
+    if request.content.function != response.content.function:
+        raise HistoryError(
+            f"response {response.id} is for function {response.content.function!r}, but "
+            f"request {request.id} calls {request.content.function!r}",
+            message_id=response.id,
+        )
 
 
 def _checked_history(messages: Iterable[Message]) -> dict[uuid.UUID, Message]:
