@@ -205,7 +205,7 @@ async def _govern_and_invoke(branch: Branch, call: _Call, params: AlcallParams) 
         return checked
 
     checker = revalidate if tool.preprocessor is not None else None
-    await _invoke_with_retries(branch, call, tool, context.arguments, checker, params)
+    await _invoke_with_retries(branch, call, tool, arguments, checker, params)
 
 
 async def _invoke_with_retries(
