@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Final
 
 import attrs
 
+from .._ids import uuid4
 from ..engine.status import EventStatus
 
 __all__ = [
@@ -276,9 +277,7 @@ class Message:
     #: The tag that names this class in a serialized history.
     kind: ClassVar[str]
 
-    id: uuid.UUID = attrs.field(
-        factory=uuid.uuid4, validator=attrs.validators.instance_of(uuid.UUID)
-    )
+    id: uuid.UUID = attrs.field(factory=uuid4, validator=attrs.validators.instance_of(uuid.UUID))
     created_at: float = attrs.field(factory=time.time, converter=float)
     sender: str | None = attrs.field(default=None, converter=_optional_str)
     recipient: str | None = attrs.field(default=None, converter=_optional_str)

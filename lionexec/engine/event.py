@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self
 import attrs
 import trio
 
+from lionexec._ids import uuid4
+
 from .execution import Execution
 from .status import TERMINAL_STATUSES, EventStatus
 
@@ -56,7 +58,7 @@ class Event:
     logs and inspection only; :meth:`from_dict` always raises.
     """
 
-    id: uuid.UUID = attrs.field(factory=uuid.uuid4)
+    id: uuid.UUID = attrs.field(factory=uuid4)
     created_at: float = attrs.field(factory=time.time)
     metadata: dict[str, Any] = attrs.field(factory=_new_metadata)
     execution: Execution = attrs.field(factory=Execution)
