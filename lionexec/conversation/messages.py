@@ -175,6 +175,14 @@ class ActionRequestContent:
     call_id: str = attrs.field(default=None, converter=_call_id, on_setattr=attrs.setters.frozen)
 
 
+def _outcome(value: ActionOutcome | str) -> ActionOutcome:
+    return value if type(value) is ActionOutcome else ActionOutcome(value)
+
+
+def _status(value: EventStatus | str) -> EventStatus:
+    return value if type(value) is EventStatus else EventStatus(value)
+
+
 def _default_status(content: ActionResponseContent) -> EventStatus:
     return OUTCOME_STATUS[content.outcome]
 
@@ -216,11 +224,11 @@ class ActionResponseContent:
         on_setattr=attrs.setters.frozen,
     )
     outcome: ActionOutcome = attrs.field(
-        default=ActionOutcome.COMPLETED, converter=ActionOutcome, on_setattr=attrs.setters.frozen
+        default=ActionOutcome.COMPLETED, converter=_outcome, on_setattr=attrs.setters.frozen
     )
     status: EventStatus = attrs.field(
         default=attrs.Factory(_default_status, takes_self=True),
-        converter=EventStatus,
+        converter=_status,
         on_setattr=attrs.setters.frozen,
     )
     attempts: int = attrs.field(default=1, on_setattr=attrs.setters.frozen)
