@@ -2,21 +2,47 @@
 
 ``assert_consistent(branch)`` checks the invariants :meth:`Branch.act` guarantees, whatever
 happened (failures, denials, timeouts, cancellation, raising hooks and callbacks); use it at
-the end of your own tests. ``tool_call(name, **arguments)`` builds a proposal.
+the end of your own tests. ``assert_linked(history)`` checks a history's own invariants.
+``tool_call(name, **arguments)`` builds a proposal.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from .act import Branch
+from .conversation import ActionRequest, ActionResponse, Message, MessageManager
 
-__all__ = ["assert_consistent", "tool_call"]
+__all__ = ["assert_consistent", "assert_linked", "tool_call"]
 
 
 def tool_call(function: str, /, **arguments: Any) -> dict[str, Any]:
     """A proposal ``{"function": function, "arguments": arguments}`` for :meth:`Branch.act`."""
     return {"function": function, "arguments": arguments}
+
+
+def assert_linked(history: MessageManager) -> None:
+    """Assert a history's invariants, checked from the outside by walking it in order.
+
+    Ids are unique; every response comes after the request it answers, and the two name each
+    other; a request that names a response names one that is in the history.
+    """
+    seen: dict[uuid.UUID, Message] = {}
+    for message in history:
+        assert message.id not in seen, f"message id {message.id} appears twice"
+        if isinstance(message, ActionResponse):
+            request = seen.get(message.content.action_request_id)  # type: ignore[arg-type]
+            assert isinstance(request, ActionRequest), f"{message.id} answers no earlier request"
+            assert request.content.action_response_id == message.id, (
+                f"{request.id} links elsewhere"
+            )
+        seen[message.id] = message
+    for message in seen.values():
+        if isinstance(message, ActionRequest) and message.content.action_response_id is not None:
+            response = seen.get(message.content.action_response_id)
+            assert isinstance(response, ActionResponse), f"{message.id} names a missing response"
+    assert len(history) == len(seen)
 
 
 def assert_consistent(branch: Branch) -> None:
@@ -30,6 +56,7 @@ def assert_consistent(branch: Branch) -> None:
         AssertionError: naming the first invariant that does not hold.
     """
     messages = branch.messages
+    assert_linked(messages)
     requests, responses = messages.requests(), messages.responses()
     unanswered = messages.unanswered()
     assert not unanswered, f"requests without a response: {[r.id for r in unanswered]}"

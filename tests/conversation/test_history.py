@@ -23,6 +23,7 @@ from lionexec.conversation import (
     System,
 )
 from lionexec.errors import HistoryError, LionexecError, MessageNotFoundError
+from lionexec.testing import assert_linked
 
 BOOM = ErrorInfo("RuntimeError", "boom")
 
@@ -38,22 +39,6 @@ def snapshot(history: MessageManager) -> list[tuple[uuid.UUID, object]]:
         else:
             out.append((m.id, None))
     return out
-
-
-def assert_consistent(history: MessageManager) -> None:
-    """The history invariants, checked from the outside."""
-    seen: dict[uuid.UUID, Message] = {}
-    for m in history:
-        assert m.id not in seen
-        if isinstance(m, ActionResponse):
-            request = seen[m.content.action_request_id]  # type: ignore[index]
-            assert isinstance(request, ActionRequest)
-            assert request.content.action_response_id == m.id
-        seen[m.id] = m
-    for m in seen.values():
-        if isinstance(m, ActionRequest) and m.content.action_response_id is not None:
-            assert isinstance(seen[m.content.action_response_id], ActionResponse)
-    assert len(history) == len(seen)
 
 
 def pair(function: str = "f", **response: object) -> tuple[ActionRequest, ActionResponse]:
@@ -215,7 +200,7 @@ def test_record_action_refuses_a_conflict_without_writing_anything(
     assert snapshot(history) == before
     assert request.content.action_response_id == request_link
     assert response.content.action_request_id == response_link
-    assert_consistent(history)
+    assert_linked(history)
 
 
 def test_record_action_checks_argument_types() -> None:
@@ -380,7 +365,7 @@ async def test_notify_after_record_action_reports_failures_and_leaves_the_pair_i
     failures = await history.notify(request, response)
     assert [f.message for f in failures] == [request, response]
     assert history.response_for(request) is response
-    assert_consistent(history)
+    assert_linked(history)
 
 
 async def test_readding_an_existing_message_runs_no_callbacks() -> None:
@@ -451,4 +436,4 @@ async def test_a_failing_callback_never_splits_a_request_from_its_response(kind:
     failures = await history.a_add_message(response)
     assert len(failures) == 1
     assert history.response_for(request) is response
-    assert_consistent(history)
+    assert_linked(history)

@@ -26,6 +26,7 @@ from lionexec.conversation import (
 )
 from lionexec.errors import HistoryError
 from lionexec.serialization import converter
+from lionexec.testing import assert_linked
 
 json_values = st.recursive(
     st.none()
@@ -102,26 +103,12 @@ def histories(draw: st.DrawFn) -> MessageManager:
     return history
 
 
-def check_invariants(history: MessageManager) -> None:
-    seen: dict[uuid.UUID, Message] = {}
-    for m in history:
-        assert m.id not in seen
-        if isinstance(m, ActionResponse):
-            request = seen[m.content.action_request_id]  # type: ignore[index]
-            assert isinstance(request, ActionRequest)
-            assert request.content.action_response_id == m.id
-        seen[m.id] = m
-    for m in seen.values():
-        if isinstance(m, ActionRequest) and m.content.action_response_id is not None:
-            assert isinstance(seen[m.content.action_response_id], ActionResponse)
-
-
 @given(histories())
 def test_random_histories_round_trip_through_json(history: MessageManager) -> None:
     text = json.dumps(converter.unstructure(history))
     loaded = converter.structure(json.loads(text), MessageManager)
     assert loaded == history
-    check_invariants(loaded)
+    assert_linked(loaded)
     assert json.dumps(converter.unstructure(loaded)) == text
 
 
@@ -274,4 +261,4 @@ async def test_no_callback_failure_mode_leaves_the_history_inconsistent(
             assert await history.a_add_message(history.messages[pick % len(history)]) == []
         assert all(isinstance(f.error, Boom) for f in failures)
         assert [m.id for m in history] == expected
-        check_invariants(history)
+        assert_linked(history)
