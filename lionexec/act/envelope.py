@@ -8,9 +8,9 @@ from typing import Any
 
 import attrs
 
-from lionexec.conversation import ActionRequest, new_call_id
+from lionexec.conversation import ActionRequest, AssistantResponse, new_call_id
 
-__all__ = ["Proposal", "read_proposal"]
+__all__ = ["Proposal", "ProposedBatch", "read_batch", "read_proposal"]
 
 _SHAPES = (
     "an ActionRequest, a mapping with 'function' and 'arguments', an OpenAI tool_calls item, "
@@ -31,6 +31,49 @@ class Proposal:
     call_id: str
     problem: str | None = None
     request: ActionRequest | None = None
+
+
+@attrs.frozen
+class ProposedBatch:
+    """One ``act()`` batch, read but not yet validated or recorded.
+
+    Attributes:
+        turn: the assistant turn that proposed the calls, to be added to the history before
+            the requests, or ``None`` when the caller passed bare tool calls.
+        proposals: the proposed calls, in the order proposed.
+    """
+
+    turn: AssistantResponse | None
+    proposals: list[Proposal]
+
+
+def read_batch(action_request: object) -> ProposedBatch:
+    """Read what was passed to ``act()`` into a :class:`ProposedBatch`.
+
+    A list is a batch of tool calls, each read with :func:`read_proposal`; anything else is
+    one tool call. Nothing is recorded.
+
+    Raises:
+        ValueError: a tool call cannot be read, or two calls of the batch share a call id
+            (the message names the id). Nothing has been recorded at that point.
+    """
+    envelopes = action_request if isinstance(action_request, list) else [action_request]
+    proposals = [read_proposal(envelope) for envelope in envelopes]
+    _check_unique_ids(proposals)
+    return ProposedBatch(turn=None, proposals=proposals)
+
+
+def _check_unique_ids(proposals: list[Proposal]) -> None:
+    if len(proposals) < 2:
+        return
+    seen: set[str] = set()
+    for proposal in proposals:
+        if proposal.call_id in seen:
+            raise ValueError(
+                f"tool call id {proposal.call_id!r} appears more than once in one batch; "
+                "every call of a batch needs its own id"
+            )
+        seen.add(proposal.call_id)
 
 
 def read_proposal(envelope: object) -> Proposal:
