@@ -7,7 +7,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, NoReturn
+from typing import Any, Final, Literal, NoReturn
 
 import attrs
 import cattrs
@@ -113,6 +113,9 @@ class Tool:
         idempotent: calling twice with the same arguments is safe; the act layer retries
             only idempotent tools.
         subject: the argument a permission rule matches on (``"path"``, ``"command"``).
+        subject_kind: how a permission policy reads the subject: ``"path"``, ``"command"``
+            or ``"text"``; ``None`` lets the policy infer it (see
+            :func:`lionexec.governance.subject_kind_of`). Needs *subject*.
         context_param: a parameter that receives the call context at invocation; it is
             left out of the schema and a model may not supply it.
         converter: the cattrs converter for structuring arguments; by default
@@ -135,6 +138,7 @@ class Tool:
     limiter: trio.CapacityLimiter | None
     idempotent: bool
     subject: str | None
+    subject_kind: Literal["path", "command", "text"] | None
     context_param: str | None
     converter: cattrs.Converter = attrs.field(repr=False)
     _hints: Mapping[str, Any] = attrs.field(repr=False)
@@ -163,6 +167,7 @@ class Tool:
         limiter: trio.CapacityLimiter | None = None,
         idempotent: bool = False,
         subject: str | None = None,
+        subject_kind: Literal["path", "command", "text"] | None = None,
         context_param: str | None = None,
         converter: cattrs.Converter | None = None,
     ) -> None:
@@ -205,6 +210,13 @@ class Tool:
                 f"subject {subject!r} is not a parameter of tool {name!r} "
                 f"(parameters: {', '.join(sorted(properties)) or 'none'})"
             )
+        if subject_kind not in (None, "path", "command", "text") or (
+            subject_kind is not None and subject is None
+        ):
+            raise ConfigurationError(
+                f"subject_kind {subject_kind!r} of tool {name!r} must be 'path', 'command' or "
+                "'text', with a subject"
+            )
         aliases: dict[str, str] = {}
         if request_class is not None and attrs.has(request_class):
             aliases = {a.alias or a.name: a.name for a in attrs.fields(request_class)}
@@ -223,6 +235,7 @@ class Tool:
             limiter=limiter,
             idempotent=idempotent,
             subject=subject,
+            subject_kind=subject_kind,
             context_param=context_param,
             converter=converter if converter is not None else argument_converter,
             hints=_checkable_hints(signature_params),
