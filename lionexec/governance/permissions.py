@@ -1,22 +1,38 @@
-"""Allow / deny / escalate rules for tool calls, as their own phase of a call (DELTAS A3)."""
+"""Allow / deny / escalate rules for tool calls, as their own phase of a call (DELTAS A3).
+
+A rule is a glob pattern over the call's *subject*, read according to the subject's kind
+(:data:`SubjectKind`): a file-system **path** (normalised with POSIX rules, segment-wise
+globbing), a shell **command** (tokenised with :mod:`shlex`, wrappers unwrapped, control
+operators and expansions refused) or plain **text** (a glob over the whole string).
+"""
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import inspect
+import pathlib
+import posixpath
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import shlex
+import types
+import typing
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import attrs
+import trio
 
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from ..tools import Tool
     from .context import CallContext
 
 __all__ = [
+    "IGNORE_CASE",
     "SHELL_CONTROL",
     "Behavior",
     "EscalationHandler",
@@ -24,20 +40,54 @@ __all__ = [
     "PermissionMode",
     "PermissionPolicy",
     "Rules",
+    "SubjectKind",
+    "ignoring_case",
+    "subject_kind_of",
 ]
 
 Behavior: TypeAlias = Literal["allow", "deny", "escalate"]
 PermissionMode: TypeAlias = Literal["allow_all", "deny_all", "rules"]
-#: Tool name (or ``"*"`` for every tool) → glob patterns over the call's subject.
+#: How a policy reads a subject: a file-system path, a shell command, or plain text.
+SubjectKind: TypeAlias = Literal["path", "command", "text"]
+#: Tool name (exactly as registered, or ``"*"`` for every tool) → glob patterns over the
+#: call's subject.
 Rules: TypeAlias = Mapping[str, tuple[str, ...]]
 
 _MODES: Final = ("allow_all", "deny_all", "rules")
 
-#: Shell control operators and redirections: ``;`` ``&&`` ``||`` ``|`` backtick ``$(``
-#: ``<`` ``>`` and newline (``\r`` too). A subject containing one is denied in rules mode
-#: unless an allow rule without wildcards names it exactly.
-SHELL_CONTROL: Final = re.compile(r"(;|&&|\|\||\||`|\$\(|[<>]|\n|\r)")
+#: A pattern starting with this marker matches ignoring case (the only opt-in: matching is
+#: case-sensitive otherwise). Build one with :func:`ignoring_case`.
+IGNORE_CASE: Final = "(?i)"
+
+#: Shell control operators, expansions and redirections in a *text* subject: ``;`` ``&``
+#: (so ``&&`` too) ``|`` (so ``||`` too), a backtick, ``$(`` ``${`` ``$NAME`` (and ``$'`` ``$"``
+#: and the special parameters), ``<`` ``>``, a newline, ``\r`` or NUL. A text subject
+#: containing one is denied in rules mode unless an allow rule without wildcards names it
+#: exactly. (A *command* subject is stricter: see :class:`PermissionPolicy`.)
+SHELL_CONTROL: Final = re.compile(r"[;&|`<>\n\r\x00]|\$[({\w@*#?!$'\"-]")
+#: In a command, every ``$``, parenthesis and brace is refused too (any expansion,
+#: substitution, subshell or brace expansion).
+_COMMAND_CONTROL: Final = re.compile(r"[;&|`<>\n\r\x00$(){}]")
 _WILDCARDS: Final = re.compile(r"[*?\[]")
+#: The longest command subject the policy analyses; a longer one is denied.
+_MAX_COMMAND: Final = 65_536
+#: How deeply wrappers and ``sh -c`` / ``eval`` strings are followed before giving up (deny).
+_MAX_LAYERS: Final = 32
+
+#: Without a declared kind: parameters that hold a command ...
+_COMMAND_PARAMETERS: Final = frozenset({"command", "cmd"})
+#: ... and tools whose subject is a command whatever the parameter is called.
+_COMMAND_TOOLS: Final = frozenset({"bash", "sh", "shell", "zsh"})
+
+
+def ignoring_case(pattern: str) -> str:
+    """*pattern*, marked to match ignoring case (``IGNORE_CASE + pattern``).
+
+    The mark is part of the pattern string, so it survives :meth:`PermissionPolicy.to_dict`.
+    """
+    if not isinstance(pattern, str):
+        raise ConfigurationError(f"a pattern must be a string, not {pattern!r}")
+    return pattern if pattern.startswith(IGNORE_CASE) else IGNORE_CASE + pattern
 
 
 @attrs.frozen
@@ -47,7 +97,7 @@ class PermissionDecision:
     Attributes:
         behavior: ``"allow"``, ``"deny"`` or ``"escalate"``.
         tool_name: the tool, as asked about.
-        action: the subject the rules were matched against.
+        action: the subject the rules were matched against (a path as its POSIX string).
         reason: a sentence a person (or model) can read.
         matched_rule: the pattern that decided, or ``None`` if no rule did.
     """
@@ -89,8 +139,7 @@ def _rules(value: Mapping[str, Iterable[str]] | None) -> Rules:
                 raise ConfigurationError(
                     f"a pattern for {tool!r} must be a string, not {pattern!r}"
                 )
-        key = tool.lower()
-        normalized[key] = normalized.get(key, ()) + listed
+        normalized[tool] = normalized.get(tool, ()) + listed
     return MappingProxyType(normalized)
 
 
@@ -100,11 +149,457 @@ def _mode(value: str) -> PermissionMode:
     return value  # type: ignore[return-value]  # checked just above
 
 
-def _matches(subject: str, pattern: str) -> bool:
-    """Whether *subject* matches the glob *pattern*, exactly or ignoring case."""
-    return fnmatch.fnmatchcase(subject, pattern) or fnmatch.fnmatchcase(
-        subject.lower(), pattern.lower()
+# -- subject kinds --------------------------------------------------------------------------
+
+_KINDS: weakref.WeakKeyDictionary[Tool, SubjectKind] = weakref.WeakKeyDictionary()
+
+
+def subject_kind_of(tool: Tool | None) -> SubjectKind:
+    """How a policy reads the subject of *tool*'s calls.
+
+    1. The kind the tool declares (``Tool(..., subject_kind=...)``).
+    2. No tool, or no subject argument (the subject is then the tool name): ``"text"``.
+    3. A subject parameter annotated :class:`pathlib.PurePath` or a subclass (``Path``,
+       ``Path | None``, ``Annotated[Path, ...]``): ``"path"``.
+    4. A subject parameter named ``command`` or ``cmd``, or a tool named ``bash``, ``sh``,
+       ``shell`` or ``zsh``: ``"command"``.
+    5. Otherwise ``"text"``.
+    """
+    if tool is None or tool.subject is None:
+        return "text"
+    declared = tool.subject_kind
+    if declared is not None:
+        return declared
+    try:
+        return _KINDS[tool]
+    except KeyError:
+        pass
+    kind: SubjectKind
+    if _is_path_annotation(_subject_annotation(tool, tool.subject)):
+        kind = "path"
+    elif tool.subject in _COMMAND_PARAMETERS or tool.name in _COMMAND_TOOLS:
+        kind = "command"
+    else:
+        kind = "text"
+    _KINDS[tool] = kind
+    return kind
+
+
+def _kind_for_name(tool_name: str) -> SubjectKind:
+    return "command" if tool_name in _COMMAND_TOOLS else "text"
+
+
+def _subject_annotation(tool: Tool, name: str) -> object:
+    """The annotation of *tool*'s parameter *name*, resolved where possible."""
+    target: Any = tool.request_class
+    field = name
+    if target is not None:
+        if attrs.has(target):
+            for a in attrs.fields(target):
+                if (a.alias or a.name) == name:
+                    field = a.name
+    else:
+        target = tool.func_callable
+        while isinstance(target, functools.partial):
+            target = target.func
+        if isinstance(target, type):
+            target = target.__init__  # type: ignore[misc]
+        elif not (inspect.isfunction(target) or inspect.ismethod(target)):
+            target = type(target).__call__
+    try:
+        return typing.get_type_hints(target, include_extras=True).get(field)
+    except Exception:  # unresolvable string annotations: read them as written
+        try:
+            parameter = inspect.signature(tool.func_callable).parameters.get(name)
+        except (TypeError, ValueError):
+            return None
+        return None if parameter is None else parameter.annotation
+
+
+_PATH_WORD: Final = re.compile(r"\b(?:Pure(?:Posix|Windows)?Path|PosixPath|Path)\b")
+
+
+def _is_path_annotation(annotation: object) -> bool:
+    if isinstance(annotation, str):
+        return _PATH_WORD.search(annotation) is not None
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _is_path_annotation(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_is_path_annotation(arg) for arg in typing.get_args(annotation))
+    return isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath)
+
+
+# -- patterns -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Pattern:
+    """One rule pattern, compiled for one subject kind."""
+
+    source: str  # as written, with any IGNORE_CASE mark
+    body: str  # without the mark
+    ignore_case: bool
+    literal: bool  # no wildcard: may name a subject containing control operators
+    regex: re.Pattern[str] | None  # text and command kinds: the whole subject
+    absolute: bool  # path kind
+    segments: tuple[str | re.Pattern[str] | None, ...]  # path kind; None is "**"
+    base: int  # path kind: leading literal segments, which ".." may not climb out of
+    anything: bool  # "*" or "**" alone: every well-formed subject
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(source: str, kind: SubjectKind) -> _Pattern:
+    ignore_case = source.startswith(IGNORE_CASE)
+    body = source[len(IGNORE_CASE) :] if ignore_case else source
+    flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+    literal = _WILDCARDS.search(body) is None
+    anything = body in ("*", "**")
+    if kind != "path":
+        text = _command_pattern(body) if kind == "command" else body
+        regex = re.compile(fnmatch.translate(text), flags)
+        return _Pattern(source, body, ignore_case, literal, regex, False, (), 0, anything)
+    absolute = body.startswith("/")
+    parts = [part for part in body.split("/") if part not in ("", ".")]
+    segments: list[str | re.Pattern[str] | None] = []
+    base = 0
+    in_base = True
+    for part in parts:
+        if part == "**":
+            segments.append(None)
+            in_base = False
+        elif _WILDCARDS.search(part) is None:
+            segments.append(part.lower() if ignore_case else part)
+            base += in_base
+        else:
+            segments.append(re.compile(_segment_regex(part), flags))
+            in_base = False
+    return _Pattern(
+        source, body, ignore_case, literal, None, absolute, tuple(segments), base, anything
     )
+
+
+def _segment_regex(glob: str) -> str:
+    """A regular expression for one path segment: ``*`` and ``?`` never cross ``/``."""
+    out: list[str] = []
+    i, n = 0, len(glob)
+    while i < n:
+        c = glob[i]
+        i += 1
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i
+            if j < n and glob[j] in "!^":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:  # no closing bracket: a literal "["
+                out.append(re.escape(c))
+                continue
+            inner = glob[i:j]
+            i = j + 1
+            negate = inner[:1] in ("!", "^")
+            if negate:
+                inner = inner[1:]
+            inner = inner.replace("\\", "\\\\").replace("[", "\\[")
+            out.append(f"[^/{inner}]" if negate else f"(?:(?!/)[{inner}])")
+        else:
+            out.append(re.escape(c))
+    return "".join(out)
+
+
+def _command_pattern(body: str) -> str:
+    """A command pattern as commands are compared: single spaces, argv[0] by basename."""
+    words = [w for w in re.split(r"[ \t]+", body) if w]
+    if words and "/" in words[0] and _WILDCARDS.search(words[0]) is None:
+        words[0] = _basename(words[0])
+    return " ".join(words)
+
+
+# -- paths ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Path:
+    absolute: bool
+    segments: tuple[str, ...]
+    lowest: int  # the shallowest depth a ".." climbed from (a large number if none did)
+
+
+def _parse_path(subject: str) -> _Path | str:
+    """*subject* normalised, or why it is refused."""
+    if not subject:
+        return "is empty"
+    if "\x00" in subject:
+        return "contains NUL"
+    absolute = subject.startswith("/")
+    stack: list[str] = []
+    lowest = 1 << 30
+    for part in subject.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not stack and not absolute:
+                return "climbs above its starting directory with '..'"
+            lowest = min(lowest, len(stack))
+            if stack:
+                stack.pop()
+            continue
+        stack.append(part)
+    return _Path(absolute, tuple(stack), lowest)
+
+
+def _path_matches(path: _Path, pattern: _Pattern) -> bool:
+    if pattern.anything:
+        return True
+    if path.absolute != pattern.absolute:
+        return False
+    segments = path.segments
+    if pattern.ignore_case:
+        segments = tuple(s.lower() for s in segments)
+    return _segments_match(segments, pattern.segments)
+
+
+def _segments_match(
+    segments: Sequence[str], pattern: Sequence[str | re.Pattern[str] | None]
+) -> bool:
+    # reachable[j]: the first i segments can be matched by the first j pattern items
+    reachable = [True] + [False] * len(pattern)
+    for j, item in enumerate(pattern):
+        if item is None:
+            reachable[j + 1] = reachable[j]
+    for segment in segments:
+        previous = reachable
+        reachable = [False] * (len(pattern) + 1)
+        for j, item in enumerate(pattern):
+            if item is None:
+                reachable[j + 1] = previous[j + 1] or reachable[j]
+            elif previous[j] and (
+                item == segment if isinstance(item, str) else item.fullmatch(segment)
+            ):
+                reachable[j + 1] = True
+        if not any(reachable):
+            return False
+    return reachable[-1]
+
+
+# -- commands -------------------------------------------------------------------------------
+
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+#: Commands that run another command given after their options: name → (the options that
+#: take a value, how many positional arguments precede the command, whether ``NAME=value``
+#: words may precede it).
+_WRAPPERS: Final[Mapping[str, tuple[frozenset[str], int, bool]]] = {
+    "!": (frozenset(), 0, False),
+    "builtin": (frozenset(), 0, False),
+    "command": (frozenset(), 0, False),
+    "coproc": (frozenset(), 0, False),
+    "exec": (frozenset({"-a"}), 0, False),
+    "nohup": (frozenset(), 0, False),
+    "setsid": (frozenset(), 0, False),
+    "unbuffer": (frozenset(), 0, False),
+    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0, False),
+    "nice": (frozenset({"-n", "--adjustment"}), 0, False),
+    "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}), 0, False),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0, False),
+    "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1, False),
+    "chroot": (frozenset({"--userspec", "--groups"}), 1, False),
+    "chrt": (frozenset(), 1, False),
+    "taskset": (frozenset(), 1, False),
+    "watch": (frozenset({"-n", "-d", "--interval", "--differences"}), 0, False),
+    "doas": (frozenset({"-u", "-C"}), 0, False),
+    "env": (
+        frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
+        0,
+        True,
+    ),
+    "sudo": (
+        frozenset(
+            {
+                "-u",
+                "-g",
+                "-C",
+                "-D",
+                "-h",
+                "-p",
+                "-r",
+                "-t",
+                "-U",
+                "-T",
+                "-R",
+                "--user",
+                "--group",
+                "--close-from",
+                "--chdir",
+                "--host",
+                "--prompt",
+                "--role",
+                "--type",
+                "--other-user",
+                "--command-timeout",
+                "--chroot",
+            }
+        ),
+        0,
+        True,
+    ),
+    "xargs": (
+        frozenset(
+            {
+                "-I",
+                "-L",
+                "-n",
+                "-P",
+                "-s",
+                "-d",
+                "-E",
+                "-a",
+                "--arg-file",
+                "--delimiter",
+                "--eof",
+                "--replace",
+                "--max-lines",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--process-slot-var",
+            }
+        ),
+        0,
+        False,
+    ),
+}
+#: Interpreters whose ``-c STRING`` is itself a command line.
+_SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "su", "runuser"})
+_SPLIT_STRING: Final = frozenset({"-S", "--split-string"})
+
+
+class _Refused(Exception):
+    """A command the policy will not analyse further (the message says why)."""
+
+
+def _basename(word: str) -> str:
+    return posixpath.basename(word.rstrip("/")) or word
+
+
+def _tokens(command: str) -> list[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError as exc:
+        raise _Refused(f"cannot be parsed ({exc})") from None
+
+
+def _simple_commands(tokens: list[str]) -> Iterator[list[str]]:
+    """*tokens* split at control operators (the tokens made only of ``();<>|&``)."""
+    current: list[str] = []
+    for token in tokens:
+        if token and all(c in "();<>|&" for c in token):
+            if current:
+                yield current
+            current = []
+        else:
+            current.append(token)
+    if current:
+        yield current
+
+
+@attrs.define
+class _Command:
+    """What a command line runs: its full form and every command a wrapper would run."""
+
+    #: each simple command, wrappers included, argv[0] of every layer by basename
+    full: list[str] = attrs.field(factory=list)
+    #: every layer of every simple command: the command a wrapper runs, and so on inwards
+    layers: list[str] = attrs.field(factory=list)
+    #: a command position holds a glob (pathname expansion chooses the program)
+    globbed: bool = False
+
+
+def _analyse(command: str, into: _Command | None = None, depth: int = 0) -> _Command:
+    result = _Command() if into is None else into
+    if depth > _MAX_LAYERS:
+        raise _Refused("nests commands too deeply")
+    for argv in _simple_commands(_tokens(command)):
+        full = list(argv)
+        for start in _command_positions(argv, result, depth):
+            if _WILDCARDS.search(argv[start]):
+                result.globbed = True
+            full[start] = _basename(argv[start])
+            result.layers.append(" ".join([full[start], *argv[start + 1 :]]))
+            if len(result.layers) > _MAX_LAYERS:
+                raise _Refused("nests commands too deeply")
+        (result.full if depth == 0 else result.layers).append(" ".join(full))
+    return result
+
+
+def _command_positions(argv: list[str], result: _Command, depth: int) -> Iterator[int]:
+    """The index of each command *argv* runs (a wrapper's command, then its command's...)."""
+    i = 0
+    while i < len(argv) and _ASSIGNMENT.match(argv[i]):
+        i += 1
+    while i < len(argv):
+        yield i
+        name = _basename(argv[i])
+        if name == "eval":
+            _analyse(" ".join(argv[i + 1 :]), result, depth + 1)
+            return
+        if name in _SHELLS:
+            for j in range(i + 1, len(argv) - 1):
+                word = argv[j]
+                if word.startswith("-") and not word.startswith("--") and "c" in word:
+                    _analyse(argv[j + 1], result, depth + 1)
+                    break
+            return
+        wrapper = _WRAPPERS.get(name)
+        if wrapper is None:
+            return
+        takes_value, positional, assignments = wrapper
+        # Conservatively, deny rules also see every word after a wrapper as a command.
+        result.layers.extend(
+            " ".join([_basename(argv[j]), *argv[j + 1 :]]) for j in range(i + 1, len(argv))
+        )
+        i += 1
+        while i < len(argv):
+            word = argv[i]
+            if word == "--":
+                i += 1
+                break
+            if name == "env" and (
+                word in _SPLIT_STRING or word.startswith(("-S", "--split-string="))
+            ):
+                if word in _SPLIT_STRING:
+                    value, rest = (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2 :]
+                else:
+                    value, rest = word.split("=", 1)[1] if "=" in word else word[2:], argv[i + 1 :]
+                _analyse(" ".join([value, *map(shlex.quote, rest)]), result, depth + 1)
+                return
+            if word.startswith("-") and len(word) > 1:
+                i += _option_words(word, takes_value)
+                continue
+            if assignments and _ASSIGNMENT.match(word):
+                i += 1
+                continue
+            break
+        i += positional
+
+
+def _option_words(word: str, takes_value: frozenset[str]) -> int:
+    """How many words the option *word* (and its value, if it takes one) spans."""
+    if word.startswith("--"):
+        return 2 if word in takes_value else 1
+    for k, letter in enumerate(word[1:], start=2):
+        if f"-{letter}" in takes_value:
+            return 1 if k < len(word) else 2  # a value attached ("-uroot") or the next word
+    return 1
 
 
 @attrs.frozen(kw_only=True)
@@ -113,19 +608,50 @@ class PermissionPolicy:
 
     ``mode`` is ``"allow_all"`` (every call allowed), ``"deny_all"`` (every call denied) or
     ``"rules"``. In rules mode, :meth:`check` matches the call's *subject* (the tool's declared
-    subject argument, such as a command or a path; else the tool name) against glob patterns
-    (:func:`fnmatch.fnmatchcase`, then again with both sides lower-cased):
+    subject argument, else the tool name) against glob patterns, reading the subject by its
+    kind (:func:`subject_kind_of`):
 
-    1. ``deny`` rules, then ``allow`` rules, then ``escalate`` rules; within each, the tool's
-       own patterns before those under ``"*"`` (every tool). The first match decides.
-    2. A subject containing a shell control operator (:data:`SHELL_CONTROL`) that no deny rule
-       matched is denied, unless an allow rule *without wildcards* names it exactly: a glob
-       such as ``"ls *"`` never admits ``"ls; rm -rf /"``.
-    3. Nothing matched: denied.
+    ``"path"``
+        Refused outright if empty, containing NUL, or a relative path whose ``..`` climbs
+        above its start. Otherwise normalised with POSIX rules (repeated ``/``, ``.`` and
+        trailing ``/`` dropped, ``..`` applied; symbolic links are *not* resolved) and
+        matched segment by segment: ``*``, ``?`` and ``[...]`` stay within one segment,
+        a ``**`` segment matches any number of segments (zero included). An allow or
+        escalate rule also requires that no ``..`` in the subject climbs back to or above
+        the rule's literal base (``/data`` for ``/data/*``): ``/data/a/../b`` is under
+        ``/data/*``, ``/data/../data/b`` is not. Deny rules match the normalised path.
+    ``"command"``
+        Tokenised with :mod:`shlex` (POSIX rules, ``punctuation_chars``). Every command it
+        would run is found: ``argv[0]`` by its basename (``/bin/rm`` is ``rm``), leading
+        ``NAME=value`` words skipped, wrappers (``command``, ``env``, ``sudo``, ``nice``,
+        ``nohup``, ``time``, ``timeout N``, ``xargs``, ``exec``, ``stdbuf``, ...) unwrapped
+        with their options, ``sh -c STRING``, ``eval`` and ``env -S`` strings parsed in
+        turn. A pattern is compared with the command's words joined by single spaces
+        (argv[0] by basename; write patterns that way: ``"git status"``, ``"ls *"``).
+        Deny rules see every one of these commands (so ``"rm *"`` denies ``sudo rm -rf /``);
+        allow and escalate rules must match the whole command line, wrappers included.
+        A command containing any of ``; & | ` $ < > ( ) { }``, a newline, ``\\r`` or NUL, or
+        a glob where a program name goes, that no deny rule matched, is denied unless an
+        allow rule *without wildcards* names the whole string exactly. A command that cannot
+        be parsed (an unbalanced quote) or is longer than 64 KiB is denied.
+    ``"text"``
+        A glob over the whole string (:func:`fnmatch.translate`: ``*`` matches anything). As
+        for commands, a subject containing a shell control operator (:data:`SHELL_CONTROL`)
+        is denied unless an allow rule without wildcards names it exactly.
 
-    Tool names in rules are matched ignoring case. ``escalate`` asks :attr:`on_escalate`
-    (see :meth:`decide`). The handler is not part of the policy's value: it is left out of
-    equality and of :meth:`to_dict`.
+    The pattern ``"*"`` (or ``"**"``) alone matches every well-formed subject of any kind.
+    Matching is case-sensitive; a pattern marked with :data:`IGNORE_CASE` (see
+    :func:`ignoring_case`) matches ignoring case. Tool names in rules are compared exactly
+    with the registered name.
+
+    The order: ``deny`` rules, then ``allow`` rules, then ``escalate`` rules; within each,
+    the tool's own patterns before those under ``"*"`` (every tool). The first match decides;
+    nothing matched: denied. ``escalate`` asks :attr:`on_escalate` (see :meth:`decide`). The
+    handler is not part of the policy's value: it is left out of equality and of
+    :meth:`to_dict`.
+
+    The policy matches strings; it does not sandbox. See the security section of the
+    governance guide for what it does and does not promise.
     """
 
     mode: PermissionMode = attrs.field(default="allow_all", converter=_mode)
@@ -163,12 +689,15 @@ class PermissionPolicy:
     def safe(cls) -> PermissionPolicy:
         """Reading, searching and editing allowed; ``bash`` asks first, and never runs
         ``rm``, ``sudo``, ``chmod``, ``kill`` or ``mkfs`` (nor anything with a shell control
-        operator). Other tools are denied.
+        operator or expansion). Other tools are denied.
+
+        The ``bash`` tool's subject must be read as a command (a subject parameter named
+        ``command`` or ``cmd``, a tool named ``bash``, or ``subject_kind="command"``).
         """
         return cls(
             mode="rules",
             allow={"reader": ["*"], "editor": ["*"], "search": ["*"], "context": ["*"]},
-            deny={"bash": ["rm *", "sudo *", "chmod *", "kill *", "mkfs *"]},
+            deny={"bash": list(_SAFE_DENIED)},
             escalate={"bash": ["*"]},
         )
 
@@ -204,74 +733,169 @@ class PermissionPolicy:
 
     # -- deciding -----------------------------------------------------------------------------
 
-    def check(self, tool_name: str, action: str, args: Mapping[str, Any]) -> PermissionDecision:
+    def check(
+        self,
+        tool_name: str,
+        action: str,
+        args: Mapping[str, Any],
+        *,
+        kind: SubjectKind | None = None,
+    ) -> PermissionDecision:
         """Decide about calling *tool_name* on the subject *action*; never asks anyone.
 
-        *args* (the call's arguments) are not consulted by these rules; they are passed so a
-        subclass can.
+        *kind* is how to read *action*; by default ``"command"`` for a tool named ``bash``,
+        ``sh``, ``shell`` or ``zsh`` and ``"text"`` otherwise (:meth:`decide` passes the
+        tool's kind, :func:`subject_kind_of`). *args* (the call's arguments) are not
+        consulted by these rules; they are passed so a subclass can.
         """
         if self.mode == "allow_all":
             return PermissionDecision("allow", tool_name, action, "mode allow_all allows all")
         if self.mode == "deny_all":
             return PermissionDecision("deny", tool_name, action, "mode deny_all denies all")
-        tool = tool_name.lower()
+        if kind is None:
+            kind = _kind_for_name(tool_name)
+        elif kind not in ("path", "command", "text"):
+            raise ValueError(f"kind must be 'path', 'command' or 'text', not {kind!r}")
+        if not isinstance(action, str):
+            return self._deny(tool_name, "", f"subject {action!r} is not a string")
+        if kind == "path":
+            return self._check_path(tool_name, action)
+        if kind == "command":
+            return self._check_command(tool_name, action)
+        return self._check_text(tool_name, action)
 
-        def first(rules: Rules, literal_only: bool = False) -> tuple[str, str] | None:
-            for key in (tool, "*"):
-                for pattern in rules.get(key, ()):
-                    if literal_only and _WILDCARDS.search(pattern):
-                        continue
-                    if _matches(action, pattern):
-                        return key, pattern
-            return None
+    def _patterns(
+        self, behavior: Behavior, tool_name: str, kind: SubjectKind
+    ) -> Iterator[tuple[str, _Pattern]]:
+        """The rules of *behavior* that apply to *tool_name*: its own, then ``"*"``'s."""
+        rules = {"allow": self.allow, "deny": self.deny, "escalate": self.escalate}[behavior]
+        for key in (tool_name, "*") if tool_name != "*" else ("*",):
+            for source in rules.get(key, ()):
+                yield key, _compile(source, kind)
 
-        def decision(behavior: Behavior, verb: str, hit: tuple[str, str]) -> PermissionDecision:
-            key, pattern = hit
-            reason = f"{verb} by rule {pattern!r} for {key!r}"
-            return PermissionDecision(behavior, tool_name, action, reason, pattern)
+    @staticmethod
+    def _decision(
+        behavior: Behavior, tool_name: str, action: str, key: str, pattern: _Pattern
+    ) -> PermissionDecision:
+        verb = {"allow": "allowed", "deny": "denied", "escalate": "escalated"}[behavior]
+        reason = f"{verb} by rule {pattern.source!r} for {key!r}"
+        return PermissionDecision(behavior, tool_name, action, reason, pattern.source)
 
-        hit = first(self.deny)
-        if hit is not None:
-            return decision("deny", "denied", hit)
+    @staticmethod
+    def _deny(tool_name: str, action: str, reason: str) -> PermissionDecision:
+        return PermissionDecision("deny", tool_name, action, reason)
+
+    def _by_default(self, tool_name: str, action: str) -> PermissionDecision:
+        return self._deny(tool_name, action, "no rule matched; denied by default")
+
+    def _check_text(self, tool_name: str, action: str) -> PermissionDecision:
+        for key, pattern in self._patterns("deny", tool_name, "text"):
+            if pattern.anything or _fullmatch(pattern, action):
+                return self._decision("deny", tool_name, action, key, pattern)
         if SHELL_CONTROL.search(action):
-            hit = first(self.allow, literal_only=True)
-            if hit is not None:
-                return decision("allow", "allowed", hit)
-            reason = (
-                f"subject {action!r} contains a shell control operator and no allow rule "
-                "without wildcards names it"
+            return self._operators(tool_name, action, "a shell control operator")
+        for behavior in _ADMITTING:
+            for key, pattern in self._patterns(behavior, tool_name, "text"):
+                if pattern.anything or _fullmatch(pattern, action):
+                    return self._decision(behavior, tool_name, action, key, pattern)
+        return self._by_default(tool_name, action)
+
+    def _operators(self, tool_name: str, action: str, what: str) -> PermissionDecision:
+        """Allowed only by an allow rule without wildcards naming *action* exactly."""
+        for key, pattern in self._patterns("allow", tool_name, "text"):
+            if pattern.literal and (
+                pattern.body == action
+                or (pattern.ignore_case and pattern.body.lower() == action.lower())
+            ):
+                return self._decision("allow", tool_name, action, key, pattern)
+        reason = f"subject {action!r} contains {what} and no allow rule without wildcards names it"
+        return self._deny(tool_name, action, reason)
+
+    def _check_command(self, tool_name: str, action: str) -> PermissionDecision:
+        if not action.strip(" \t"):
+            return self._deny(tool_name, action, "command is empty")
+        if len(action) > _MAX_COMMAND:
+            return self._deny(
+                tool_name, action, f"command is longer than {_MAX_COMMAND} characters"
             )
-            return PermissionDecision("deny", tool_name, action, reason)
-        hit = first(self.allow)
-        if hit is not None:
-            return decision("allow", "allowed", hit)
-        hit = first(self.escalate)
-        if hit is not None:
-            return decision("escalate", "escalated", hit)
-        return PermissionDecision("deny", tool_name, action, "no rule matched; denied by default")
+        try:
+            command: _Command | None = _analyse(action)
+            problem = None
+        except _Refused as exc:
+            command, problem = None, str(exc)
+        candidates = [action] if command is None else [action, *command.full, *command.layers]
+        for key, pattern in self._patterns("deny", tool_name, "command"):
+            if pattern.anything or any(_fullmatch(pattern, c) for c in candidates):
+                return self._decision("deny", tool_name, action, key, pattern)
+        if command is None:
+            return self._deny(tool_name, action, f"command {action!r} {problem}")
+        if _COMMAND_CONTROL.search(action):
+            return self._operators(
+                tool_name, action, "a shell control operator, expansion or substitution"
+            )
+        if command.globbed:
+            return self._operators(tool_name, action, "a glob in place of a program name")
+        if len(command.full) != 1:  # pragma: no cover - only control operators split one
+            return self._deny(tool_name, action, f"command {action!r} is not one command")
+        [full] = command.full
+        for behavior in _ADMITTING:
+            for key, pattern in self._patterns(behavior, tool_name, "command"):
+                if pattern.anything or _fullmatch(pattern, full):
+                    return self._decision(behavior, tool_name, action, key, pattern)
+        return self._by_default(tool_name, action)
+
+    def _check_path(self, tool_name: str, action: str) -> PermissionDecision:
+        path = _parse_path(action)
+        if isinstance(path, str):
+            return self._deny(tool_name, action, f"path {action!r} {path}")
+        for key, pattern in self._patterns("deny", tool_name, "path"):
+            if _path_matches(path, pattern):
+                return self._decision("deny", tool_name, action, key, pattern)
+        climbed: _Pattern | None = None
+        for behavior in _ADMITTING:
+            for key, pattern in self._patterns(behavior, tool_name, "path"):
+                if _path_matches(path, pattern):
+                    if path.lowest <= pattern.base:
+                        climbed = climbed or pattern
+                        continue
+                    return self._decision(behavior, tool_name, action, key, pattern)
+        if climbed is not None:
+            reason = f"path {action!r} climbs out of the base of rule {climbed.source!r} with '..'"
+            return self._deny(tool_name, action, reason)
+        return self._by_default(tool_name, action)
 
     async def decide(self, ctx: CallContext) -> PermissionDecision:
         """The final decision for the call *ctx*: ``allow`` or ``deny``, never ``escalate``.
 
         The subject is ``ctx.arguments[tool.subject]`` when the tool declares a subject
-        argument, else the tool name. In rules mode, a declared subject that is missing or not
-        a string is denied. An ``escalate`` is settled by :attr:`on_escalate`: a result that
-        ``is True`` allows; anything else, no handler, or a handler that raises an
-        :class:`Exception` denies (the reason says which). Cancellation propagates.
+        argument (read by :func:`subject_kind_of`), else the tool name (read as text). A
+        :class:`pathlib.PurePath` value is read as its POSIX string. In rules mode, a declared
+        subject that is missing or neither a string nor a path is denied. An ``escalate`` is
+        settled by :attr:`on_escalate`: a result that ``is True`` allows; anything else, no
+        handler, or a handler that raises an :class:`Exception` denies (the reason says
+        which).
+
+        Always a checkpoint (it yields to trio once before deciding). Cancellation
+        propagates.
         """
+        await trio.lowlevel.checkpoint()
         subject_argument = ctx.subject_argument
+        kind: SubjectKind = "text"
         if subject_argument is None:
             action = ctx.function
         else:
+            kind = subject_kind_of(ctx.tool)
             value = ctx.arguments.get(subject_argument)
+            if isinstance(value, pathlib.PurePath):
+                value = value.as_posix()
             if not isinstance(value, str):
                 if self.mode == "rules":
-                    problem = "is missing" if value is None else "is not a string"
+                    problem = "is missing" if value is None else "is not a string or a path"
                     reason = f"subject argument {subject_argument!r} {problem}"
                     return PermissionDecision("deny", ctx.function, "", reason)
                 value = "" if value is None else repr(value)
             action = value
-        decision = self.check(ctx.function, action, ctx.arguments)
+        decision = self.check(ctx.function, action, ctx.arguments, kind=kind)
         if decision.behavior != "escalate":
             return decision
         return await self._escalate(decision, ctx)
@@ -296,3 +920,17 @@ class PermissionPolicy:
             return attrs.evolve(decision, behavior="allow", reason=f"{decision.reason}; approved")
         reason = f"{decision.reason}; the escalation handler declined ({verdict!r})"
         return attrs.evolve(decision, behavior="deny", reason=reason)
+
+
+def _fullmatch(pattern: _Pattern, subject: str) -> bool:
+    assert pattern.regex is not None
+    return pattern.regex.match(subject) is not None
+
+
+_ADMITTING: Final[tuple[Behavior, ...]] = ("allow", "escalate")
+
+#: What :meth:`PermissionPolicy.safe` never lets ``bash`` run.
+_SAFE_DENIED: Final = (
+    "rm", "rm *", "sudo", "sudo *", "chmod", "chmod *", "kill", "kill *",
+    "mkfs", "mkfs *", "mkfs.*",
+)  # fmt: skip
