@@ -74,7 +74,11 @@ _MAX_COMMAND: Final = 65_536
 #: How deeply wrappers and ``sh -c`` / ``eval`` strings are followed before giving up (deny).
 _MAX_LAYERS: Final = 32
 
-#: Without a declared kind: parameters that hold a command ...
+#: Without a declared kind: parameters that hold a path ...
+_PATH_PARAMETERS: Final = frozenset(
+    {"path", "file", "filename", "file_path", "filepath", "dir", "directory"}
+)
+#: ... parameters that hold a command ...
 _COMMAND_PARAMETERS: Final = frozenset({"command", "cmd"})
 #: ... and tools whose subject is a command whatever the parameter is called.
 _COMMAND_TOOLS: Final = frozenset({"bash", "sh", "shell", "zsh"})
@@ -163,7 +167,12 @@ def subject_kind_of(tool: Tool | None) -> SubjectKind:
        ``Path | None``, ``Annotated[Path, ...]``): ``"path"``.
     4. A subject parameter named ``command`` or ``cmd``, or a tool named ``bash``, ``sh``,
        ``shell`` or ``zsh``: ``"command"``.
-    5. Otherwise ``"text"``.
+    5. A subject parameter named ``path``, ``file``, ``filename``, ``file_path``,
+       ``filepath``, ``dir`` or ``directory``: ``"path"``.
+    6. Otherwise ``"text"``.
+
+    Declare the kind when in doubt: inference exists so that tools written before kinds
+    existed keep their meaning, and so that the common names are read the safe way.
     """
     if tool is None or tool.subject is None:
         return "text"
@@ -179,6 +188,8 @@ def subject_kind_of(tool: Tool | None) -> SubjectKind:
         kind = "path"
     elif tool.subject in _COMMAND_PARAMETERS or tool.name in _COMMAND_TOOLS:
         kind = "command"
+    elif tool.subject in _PATH_PARAMETERS:
+        kind = "path"
     else:
         kind = "text"
     _KINDS[tool] = kind
@@ -688,8 +699,9 @@ class PermissionPolicy:
     @classmethod
     def safe(cls) -> PermissionPolicy:
         """Reading, searching and editing allowed; ``bash`` asks first, and never runs
-        ``rm``, ``sudo``, ``chmod``, ``kill`` or ``mkfs`` (nor anything with a shell control
-        operator or expansion). Other tools are denied.
+        ``rm``, ``sudo``, ``chmod``, ``kill`` or ``mkfs`` (in any case, by any path, behind
+        any wrapper), nor anything with a shell control operator or expansion. Other tools
+        are denied.
 
         The ``bash`` tool's subject must be read as a command (a subject parameter named
         ``command`` or ``cmd``, a tool named ``bash``, or ``subject_kind="command"``).
@@ -929,8 +941,10 @@ def _fullmatch(pattern: _Pattern, subject: str) -> bool:
 
 _ADMITTING: Final[tuple[Behavior, ...]] = ("allow", "escalate")
 
-#: What :meth:`PermissionPolicy.safe` never lets ``bash`` run.
-_SAFE_DENIED: Final = (
-    "rm", "rm *", "sudo", "sudo *", "chmod", "chmod *", "kill", "kill *",
-    "mkfs", "mkfs *", "mkfs.*",
+#: What :meth:`PermissionPolicy.safe` never lets ``bash`` run, in any case (a case-insensitive
+#: file system runs ``RM`` as ``rm``).
+_SAFE_DENIED: Final = tuple(
+    ignoring_case(p)
+    for p in ("rm", "rm *", "sudo", "sudo *", "chmod", "chmod *", "kill", "kill *", "mkfs",
+              "mkfs *", "mkfs.*")
 )  # fmt: skip
