@@ -1,0 +1,90 @@
+"""Model calls as events, a rate-limited processor for them, and the loop joining a model to
+:meth:`Branch.act <lionexec.Branch.act>` (layer 5).
+
+The limiter, the processor and the errors need nothing beyond lionexec's own dependencies;
+``ModelCall``, ``Model`` and the loop need the ``http`` extra (``httpx``) and are imported on
+first use, so ``import lionexec.models`` alone does not import ``httpx``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    BudgetExceededError,
+    MalformedResponseError,
+    ModelConnectionError,
+    ModelError,
+    ProviderError,
+    StreamTruncatedError,
+    UnknownFinishReasonError,
+)
+from .limiter import RateLimiter, RateLimiterStatistics
+from .processor import RateLimitedProcessor, RateLimitedStatistics
+
+if TYPE_CHECKING:
+    from .call import Endpoint, ModelCall, ModelResponse, Usage
+    from .loop import (
+        LoopResult,
+        Model,
+        RunEvent,
+        TextDelta,
+        ToolCallsProposed,
+        ToolResult,
+        TurnCompleted,
+        run,
+        run_stream,
+    )
+
+__all__ = [
+    "BudgetExceededError",
+    "Endpoint",
+    "LoopResult",
+    "MalformedResponseError",
+    "Model",
+    "ModelCall",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelResponse",
+    "ProviderError",
+    "RateLimitedProcessor",
+    "RateLimitedStatistics",
+    "RateLimiter",
+    "RateLimiterStatistics",
+    "RunEvent",
+    "StreamTruncatedError",
+    "TextDelta",
+    "ToolCallsProposed",
+    "ToolResult",
+    "TurnCompleted",
+    "UnknownFinishReasonError",
+    "Usage",
+    "run",
+    "run_stream",
+]
+
+_LAZY = {
+    "Endpoint": "call",
+    "ModelCall": "call",
+    "ModelResponse": "call",
+    "Usage": "call",
+    "LoopResult": "loop",
+    "Model": "loop",
+    "RunEvent": "loop",
+    "TextDelta": "loop",
+    "ToolCallsProposed": "loop",
+    "ToolResult": "loop",
+    "TurnCompleted": "loop",
+    "run": "loop",
+    "run_stream": "loop",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,704 @@
+"""``ModelCall``: one chat request to an OpenAI-compatible endpoint, as an :class:`Event`.
+
+Needs the ``http`` extra (``httpx``). Two endpoint shapes are spoken: Chat Completions
+(``POST {base_url}/chat/completions``) and Responses (``POST {base_url}/responses``). Both are
+normalized into one :class:`ModelResponse` whose :meth:`~ModelResponse.message` is an OpenAI
+chat assistant message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any, ClassVar, Final, Literal
+
+import attrs
+import httpx
+import trio
+
+from lionexec.engine import NOT_SERIALIZED, Event
+
+from .errors import (
+    MalformedResponseError,
+    ModelConnectionError,
+    ProviderError,
+    StreamTruncatedError,
+    UnknownFinishReasonError,
+)
+from .limiter import RateLimiter, retry_after_seconds
+
+__all__ = [
+    "FINISH_REASONS",
+    "Api",
+    "Endpoint",
+    "ModelCall",
+    "ModelResponse",
+    "Usage",
+    "build_payload",
+    "text_delta",
+]
+
+Api = Literal["chat", "responses"]
+
+#: The finish reasons a :class:`ModelResponse` may carry (Responses statuses are mapped onto
+#: them); any other value received is an :class:`UnknownFinishReasonError`.
+FINISH_REASONS: Final = frozenset({"stop", "length", "tool_calls", "content_filter"})
+_CHAT_FINISH: Final = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+    "function_call": "tool_calls",
+}
+_PATHS: Final = {"chat": "/chat/completions", "responses": "/responses"}
+_FEEDBACK_HEADERS = ("retry-after", "retry-after-ms")
+_CLOSE_GRACE: Final = 1.0
+
+
+@attrs.frozen
+class Endpoint:
+    """Where and how to send requests.
+
+    Attributes:
+        base_url: e.g. ``"https://api.openai.com/v1"`` or a local provider's URL.
+        api_key: sent as ``Authorization: Bearer ...``; never serialized or shown.
+        api: ``"chat"`` (Chat Completions) or ``"responses"``.
+        headers: extra request headers.
+        timeout: seconds for connecting and between bytes read (httpx semantics), or ``None``.
+        max_body_bytes: the largest response body read (default 16 MiB); more is an error.
+    """
+
+    base_url: str = attrs.field(validator=attrs.validators.instance_of(str))
+    api_key: str | None = attrs.field(default=None, repr=False)
+    api: Api = attrs.field(default="chat", validator=attrs.validators.in_(("chat", "responses")))
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    timeout: float | None = 60.0
+    max_body_bytes: int = 16 * 1024 * 1024
+
+    @property
+    def url(self) -> str:
+        """The full URL requests go to."""
+        return self.base_url.rstrip("/") + _PATHS[self.api]
+
+    def request_headers(self) -> dict[str, str]:
+        headers = {"accept": "application/json", **self.headers}
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+
+@attrs.frozen
+class Usage:
+    """Tokens a response reports (``prompt``/``input`` and ``completion``/``output``)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@attrs.frozen
+class ModelResponse:
+    """A model's answer, normalized.
+
+    Attributes:
+        text: the assistant text (``""`` when it only proposed tool calls).
+        tool_calls: OpenAI ``tool_calls`` items (``{"id", "type": "function", "function":
+            {"name", "arguments"}}``, arguments a JSON string as sent), in the order proposed.
+        finish_reason: one of :data:`FINISH_REASONS`.
+        usage: the reported usage, or ``None``.
+        model: the model name the provider reports, or ``None``.
+        id: the provider's response id, or ``None``.
+    """
+
+    text: str
+    tool_calls: tuple[dict[str, Any], ...]
+    finish_reason: str
+    usage: Usage | None = None
+    model: str | None = None
+    id: str | None = None
+
+    def message(self) -> dict[str, Any]:
+        """The OpenAI chat assistant message (``role``, ``content``, ``tool_calls`` if any)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = [dict(call) for call in self.tool_calls]
+        return message
+
+
+def _new_payload() -> dict[str, Any]:
+    return {}
+
+
+def _estimate(call: ModelCall) -> int:
+    return estimate_tokens(call.payload)
+
+
+def estimate_tokens(payload: Mapping[str, Any]) -> int:
+    """A cheap estimate of a request's tokens: JSON characters / 4, plus the output cap."""
+    try:
+        size = len(json.dumps(payload, default=str))
+    except (TypeError, ValueError, RecursionError):
+        size = 0
+    cap = 0
+    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        value = payload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            cap = max(cap, value)
+    return size // 4 + 1 + cap
+
+
+@attrs.define(kw_only=True, eq=False)
+class ModelCall(Event):
+    """One chat request, sent when the event is invoked (or streamed).
+
+    :meth:`invoke` sends the request and records a :class:`ModelResponse` as the response.
+    :meth:`stream` (with ``streaming=True`` under a processor) asks the provider to stream and
+    yields every server-sent chunk unchanged, as the parsed JSON object the provider sent
+    (ADR-0003 D2); when the stream ends the assembled :class:`ModelResponse` is the response.
+
+    Outcomes, all captured on the event (never raised): an HTTP error status is a
+    :class:`ProviderError` (status, body, retry-after); a body that is not JSON, or not the
+    expected shape, a :class:`MalformedResponseError`; a stream or body cut short a
+    :class:`StreamTruncatedError`; a finish reason outside :data:`FINISH_REASONS` an
+    :class:`UnknownFinishReasonError`; a network failure a :class:`ModelConnectionError`.
+    Cancellation closes the connection (a bounded, shielded close) and propagates; the event
+    ends ``cancelled``.
+
+    **Rate limits.** With a :attr:`limiter` (a :class:`RateLimitedProcessor` binds its own
+    when it grants the call), the call waits for the limiter if it was not granted yet,
+    reports every response's headers to it (``429``/``Retry-After``, ``x-ratelimit-*``), and
+    corrects the token estimate from the reported usage. A ``429`` is then retried, up to
+    :attr:`rate_limit_retries` times, once the limiter allows (the limiter pauses every other
+    call meanwhile, so the processor defers them); without a limiter it is captured at once.
+
+    Attributes:
+        endpoint: where to send (not serialized: it holds the API key).
+        payload: the request body without ``stream`` (see :func:`build_payload`).
+        client: an ``httpx.AsyncClient`` to use; ``None`` opens one for the call.
+        limiter: see above.
+        estimated_tokens: the token cost charged before the call (default: an estimate from
+            the payload).
+        rate_limit_retries: retries after a ``429`` when a limiter is bound.
+        attempts: HTTP requests sent so far.
+    """
+
+    endpoint: Endpoint = attrs.field(metadata={NOT_SERIALIZED: True})
+    payload: dict[str, Any] = attrs.field(factory=_new_payload)
+    client: httpx.AsyncClient | None = attrs.field(
+        default=None, repr=False, metadata={NOT_SERIALIZED: True}
+    )
+    limiter: RateLimiter | None = attrs.field(
+        default=None, repr=False, metadata={NOT_SERIALIZED: True}
+    )
+    estimated_tokens: int = attrs.field(default=attrs.Factory(_estimate, takes_self=True))
+    rate_limit_retries: int = 3
+    attempts: int = attrs.field(default=0, init=False)
+    _granted: bool = attrs.field(default=False, init=False, repr=False)
+
+    _fresh_shared: ClassVar[frozenset[str]] = frozenset({"endpoint", "client", "limiter"})
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """``{"cost": estimated_tokens, "call": self}``, for a rate-limited processor."""
+        return {"cost": self.estimated_tokens, "call": self}
+
+    def grant(self, limiter: RateLimiter) -> None:
+        """Record that *limiter* has granted this call (a processor calls this)."""
+        self.limiter = limiter
+        self._granted = True
+
+    # -- running --------------------------------------------------------------------------------
+
+    async def _invoke(self) -> ModelResponse:
+        async with _Session(self, stream=False) as response:
+            body = await _read_body(response, self.endpoint.max_body_bytes)
+        result = parse_body(self.endpoint.api, body)
+        self._correct(result)
+        return result
+
+    async def _stream(self) -> AsyncGenerator[Any, None]:
+        assembler = _Assembler(self.endpoint.api)
+        async with _Session(self, stream=True) as response:
+            try:
+                async for chunk in _sse_chunks(response):
+                    if assembler.feed(chunk):
+                        break
+                    yield chunk
+            except httpx.TransportError as exc:
+                raise StreamTruncatedError(
+                    f"stream cut short after {assembler.chunks} chunks: {exc!r}",
+                    chunks=assembler.chunks,
+                ) from exc
+        result = assembler.result()
+        self._correct(result)
+        self.execution.response = result
+
+    def _correct(self, result: ModelResponse) -> None:
+        if self.limiter is not None and result.usage is not None:
+            self.limiter.correct(self.estimated_tokens, result.usage.total_tokens)
+
+    def _body(self, stream: bool) -> dict[str, Any]:
+        body = dict(self.payload)
+        if stream:
+            body["stream"] = True
+            if self.endpoint.api == "chat":
+                body["stream_options"] = {"include_usage": True}
+        else:
+            body.pop("stream", None)
+            body.pop("stream_options", None)
+        return body
+
+
+class _Session:
+    """Open the HTTP response for a call (after the limiter, retrying 429s); close it always."""
+
+    def __init__(self, call: ModelCall, *, stream: bool) -> None:
+        self.call = call
+        self.stream = stream
+        self.client: httpx.AsyncClient | None = None
+        self.response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        call = self.call
+        endpoint = call.endpoint
+        self.client = client = call.client or httpx.AsyncClient(timeout=endpoint.timeout)
+        own = call.client is None
+        try:
+            body = call._body(self.stream)
+            retries = 0
+            while True:
+                limiter = call.limiter
+                if limiter is not None and not call._granted:
+                    await limiter.acquire(call.estimated_tokens)
+                call._granted = False
+                call.attempts += 1
+                try:
+                    request = client.build_request(
+                        "POST", endpoint.url, json=body, headers=endpoint.request_headers()
+                    )
+                    response = await client.send(request, stream=True)
+                except httpx.TransportError as exc:
+                    raise ModelConnectionError(
+                        f"request to {endpoint.url} failed: {exc!r}"
+                    ) from exc
+                self.response = response
+                if limiter is not None:
+                    limiter.observe(response.status_code, response.headers)
+                if response.status_code < 400:
+                    return response
+                error = await _provider_error(response)
+                await _close(response)
+                self.response = None
+                if not (error.rate_limited and limiter is not None):
+                    raise error
+                limiter.correct(call.estimated_tokens, 0)
+                if retries >= call.rate_limit_retries:
+                    raise error
+                retries += 1
+        except BaseException:
+            if own:
+                await _close(client)
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.response is not None:
+            await _close(self.response)
+        if self.call.client is None and self.client is not None:
+            await _close(self.client)
+
+
+async def _close(closable: httpx.Response | httpx.AsyncClient) -> None:
+    """Close a response or client: shielded, bounded (the connection is dropped either way)."""
+    with trio.CancelScope(shield=True) as scope:
+        scope.deadline = trio.current_time() + _CLOSE_GRACE
+        # A broken connection may fail to close cleanly; it is gone anyway.
+        with contextlib.suppress(Exception):
+            await closable.aclose()
+
+
+async def _provider_error(response: httpx.Response) -> ProviderError:
+    try:
+        raw = await _read_body(response, 64 * 1024)
+    except (StreamTruncatedError, MalformedResponseError, httpx.TransportError):
+        raw = b""
+    text = raw.decode("utf-8", "replace")
+    body: object
+    try:
+        body = _loads(text)
+    except MalformedResponseError:
+        body = text[:4096]
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    feedback = {
+        k: v for k, v in headers.items() if k in _FEEDBACK_HEADERS or k.startswith("x-ratelimit-")
+    }
+    return ProviderError(
+        response.status_code, body, retry_after=retry_after_seconds(headers), headers=feedback
+    )
+
+
+async def _read_body(response: httpx.Response, limit: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for part in response.aiter_raw():
+            size += len(part)
+            if size > limit:
+                raise MalformedResponseError(
+                    f"response body exceeds {limit} bytes",
+                    body=b"".join(parts)[:4096].decode("utf-8", "replace"),
+                )
+            parts.append(part)
+    except httpx.TransportError as exc:
+        raise StreamTruncatedError(
+            f"response body cut short after {size} bytes: {exc!r}", chunks=0
+        ) from exc
+    return b"".join(parts)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name} is not JSON")
+
+
+def _loads(text: str | bytes) -> Any:
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise MalformedResponseError(
+            f"provider sent a body that is not JSON ({exc.__class__.__name__}: {exc})"[:300],
+            body=shown,
+        ) from None
+
+
+# -- reading bodies ---------------------------------------------------------------------------
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, Mapping):
+        return None
+    return Usage(
+        input_tokens=_int(raw.get("prompt_tokens", raw.get("input_tokens"))),
+        output_tokens=_int(raw.get("completion_tokens", raw.get("output_tokens"))),
+    )
+
+
+def _str_or_none(value: object) -> str | None:
+    return value[:200] if isinstance(value, str) else None
+
+
+def _shape(condition: bool, what: str, body: object) -> None:
+    if not condition:
+        raise MalformedResponseError(f"provider response has no {what}", body=repr(body)[:4096])
+
+
+def _tool_call(call_id: object, name: object, arguments: object, body: object) -> dict[str, Any]:
+    _shape(isinstance(name, str) and bool(name), "tool call name", body)
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments) if isinstance(arguments, Mapping) else "{}"
+    return {
+        "id": call_id if isinstance(call_id, str) and call_id else None,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def parse_body(api: Api, raw: bytes | str) -> ModelResponse:
+    """Read a complete (non-streamed) response body.
+
+    Raises:
+        MalformedResponseError: not JSON, or not the shape of *api*'s responses.
+        UnknownFinishReasonError: a finish reason outside :data:`FINISH_REASONS`.
+    """
+    body = _loads(raw)
+    _shape(isinstance(body, Mapping), "JSON object", body)
+    return parse_chat(body) if api == "chat" else parse_responses(body)
+
+
+def parse_chat(body: Mapping[str, Any]) -> ModelResponse:
+    """Read a Chat Completions response object."""
+    choices: Any = body.get("choices")
+    _shape(isinstance(choices, list) and bool(choices), "choices", body)
+    choice = choices[0]
+    _shape(isinstance(choice, Mapping), "choice object", body)
+    message = choice.get("message")
+    _shape(isinstance(message, Mapping), "message", body)
+    content = message.get("content")
+    _shape(content is None or isinstance(content, str), "text content", body)
+    calls = message.get("tool_calls") or []
+    _shape(isinstance(calls, list), "tool_calls list", body)
+    tool_calls = []
+    for item in calls:
+        _shape(isinstance(item, Mapping), "tool call object", body)
+        function = item.get("function")
+        _shape(isinstance(function, Mapping), "tool call function", body)
+        tool_calls.append(
+            _tool_call(item.get("id"), function.get("name"), function.get("arguments"), body)
+        )
+    finish = choice.get("finish_reason")
+    if finish not in _CHAT_FINISH:
+        raise UnknownFinishReasonError(finish)
+    return ModelResponse(
+        text=content or "",
+        tool_calls=tuple(tool_calls),
+        finish_reason=_CHAT_FINISH[finish],
+        usage=_usage(body.get("usage")),
+        model=_str_or_none(body.get("model")),
+        id=_str_or_none(body.get("id")),
+    )
+
+
+def parse_responses(body: Mapping[str, Any]) -> ModelResponse:
+    """Read a Responses API response object."""
+    output: Any = body.get("output")
+    _shape(isinstance(output, list), "output list", body)
+    texts: list[str] = []
+    tool_calls = []
+    for item in output:
+        _shape(isinstance(item, Mapping), "output item object", body)
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, Mapping) and part.get("type") == "output_text":
+                    text: Any = part.get("text")
+                    _shape(isinstance(text, str), "output text", body)
+                    texts.append(text)
+        elif kind == "function_call":
+            tool_calls.append(
+                _tool_call(item.get("call_id"), item.get("name"), item.get("arguments"), body)
+            )
+    status = body.get("status")
+    if status == "completed":
+        finish = "tool_calls" if tool_calls else "stop"
+    elif status == "incomplete":
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        if reason == "max_output_tokens":
+            finish = "length"
+        elif reason == "content_filter":
+            finish = "content_filter"
+        else:
+            raise UnknownFinishReasonError(reason)
+    else:
+        raise UnknownFinishReasonError(status)
+    return ModelResponse(
+        text="".join(texts),
+        tool_calls=tuple(tool_calls),
+        finish_reason=finish,
+        usage=_usage(body.get("usage")),
+        model=_str_or_none(body.get("model")),
+        id=_str_or_none(body.get("id")),
+    )
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+async def _sse_chunks(response: httpx.Response) -> AsyncIterator[Any]:
+    """Each server-sent event's data: parsed JSON, or the string ``"[DONE]"``."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data:
+                text = "\n".join(data)
+                data.clear()
+                yield text if text.strip() == "[DONE]" else _loads(text)
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value[1:] if value.startswith(" ") else value)
+    if data:
+        text = "\n".join(data)
+        yield text if text.strip() == "[DONE]" else _loads(text)
+
+
+@attrs.define
+class _PartialCall:
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = attrs.Factory(list)
+
+
+@attrs.define
+class _Assembler:
+    """Assembles the final response from a stream's chunks."""
+
+    api: Api
+    chunks: int = 0
+    text: list[str] = attrs.Factory(list)
+    calls: dict[int, _PartialCall] = attrs.Factory(dict)
+    finish: object = None
+    usage: Usage | None = None
+    model: str | None = None
+    id: str | None = None
+    done: bool = False
+    final: ModelResponse | None = None
+
+    def feed(self, chunk: Any) -> bool:
+        """Take one chunk; return ``True`` at the end marker (which is not a chunk to yield)."""
+        if chunk == "[DONE]":
+            self.done = True
+            return True
+        _shape(isinstance(chunk, Mapping), "JSON object in a stream chunk", chunk)
+        self.chunks += 1
+        if self.api == "chat":
+            self._chat(chunk)
+        else:
+            self._responses(chunk)
+        return False
+
+    def _chat(self, chunk: Mapping[str, Any]) -> None:
+        if "error" in chunk:
+            raise ProviderError(200, dict(chunk))
+        self.model = self.model or _str_or_none(chunk.get("model"))
+        self.id = self.id or _str_or_none(chunk.get("id"))
+        if chunk.get("usage") is not None:
+            self.usage = _usage(chunk.get("usage"))
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, Mapping) or _int(choice.get("index")) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            _shape(isinstance(delta, Mapping), "delta object", chunk)
+            content = delta.get("content")
+            if isinstance(content, str):
+                self.text.append(content)
+            for item in delta.get("tool_calls") or []:
+                _shape(isinstance(item, Mapping), "tool call delta", chunk)
+                partial = self.calls.setdefault(_int(item.get("index")), _PartialCall())
+                if isinstance(item.get("id"), str):
+                    partial.id = item["id"]
+                function = item.get("function") or {}
+                if isinstance(function, Mapping):
+                    if isinstance(function.get("name"), str):
+                        partial.name += function["name"]
+                    if isinstance(function.get("arguments"), str):
+                        partial.arguments.append(function["arguments"])
+            if choice.get("finish_reason") is not None:
+                self.finish = choice.get("finish_reason")
+
+    def _responses(self, chunk: Mapping[str, Any]) -> None:
+        kind = chunk.get("type")
+        if kind in ("response.completed", "response.incomplete"):
+            response: Any = chunk.get("response")
+            _shape(isinstance(response, Mapping), "response in the final event", chunk)
+            self.final = parse_responses(response)
+            self.done = True
+        elif kind in ("error", "response.failed"):
+            raise ProviderError(200, dict(chunk))
+
+    def result(self) -> ModelResponse:
+        if self.api == "responses":
+            if self.final is None:
+                raise StreamTruncatedError(
+                    f"stream ended after {self.chunks} chunks without response.completed",
+                    chunks=self.chunks,
+                )
+            return self.final
+        if not self.done:
+            raise StreamTruncatedError(
+                f"stream ended after {self.chunks} chunks without [DONE]", chunks=self.chunks
+            )
+        if self.finish not in _CHAT_FINISH:
+            raise UnknownFinishReasonError(self.finish)
+        calls = tuple(
+            _tool_call(p.id, p.name, "".join(p.arguments), {"stream": True})
+            for _, p in sorted(self.calls.items())
+        )
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=calls,
+            finish_reason=_CHAT_FINISH[str(self.finish)],
+            usage=self.usage,
+            model=self.model,
+            id=self.id,
+        )
+
+
+def text_delta(chunk: Any) -> str:
+    """The assistant text a stream chunk adds (Chat Completions or Responses), or ``""``."""
+    if not isinstance(chunk, Mapping):
+        return ""
+    if chunk.get("type") == "response.output_text.delta":
+        delta = chunk.get("delta")
+        return delta if isinstance(delta, str) else ""
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        delta = choices[0].get("delta")
+        if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
+            return str(delta["content"])
+    return ""
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def build_payload(
+    api: Api,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    **params: Any,
+) -> dict[str, Any]:
+    """A request body for *api* from OpenAI chat *messages* and OpenAI chat *tools*.
+
+    For ``"responses"`` the messages become ``input`` items (assistant tool calls become
+    ``function_call`` items, tool results ``function_call_output`` items) and the tools are
+    flattened. *params* (``temperature``, ``max_tokens``, ...) are passed through.
+    """
+    payload: dict[str, Any] = {"model": model}
+    if api == "chat":
+        payload["messages"] = [dict(m) for m in messages]
+        if tools:
+            payload["tools"] = [dict(t) for t in tools]
+    else:
+        payload["input"] = _responses_input(messages)
+        if tools:
+            payload["tools"] = [_responses_tool(t) for t in tools]
+    payload.update(params)
+    return payload
+
+
+def _responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": content if isinstance(content, str) else json.dumps(content),
+                }
+            )
+            continue
+        if content:
+            items.append({"role": role, "content": content})
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.get("id"),
+                    "name": function.get("name"),
+                    "arguments": function.get("arguments", "{}"),
+                }
+            )
+    return items
+
+
+def _responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    if tool.get("type") == "function" and isinstance(function, Mapping):
+        return {"type": "function", **function}
+    return dict(tool)

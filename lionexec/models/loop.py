@@ -1,0 +1,350 @@
+"""The loop that joins a model to :meth:`Branch.act`: ask, record the turn, run its tool calls
+under governance, send the results back, until the model answers without tool calls.
+
+Needs the ``http`` extra (``httpx``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any, Literal
+
+import attrs
+import httpx
+
+from lionexec.act import AlcallParams, Branch, Strategy, read_proposal
+from lionexec.conversation import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    System,
+    new_call_id,
+)
+from lionexec.engine import EventStatus, Processor
+
+from .call import Endpoint, ModelCall, ModelResponse, build_payload, text_delta
+from .errors import MalformedResponseError, ModelError
+from .limiter import RateLimiter
+
+__all__ = [
+    "LoopResult",
+    "Model",
+    "RunEvent",
+    "StopReason",
+    "TextDelta",
+    "ToolCallsProposed",
+    "ToolResult",
+    "TurnCompleted",
+    "run",
+    "run_stream",
+]
+
+StopReason = Literal["answered", "max_turns", "length", "content_filter"]
+
+
+def _new_params() -> dict[str, Any]:
+    return {}
+
+
+@attrs.define(kw_only=True)
+class Model:
+    """A chat model behind an OpenAI-compatible endpoint, and how its calls are run.
+
+    Attributes:
+        endpoint: where requests go (:class:`Endpoint`).
+        name: the model name sent in each request.
+        params: other request parameters (``temperature``, ``max_tokens``, ...).
+        client: an ``httpx.AsyncClient`` shared by the calls (``None``: one per call).
+        processor: a running processor (typically a
+            :class:`~lionexec.models.RateLimitedProcessor`) to enqueue non-streamed calls on;
+            its :meth:`~lionexec.engine.Processor.execute` service must be running. ``None``
+            invokes each call directly.
+        limiter: a rate limiter for calls made without the processor (streamed ones, or all
+            when there is no processor). Calls enqueued on a ``RateLimitedProcessor`` use its
+            limiter.
+    """
+
+    endpoint: Endpoint
+    name: str
+    params: dict[str, Any] = attrs.field(factory=_new_params)
+    client: httpx.AsyncClient | None = None
+    processor: Processor | None = None
+    limiter: RateLimiter | None = None
+
+    def call(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        streaming: bool = False,
+    ) -> ModelCall:
+        """A pending :class:`ModelCall` for *messages* (OpenAI chat format) and *tools*."""
+        payload = build_payload(self.endpoint.api, self.name, messages, tools=tools, **self.params)
+        return ModelCall(
+            endpoint=self.endpoint,
+            payload=payload,
+            client=self.client,
+            limiter=self.limiter,
+            streaming=streaming,
+        )
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] = ()
+    ) -> ModelResponse:
+        """Send one request and return the response, through :attr:`processor` if set.
+
+        Raises the error the call captured (:class:`~lionexec.models.ProviderError`, ...).
+        Cancellation: a call still waiting in the processor's queue is marked ``cancelled`` (it
+        will not be sent); one already running is cancelled with the processor's scope only.
+        """
+        call = self.call(messages, tools=tools)
+        processor = self.processor
+        if processor is None:
+            await call.invoke()
+        else:
+            try:
+                await processor.enqueue(call)
+                await call.wait_completed()
+            except BaseException:
+                if call.execution.status is EventStatus.PENDING:
+                    call.status = EventStatus.CANCELLED
+                raise
+        return _result(call)
+
+
+def _result(call: ModelCall) -> ModelResponse:
+    if call.execution.status is EventStatus.COMPLETED and isinstance(
+        call.execution.response, ModelResponse
+    ):
+        return call.execution.response
+    error = call.execution.error
+    if isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[-1]
+    if isinstance(error, Exception):
+        raise error
+    raise ModelError(f"model call {call.id} ended {call.execution.status.value}")
+
+
+# -- what the loop reports ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class TextDelta:
+    """Assistant text as it streams in."""
+
+    text: str
+
+
+@attrs.frozen
+class ToolCallsProposed:
+    """The model proposed tool calls (OpenAI ``tool_calls`` items, as sent); they are about to
+    be recorded and run."""
+
+    index: int
+    calls: tuple[dict[str, Any], ...]
+
+
+@attrs.frozen
+class ToolResult:
+    """One call's recorded response."""
+
+    response: ActionResponse
+
+
+@attrs.frozen
+class TurnCompleted:
+    """A model turn finished (its tool calls, if any, have all been answered)."""
+
+    index: int
+    response: ModelResponse
+
+
+@attrs.frozen
+class LoopResult:
+    """How a loop ended.
+
+    Attributes:
+        text: the last assistant text.
+        stop_reason: ``"answered"`` (a turn without tool calls), ``"max_turns"`` (the limit
+            was reached; the last turn's calls were run and answered but not sent back),
+            ``"length"`` or ``"content_filter"`` (the model stopped for that reason).
+        turns: model turns taken.
+        responses: every model response, in order.
+    """
+
+    text: str
+    stop_reason: StopReason
+    turns: int
+    responses: tuple[ModelResponse, ...]
+
+
+RunEvent = TextDelta | ToolCallsProposed | ToolResult | TurnCompleted | LoopResult
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+
+async def run(
+    branch: Branch,
+    model: Model,
+    instruction: str | None = None,
+    *,
+    system: str | None = None,
+    max_turns: int = 10,
+    strategy: Strategy = "concurrent",
+    call_params: AlcallParams | None = None,
+) -> LoopResult:
+    """Run *model* on *branch* until it answers without tool calls or *max_turns* is reached.
+
+    Records *system* (when the history has no system message yet) and *instruction* (a user
+    turn), then repeats: send ``branch.messages.to_openai()`` with the branch's tools; record
+    the whole assistant turn (its text and its tool calls, as an
+    :class:`~lionexec.conversation.AssistantResponse` with linked requests); run the calls
+    through :meth:`Branch.act` with all its governance (a call naming no registered tool, or
+    with arguments that are not a JSON object, is answered ``invalid``); send the results back.
+
+    Raises what a failed model call captured (:class:`~lionexec.models.ProviderError`,
+    :class:`~lionexec.models.MalformedResponseError`, ...); nothing of that turn is recorded.
+    Cancellation at any point leaves the history consistent: a turn is recorded only with its
+    requests, and :meth:`Branch.act` answers every request (``cancelled``) before
+    ``trio.Cancelled`` propagates.
+    """
+    result: LoopResult | None = None
+    async with aclosing(
+        _loop(branch, model, instruction, system, max_turns, strategy, call_params, False)
+    ) as events:
+        async for event in events:
+            if isinstance(event, LoopResult):
+                result = event
+    assert result is not None
+    return result
+
+
+async def run_stream(
+    branch: Branch,
+    model: Model,
+    instruction: str | None = None,
+    *,
+    system: str | None = None,
+    max_turns: int = 10,
+    strategy: Strategy = "concurrent",
+    call_params: AlcallParams | None = None,
+) -> AsyncGenerator[RunEvent, None]:
+    """:func:`run`, streamed: yields :class:`TextDelta` as text arrives, then for a turn with
+    tool calls :class:`ToolCallsProposed` and one :class:`ToolResult` per call, then
+    :class:`TurnCompleted`; the last item is the :class:`LoopResult`.
+
+    Model calls are streamed directly (under :attr:`Model.limiter`, not the processor).
+    Use it with ``contextlib.aclosing``; closing it early is a cancellation for the history
+    (every recorded request is answered).
+    """
+    async with aclosing(
+        _loop(branch, model, instruction, system, max_turns, strategy, call_params, True)
+    ) as events:
+        async for event in events:
+            yield event
+
+
+async def _loop(
+    branch: Branch,
+    model: Model,
+    instruction: str | None,
+    system: str | None,
+    max_turns: int,
+    strategy: Strategy,
+    call_params: AlcallParams | None,
+    stream: bool,
+) -> AsyncGenerator[RunEvent, None]:
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+    history = branch.messages
+    if system is not None and not any(isinstance(m, System) for m in history):
+        history.add_message(System(content=system, recipient=branch.name))
+    if instruction is not None:
+        history.add_message(Instruction(content=instruction, recipient=branch.name))
+    responses: list[ModelResponse] = []
+    for index in range(max_turns):
+        tools = branch.registry.schemas("openai")
+        messages = history.to_openai()
+        if stream:
+            call = model.call(messages, tools=tools, streaming=True)
+            async for chunk in call.stream():
+                delta = text_delta(chunk)
+                if delta:
+                    yield TextDelta(delta)
+            response = _result(call)
+        else:
+            response = await model.complete(messages, tools=tools)
+        responses.append(response)
+        if not response.tool_calls:
+            history.add_message(
+                AssistantResponse(content=response.text, sender=model.name, recipient=branch.name)
+            )
+            yield TurnCompleted(index, response)
+            reason: StopReason = (
+                "answered"
+                if response.finish_reason in ("stop", "tool_calls")
+                else response.finish_reason  # type: ignore[assignment]
+            )
+            yield LoopResult(response.text, reason, index + 1, tuple(responses))
+            return
+        yield ToolCallsProposed(index, response.tool_calls)
+        proposals, requests = _proposals(branch, response)
+        turn = AssistantResponse(
+            content=response.text, tool_calls=requests, sender=model.name, recipient=branch.name
+        )
+        # Recorded together with its requests: act() adds them before its first checkpoint.
+        history.add_message(turn)
+        results = await branch.act(proposals, strategy=strategy, call_params=call_params)
+        for item in results:
+            if isinstance(item, ActionResponse):
+                yield ToolResult(item)
+        yield TurnCompleted(index, response)
+    last = responses[-1]
+    yield LoopResult(last.text, "max_turns", max_turns, tuple(responses))
+
+
+def _proposals(
+    branch: Branch, response: ModelResponse
+) -> tuple[list[object], list[ActionRequest]]:
+    """The proposals to act on, and the requests the turn names (the readable ones).
+
+    Call ids the history already holds, or that repeat within the turn (a model may send
+    anything), are replaced by fresh ones so every request is new.
+    """
+    used = {request.call_id for request in branch.messages.requests()}
+    proposals: list[object] = []
+    requests: list[ActionRequest] = []
+    for item in response.tool_calls:
+        try:
+            proposal = read_proposal(item)
+        except ValueError as exc:
+            raise MalformedResponseError(
+                f"the model proposed a tool call that cannot be read: {exc}", body=repr(item)
+            ) from None
+        call_id = proposal.call_id
+        if call_id in used:
+            call_id = new_call_id()
+        used.add(call_id)
+        if proposal.problem is None and proposal.arguments is not None:
+            request = ActionRequest.create(
+                proposal.function,
+                proposal.arguments,
+                call_id=call_id,
+                sender=branch.name,
+                recipient=proposal.function,
+            )
+            proposals.append(request)
+            requests.append(request)
+        else:
+            function = item.get("function", {})
+            proposals.append(
+                {  # act() reads it again and answers it ``invalid``, naming the problem
+                    "function": proposal.function,
+                    "arguments": function.get("arguments"),
+                    "call_id": call_id,
+                }
+            )
+    return proposals, requests

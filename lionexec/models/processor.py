@@ -1,0 +1,183 @@
+"""``RateLimitedProcessor``: a processor whose events over a rate budget are deferred, not lost."""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import attrs
+import trio
+
+from lionexec.engine import Event, EventStatus, Processor, ProcessorStatistics
+from lionexec.errors import ProcessorBusyError
+
+from .errors import BudgetExceededError
+from .limiter import RateLimiter, RateLimiterStatistics
+
+__all__ = ["RateLimitedProcessor", "RateLimitedStatistics"]
+
+
+@attrs.frozen
+class RateLimitedStatistics(ProcessorStatistics):
+    """A snapshot of a :class:`RateLimitedProcessor`: every :class:`ProcessorStatistics` field
+    (queue, capacity, outcomes, ``deferrals``) plus its budgets."""
+
+    limits: RateLimiterStatistics
+    """The limiter's budgets and counters."""
+    deferred: int
+    """Events in the queue waiting for a not-before time."""
+    next_not_before: float | None
+    """The earliest not-before time (trio's clock) of a deferred event, or ``None``."""
+
+
+class RateLimitedProcessor(Processor):
+    """A :class:`~lionexec.engine.Processor` that asks a :class:`RateLimiter` before each event.
+
+    Every event is charged one request and ``event.request["cost"]`` tokens (``0`` if it has
+    no cost; a :class:`~lionexec.models.ModelCall` costs its token estimate). An event the
+    limiter refuses for now is **deferred** (ADR-0003 D4): it goes back to the queue, still
+    pending, with a not-before time, and is checked again no earlier than that. Nothing is
+    lost and nothing spins: when every queued event is deferred, :meth:`execute` and
+    :meth:`join` sleep until the earliest not-before time (or, for :meth:`execute`, the next
+    enqueue or :meth:`stop`).
+
+    An event whose cost could never be granted (above the token burst) is **denied**: it ends
+    ``skipped`` with a :class:`BudgetExceededError` recorded on it.
+
+    A granted event that has a ``grant(limiter)`` method (a ``ModelCall``) is told so; it then
+    reports provider feedback (``429``, ``x-ratelimit-*``) and actual usage to the limiter.
+
+    Args:
+        limiter: the budgets (shared with other processors if you like).
+        queue_capacity, capacity_refresh_time, concurrency_limit, max_queue_size: as for
+            :class:`~lionexec.engine.Processor`.
+    """
+
+    __slots__ = ("_last_refusal", "_not_before", "_rate_limiter")
+
+    def __init__(
+        self,
+        limiter: RateLimiter,
+        *,
+        queue_capacity: int = 100,
+        capacity_refresh_time: float = 0.01,
+        concurrency_limit: int | None = None,
+        max_queue_size: int = 0,
+    ) -> None:
+        super().__init__(queue_capacity, capacity_refresh_time, concurrency_limit, max_queue_size)
+        self._rate_limiter = limiter
+        self._not_before: weakref.WeakKeyDictionary[Event, float] = weakref.WeakKeyDictionary()
+        self._last_refusal: float | BudgetExceededError = 0.0
+
+    @property
+    def limiter(self) -> RateLimiter:
+        """The limiter consulted before each event."""
+        return self._rate_limiter
+
+    # -- permission -------------------------------------------------------------------------
+
+    async def request_permission(self, *, cost: int = 0, call: Any = None, **_: Any) -> bool:
+        """Grant the event if the limiter has one request and *cost* tokens now.
+
+        Synchronous bookkeeping and a checkpoint; never waits for the budget.
+        """
+        await trio.lowlevel.checkpoint()
+        try:
+            wait = self._rate_limiter.try_acquire(cost)
+        except BudgetExceededError as exc:
+            self._last_refusal = exc
+            return False
+        if wait:
+            self._last_refusal = wait
+            return False
+        grant = getattr(call, "grant", None)
+        if grant is not None:
+            grant(self._rate_limiter)
+        return True
+
+    async def handle_denied(self, event: Event) -> bool:
+        """Defer an event refused for now; deny (``skipped``) one that can never be granted."""
+        await trio.lowlevel.checkpoint()
+        refusal = self._last_refusal
+        if isinstance(refusal, BudgetExceededError):
+            event.execution.add_error(refusal)
+            event.status = EventStatus.SKIPPED
+            self._not_before.pop(event, None)
+            return True
+        self._not_before[event] = trio.current_time() + refusal
+        return False
+
+    def _next_not_before(self) -> float | None:
+        earliest = math.inf
+        for event, when in list(self._not_before.items()):
+            if event.execution.status is not EventStatus.PENDING:
+                del self._not_before[event]
+            elif when < earliest:
+                earliest = when
+        return None if earliest == math.inf else earliest
+
+    def _idle_until(self) -> float:
+        """When a cycle that took nothing should be followed by another."""
+        earliest = self._next_not_before()
+        if earliest is None:
+            return trio.current_time() + self.capacity_refresh_time
+        return max(earliest, trio.current_time())
+
+    # -- statistics -------------------------------------------------------------------------
+
+    def statistics(self) -> RateLimitedStatistics:
+        """Return a :class:`RateLimitedStatistics` snapshot (processor and budgets)."""
+        earliest = self._next_not_before()
+        return RateLimitedStatistics(
+            **attrs.asdict(super().statistics(), recurse=False),
+            limits=self._rate_limiter.statistics(),
+            deferred=len(self._not_before),
+            next_not_before=earliest,
+        )
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def join(self) -> None:
+        """Run cycles until the queue is empty.
+
+        After a cycle that took nothing, sleeps until the earliest not-before time of a
+        deferred event (``capacity_refresh_time`` if none is known, e.g. when other cycles
+        hold the capacity). Cancellation is handled as in :meth:`process`.
+        """
+        queue = self._queue
+        while queue:
+            if not await self._cycle() and queue:
+                await trio.sleep_until(self._idle_until())
+        await trio.lowlevel.checkpoint()
+
+    async def execute(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run cycles until :meth:`stop` is called or the call is cancelled.
+
+        As :meth:`Processor.execute`, except that after a cycle that took nothing it waits
+        for the next enqueue, :meth:`stop`, or the earliest not-before time of a deferred
+        event, whichever comes first (never polling deferred events).
+
+        Raises:
+            ProcessorBusyError: if this processor's service is already running.
+        """
+        if self._executing:
+            raise ProcessorBusyError(f"{self!r} is already executing")
+        self._executing = True
+        try:
+            self.start()
+            task_status.started()
+            queue = self._queue
+            rest = self.capacity_refresh_time
+            while not self._stop.is_set():
+                puts = queue.puts
+                if await self._cycle():
+                    with trio.move_on_after(rest):
+                        await self._stop.wait()
+                elif queue.puts == puts and not self._stop.is_set():
+                    with trio.move_on_at(self._idle_until() if queue else math.inf):
+                        await queue.wait_put()
+        finally:
+            self._executing = False
