@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import json
+import pathlib
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec.errors import ConfigurationError
 from lionexec.governance import CallContext, PermissionDecision, PermissionPolicy
+from lionexec.governance.permissions import IGNORE_CASE, ignoring_case, subject_kind_of
 from lionexec.serialization import converter
 from lionexec.tools import Tool
 
@@ -79,11 +83,17 @@ def test_tool_rules_come_before_star_rules() -> None:
     assert policy.check("other", "anything", {}).reason == "allowed by rule '*' for '*'"
 
 
-def test_matching_falls_back_to_ignoring_case_and_tool_names_ignore_case() -> None:
-    policy = PermissionPolicy(mode="rules", allow={"Bash": ["GIT *"]})
+def test_matching_is_case_sensitive_unless_a_pattern_opts_in() -> None:
+    # Changed (issue 11): matching used to fall back to ignoring case, and tool names ignored
+    # case; both were bypasses. The opt-in is the IGNORE_CASE mark on one pattern.
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["git *", ignoring_case("HG *")]})
+    assert ignoring_case("HG *") == IGNORE_CASE + "HG *" == "(?i)HG *"
     assert behavior(policy, "bash", "git status") == "allow"
-    assert behavior(policy, "BASH", "Git Status") == "allow"
-    assert behavior(policy, "bash", "hg status") == "deny"
+    assert behavior(policy, "bash", "GIT status") == "deny"
+    assert behavior(policy, "bash", "hg status") == "allow"
+    assert behavior(policy, "bash", "Hg Status") == "allow"
+    assert behavior(policy, "BASH", "git status") == "deny"
+    assert PermissionPolicy.from_dict(json.loads(json.dumps(policy.to_dict()))) == policy
 
 
 def test_rules_mode_denies_by_default() -> None:
@@ -178,10 +188,12 @@ def test_to_dict_and_from_dict_round_trip_through_json_without_the_handler() -> 
         on_escalate=approve,
     )
     data = json.loads(json.dumps(policy.to_dict()))
+    # Changed (issue 11): safe() denies the bare names too, in any case.
+    denied = ["rm", "rm *", "sudo", "sudo *", "chmod", "chmod *", "kill", "kill *", "mkfs"]
     assert data == {
         "mode": "rules",
         "allow": {"reader": ["*"], "editor": ["*"], "search": ["*"], "context": ["*"]},
-        "deny": {"bash": ["rm *", "sudo *", "chmod *", "kill *", "mkfs *"]},
+        "deny": {"bash": [f"(?i){p}" for p in [*denied, "mkfs *", "mkfs.*"]]},
         "escalate": {"bash": ["*"]},
     }
     loaded = PermissionPolicy.from_dict(data)
@@ -301,7 +313,15 @@ async def test_cancellation_while_escalating_propagates() -> None:
 
 # -- property: the policy agrees with a straightforward reference evaluation ------------------
 
-OPERATORS = [";", "&&", "||", "|", "`", "$(", "<", ">", "\n", "\r"]
+
+def has_operator(subject: str) -> bool:
+    """A control character, or a ``$`` that starts an expansion (name, special, ``(``, ``{``)."""
+    if any(c in subject for c in ";&|`<>\n\r\x00"):
+        return True
+    return any(
+        c == "$" and (nxt.isalnum() or nxt in "_({@*#?!$'\"-")
+        for c, nxt in itertools.pairwise(subject)
+    )
 
 
 def reference(
@@ -318,17 +338,13 @@ def reference(
 
     def hits(kind: str) -> list[str]:
         table = rules[kind]
-        own = [p for key, ps in table.items() if key.lower() == tool.lower() for p in ps]
-        star = [p for key, ps in table.items() if key == "*" for p in ps]
-        return [
-            p
-            for p in own + star
-            if fnmatch.fnmatchcase(subject, p) or fnmatch.fnmatchcase(subject.lower(), p.lower())
-        ]
+        own = list(table.get(tool, [])) if tool != "*" else []
+        star = list(table.get("*", []))
+        return [p for p in own + star if fnmatch.fnmatchcase(subject, p)]
 
     if hits("deny"):
         return "deny", hits("deny")[0]
-    if any(op in subject for op in OPERATORS):
+    if has_operator(subject):
         literal = [p for p in hits("allow") if not any(c in p for c in "*?[")]
         return ("allow", literal[0]) if literal else ("deny", None)
     if hits("allow"):
@@ -344,7 +360,9 @@ rule_tables = st.dictionaries(
     st.sampled_from(["bash", "BASH", "reader", "*"]), st.lists(patterns, max_size=3), max_size=3
 )
 subjects = st.lists(
-    st.sampled_from(["a", "b", "A", " ", "x", ";", "&&", "&", "|", "`", "$(", "$", ">", "\n"]),
+    st.sampled_from(
+        ["a", "b", "A", " ", "x", ";", "&&", "&", "|", "`", "$(", "$", "${", ">", "\n", "\x00"]
+    ),
     max_size=6,
 ).map("".join)
 
@@ -366,8 +384,296 @@ def test_check_agrees_with_a_reference_evaluation(
     subject: str,
 ) -> None:
     policy = PermissionPolicy(mode=mode, allow=allow, deny=deny, escalate=escalate)
-    decision = policy.check(tool, subject, {})
+    decision = policy.check(tool, subject, {}, kind="text")
     expected = reference(mode, {"allow": allow, "deny": deny, "escalate": escalate}, tool, subject)
     assert (decision.behavior, decision.matched_rule) == expected
     assert (decision.tool_name, decision.action) == (tool, subject)
     assert PermissionPolicy.from_dict(json.loads(json.dumps(policy.to_dict()))) == policy
+
+
+# -- issue 11: each bypass of the policy, one test each ----------------------------------------
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return path
+
+
+READ_FILE = Tool(read_file, subject="path")
+DATA_ONLY = PermissionPolicy(mode="rules", allow={"read_file": ["/data/*"]})
+
+
+def read(path: object, tool: Tool = READ_FILE) -> CallContext:
+    return CallContext(function=tool.name, arguments={"path": path}, call_id="c", tool=tool)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/data/../etc/passwd",  # fnmatch's * crossed "/" and ".."
+        "/data/sub/../../etc/shadow",
+        "/DATA/secret",  # allow rules fell back to ignoring case
+        "/data/a.txt\x00/etc",  # NUL
+        "/data/sub/secret",  # * crossed "/"
+        "/data/../data/a.txt",  # ".." climbs out of the rule's base, then back in
+        "data/../../etc/passwd",  # a relative path climbing above its start
+        "",
+    ],
+)
+async def test_a_path_rule_admits_nothing_outside_it(path: str) -> None:
+    decision = await DATA_ONLY.decide(read(path))
+    assert decision.behavior == "deny", decision
+    assert DATA_ONLY.check("read_file", path, {}, kind="path").behavior == "deny"
+
+
+@pytest.mark.parametrize("path", ["/data/a.txt", "//data/a.txt", "/data/./a.txt", "/data/a.txt/"])
+async def test_a_path_rule_admits_normalised_spellings_of_a_path_inside_it(path: str) -> None:
+    assert (await DATA_ONLY.decide(read(path))).allowed
+
+
+def test_double_star_crosses_segments_single_star_does_not() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"read_file": ["/data/**", "/logs/*/app.log"]})
+    for path in ("/data/a", "/data/a/b/c.txt", "/logs/2026/app.log", "/data/a/../b"):
+        assert policy.check("read_file", path, {}, kind="path").allowed, path
+    for path in ("/logs/2026/12/app.log", "/logs/app.log", "/etc/passwd", "/data/../etc"):
+        assert not policy.check("read_file", path, {}, kind="path").allowed, path
+
+
+def test_a_path_rule_can_opt_in_to_ignoring_case() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"read_file": [ignoring_case("/data/*")]})
+    assert policy.check("read_file", "/DATA/Secret", {}, kind="path").allowed
+    assert not policy.check("read_file", "/DATA/../etc/passwd", {}, kind="path").allowed
+
+
+def test_a_deny_path_rule_sees_through_traversal() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"*": ["*"]}, deny={"read_file": ["/etc/**"]})
+    for path in ("/data/../etc/passwd", "//etc/shadow", "/etc/./ssh/../passwd", "/../etc/x"):
+        decision = policy.check("read_file", path, {}, kind="path")
+        assert (decision.behavior, decision.matched_rule) == ("deny", "/etc/**"), path
+
+
+async def test_an_ampersand_is_a_control_operator() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["ls *"]})
+    decision = await policy.decide(call("ls x & touch pwned"))
+    assert decision.behavior == "deny" and "control operator" in decision.reason
+    assert behavior(policy, "bash", "ls x & touch pwned") == "deny"
+    assert behavior(policy, "bash", "ls x &") == "deny"
+
+
+SPELLINGS = [
+    "rm\t-rf /",
+    "/bin/rm -rf /",
+    " rm -rf /",
+    "rm${IFS}-rf${IFS}/",
+    "command rm -rf /",
+    "env rm -rf /",
+    "sudo\tsh",
+    "kill\t-9 1",
+    "rm",
+    "RM -rf /",
+    "\\rm -rf /",
+    "'rm' -rf /",
+    "r''m -rf /",
+    "X=1 rm -rf /",
+    "env -i PATH=/bin rm -rf /",
+    "sudo -u root -E rm -rf /",
+    "nice -n 5 rm -rf /",
+    "nohup rm -rf /",
+    "time rm -rf /",
+    "timeout 5 rm -rf /",
+    "xargs rm -rf",
+    "exec rm -rf /",
+    "stdbuf -oL rm -rf /",
+    "sh -c 'rm -rf /'",
+    "bash -lc 'chmod 777 /etc'",
+    "eval rm -rf /",
+    "env -S 'rm -rf' /",
+    "mkfs.ext4 /dev/sda",
+    "/sbin/mkfs -t ext4 /dev/sda",
+    "kill -9 1",
+    "chmod 777 x",
+]
+
+
+@pytest.mark.parametrize("command", SPELLINGS)
+async def test_safe_denies_dangerous_commands_in_every_spelling(command: str) -> None:
+    policy = PermissionPolicy.safe()
+    assert behavior(policy, "bash", command) == "deny"
+    approving = PermissionPolicy.from_dict(policy.to_dict(), on_escalate=lambda d, c: True)
+    assert (await approving.decide(call(command))).behavior == "deny"  # denied, not escalated
+
+
+@pytest.mark.parametrize("command", ["ls -la", "git status", "env FOO=1 make", "grep x f"])
+def test_safe_still_escalates_ordinary_commands(command: str) -> None:
+    assert behavior(PermissionPolicy.safe(), "bash", command) == "escalate"
+
+
+@pytest.mark.parametrize(
+    "command", ["ls $HOME", "ls ${HOME}", "echo $'\\x72m'", "ls (x)", "echo {a,b}", "ls `id`"]
+)
+def test_a_command_with_an_expansion_is_denied_unless_named_exactly(command: str) -> None:
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["*", command]})
+    assert policy.check("bash", command, {}).matched_rule == command
+    decision = PermissionPolicy(mode="rules", allow={"bash": ["*"]}).check("bash", command, {})
+    assert decision.behavior == "deny"
+
+
+@pytest.mark.parametrize("command", ["/bin/r? x", "/bin/r[m] x", "sudo /bin/r* x", "* x"])
+def test_a_glob_in_place_of_a_program_name_is_denied(command: str) -> None:
+    decision = PermissionPolicy(mode="rules", allow={"bash": ["*"]}).check("bash", command, {})
+    assert decision.behavior == "deny" and "glob in place of a program name" in decision.reason
+    assert behavior(
+        PermissionPolicy(mode="rules", allow={"bash": ["ls *"]}), "bash", "ls *.py"
+    ) == ("allow")
+
+
+def test_an_unparseable_command_is_denied() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["*"]})
+    decision = policy.check("bash", "echo 'unbalanced", {})
+    assert decision.behavior == "deny" and "cannot be parsed" in decision.reason
+    assert policy.check("bash", "", {}).behavior == "deny"
+    assert policy.check("bash", " \t", {}).behavior == "deny"
+
+
+def test_command_rules_match_by_basename_and_single_spaces() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["git status", "/usr/bin/ls *"]})
+    for command in ("git status", "git\tstatus", "  git   status ", "/usr/bin/git status"):
+        assert behavior(policy, "bash", command) == "allow", command
+    assert behavior(policy, "bash", "ls -l") == "allow"
+    # allow rules match the whole command: a wrapper or an assignment is not admitted
+    for command in ("sudo git status", "env git status", "GIT_DIR=/x git status"):
+        assert behavior(policy, "bash", command) == "deny", command
+
+
+async def test_tool_names_in_rules_match_the_registered_name_exactly() -> None:
+    def READ(path: str) -> str:
+        """Read differently."""
+        return path
+
+    policy = PermissionPolicy(mode="rules", allow={"read": ["*"]})
+    tool = Tool(READ, subject="path")
+    decision = await policy.decide(read("/x", tool))
+    assert decision.behavior == "deny"
+    assert policy.check("READ", "/x", {}).behavior == "deny"
+    assert policy.check("read", "/x", {}).behavior == "allow"
+
+
+def read_path(path: pathlib.Path) -> str:
+    """Read a file given as a Path."""
+    return str(path)
+
+
+def read_optional(path: pathlib.Path | None = None) -> str:
+    """Read a file given as an optional Path."""
+    return str(path)
+
+
+@pytest.mark.parametrize("function", [read_path, read_optional])
+async def test_a_path_typed_subject_is_a_path(function: Any) -> None:
+    tool = Tool(function, name="read_file", subject="path")
+    assert subject_kind_of(tool) == "path"
+    [value] = tool.validate({"path": "/data/a.txt"}).values()
+    assert isinstance(value, pathlib.Path)
+    assert (await DATA_ONLY.decide(read(value, tool))).allowed  # was always denied
+    escaped = tool.validate({"path": "/data/../etc/passwd"})["path"]
+    assert (await DATA_ONLY.decide(read(escaped, tool))).behavior == "deny"
+
+
+def test_subject_kinds_are_declared_or_inferred() -> None:
+    def run(command: str, path: str = "", note: str = "") -> str:
+        """Run."""
+        return command
+
+    assert subject_kind_of(None) == "text"
+    assert subject_kind_of(Tool(ping)) == "text"
+    assert subject_kind_of(Tool(run, subject="command")) == "command"
+    assert subject_kind_of(Tool(run, subject="path")) == "path"
+    assert subject_kind_of(Tool(run, subject="note")) == "text"
+    assert subject_kind_of(Tool(run, name="bash", subject="note")) == "command"
+    assert subject_kind_of(Tool(run, subject="command", subject_kind="text")) == "text"
+    assert subject_kind_of(Tool(run, subject="note", subject_kind="path")) == "path"
+    with pytest.raises(ConfigurationError, match="subject_kind"):
+        Tool(run, subject="note", subject_kind="url")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="with a subject"):
+        Tool(run, subject_kind="path")
+
+
+async def test_a_declared_text_subject_is_a_case_sensitive_glob() -> None:
+    def search(query: str) -> str:
+        """Search."""
+        return query
+
+    tool = Tool(search, subject="query", subject_kind="text")
+    policy = PermissionPolicy(mode="rules", allow={"search": ["docs/*"]})
+    ctx = CallContext(function="search", arguments={"query": "docs/a/b"}, call_id="c", tool=tool)
+    assert (await policy.decide(ctx)).allowed  # text: * crosses "/"
+    upper = ctx.with_arguments({"query": "DOCS/a"})
+    assert (await policy.decide(upper)).behavior == "deny"
+
+
+# -- decide() is a checkpoint on every path (issue 10, item 3) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "ctx"),
+    [
+        (PermissionPolicy.allow_all(), call("ls")),
+        (PermissionPolicy.deny_all(), call("ls")),
+        (PermissionPolicy(mode="rules", allow={"bash": ["ls"]}), call("ls")),
+        (PermissionPolicy(mode="rules"), call("ls")),
+        (PermissionPolicy(mode="rules"), call(None)),
+        (PermissionPolicy.from_dict(ESCALATING), call("make")),
+        (PermissionPolicy.from_dict(ESCALATING, on_escalate=lambda d, c: True), call("make")),
+        (DATA_ONLY, read("/data/a")),
+        (DATA_ONLY, read("/data/\x00")),
+    ],
+)
+async def test_decide_is_a_checkpoint_on_every_path(
+    policy: PermissionPolicy, ctx: CallContext
+) -> None:
+    with trio.testing.assert_checkpoints():
+        await policy.decide(ctx)
+
+
+async def test_decide_raises_cancelled_when_cancelled_before_deciding() -> None:
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await PermissionPolicy.allow_all().decide(call("ls"))
+        pytest.fail("decide() did not check for cancellation")  # pragma: no cover
+    assert scope.cancelled_caught
+
+
+# -- end to end: Branch.act with a tool that really reads files -------------------------------
+
+
+async def test_traversal_is_denied_end_to_end_through_branch_act(tmp_path: pathlib.Path) -> None:
+    from lionexec import Branch
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("public")
+    (tmp_path / "secret.txt").write_text("SECRET")
+    (data / "sub").mkdir()
+
+    def read_file(path: str) -> str:
+        """Read a text file."""
+        with open(path) as f:
+            return f.read()
+
+    base = data.as_posix()
+    branch = Branch(policy=PermissionPolicy(mode="rules", allow={"read_file": [f"{base}/*"]}))
+    branch.register_tools(Tool(read_file, subject="path"))
+    attempts = [
+        f"{base}/a.txt",
+        f"{base}/../secret.txt",
+        f"{base}/sub/../../secret.txt",
+        f"{base.upper()}/../secret.txt",
+        f"{base}/a.txt\x00/../../secret.txt",
+    ]
+    responses = await branch.act(
+        [{"function": "read_file", "arguments": {"path": path}} for path in attempts]
+    )
+    outcomes = [r.outcome.value for r in responses]
+    assert outcomes == ["completed"] + ["denied"] * (len(attempts) - 1)
+    assert responses[0].output == "public"
+    assert all("SECRET" not in repr(r.output) for r in responses)
