@@ -1,9 +1,16 @@
 """lionexec inside a trio server: tool calls over HTTP, on hypercorn's trio worker.
 
 Run it with ``python examples/server.py --port 8000`` (127.0.0.1 unless ``--host`` says
-otherwise; ``--port 0`` picks a free port and prints it). It needs ``hypercorn``.
+otherwise; ``--port 0`` picks a free port and prints it; ``--token`` or the
+``LIONEXEC_SERVER_TOKEN`` environment variable turns on bearer-token authentication). It needs
+``hypercorn``. To embed it in your own trio program, ``await nursery.start(serve, App(config))``.
 
-Endpoints (JSON in, JSON out; errors are ``{"error": "<what was wrong>"}``):
+This file is meant to be copied, so it is careful with whatever arrives over the network:
+every limit below is a field of :class:`ServerConfig` (one attrs class, defaults documented
+there), and every refusal is a JSON ``{"error": "<what was wrong>"}`` with a 4xx status, never
+a 500.
+
+Endpoints (JSON in, JSON out):
 
 ``POST /v1/act``
     Body: ``{"conversation_id": str, "tool_calls": [OpenAI tool_calls items],
@@ -11,23 +18,64 @@ Endpoints (JSON in, JSON out; errors are ``{"error": "<what was wrong>"}``):
     replies ``{"conversation_id": ..., "messages": [...]}``: one OpenAI tool message per call,
     in input order, ``{"role": "tool", "tool_call_id", "content", "status", "outcome"}``.
     A conversation is created by its first ``POST /v1/act`` (there is no create endpoint);
-    ids are 1-128 characters of letters, digits and ``._~:-``. Bad bodies get a 400 naming the
-    problem (invalid JSON, a missing or malformed field, an unreadable tool call: nothing is
-    recorded and no conversation is created), bodies over 1 MiB a 413.
+    ids are 1-128 characters of letters, digits and ``._~:-``.
 
-``GET /v1/conversations/{id}``
-    The history: ``{"conversation_id", "messages": <OpenAI chat messages>, "records": <every
-    message as lionexec serializes it>}``. It reads a consistent snapshot without waiting for
-    calls in progress. Unknown ids get a 404.
+    Refused before anything is recorded (and before a conversation is created): a body that is
+    not a JSON object, invalid JSON, JSON nested deeper than ``max_json_depth``, an integer
+    longer than Python will convert (4,300 digits), ``NaN``/``Infinity`` literals or a number
+    that overflows to infinity, the same limits broken inside a call's ``arguments`` string,
+    a missing or malformed field, an unreadable tool call, one call id twice, or more than
+    ``max_calls`` calls: 400, naming the problem. A body over ``max_body`` bytes gets a 413;
+    one that does not arrive within ``body_timeout`` seconds a 408. (An ``arguments`` string
+    that is simply not JSON is a model's mistake, not an attack: the call is recorded
+    ``invalid``, so the model can correct itself.)
+
+    Retrying is safe: a call whose id is already in the conversation is not run again; its
+    recorded response is returned (whatever its outcome was, ``cancelled`` included). The
+    same id with a different function or different arguments gets a 409 naming the id, and
+    nothing runs. A request runs for at most ``request_timeout`` seconds, waiting for the
+    conversation included; then the calls still running are recorded ``cancelled`` and the
+    client gets a 504. At most ``max_concurrent_calls`` tool calls run at once across all
+    conversations (one :class:`trio.CapacityLimiter`); the others wait for a token.
+
+``GET /v1/conversations/{id}?after=<n>&limit=<n>``
+    One page of the history: ``{"conversation_id", "total", "after", "next", "records",
+    "messages"}``. ``records`` are the messages ``after`` (0 by default) up to ``after + limit``
+    (``limit`` is ``page_size`` by default and at most ``max_page_size``), each as lionexec
+    serializes it; ``next`` is the ``after`` of the next page, or ``null`` after the last.
+    ``messages`` is the OpenAI rendering of the calls whose request is on this page, each with
+    its result even if the response was recorded later, so the pages' ``messages`` together
+    show every call exactly once. Unknown (or evicted) ids get a 404.
+
+``GET /v1/conversations/{id}/records?after=<n>``
+    Every message from ``after`` on, streamed as JSON lines (``application/x-ndjson``), in
+    chunks of ``stream_chunk`` messages. Between chunks the handler yields to the event loop,
+    and it holds only the chunk being written, so a huge conversation neither stalls the
+    server nor copies itself into memory. It streams the messages present when it started.
 
 ``GET /v1/events`` (optionally ``?conversation_id=...``)
     A server-sent-events stream of lifecycle events, each ``id: <n>``, ``event: <type>``,
     ``data: <JSON object with conversation_id>``. Types: ``act.start``, ``tool.post`` and
     ``tool.error`` (the branch's hook bus, for calls that ran), ``message.add`` (the history's
     message callbacks: each request and response written), ``act.end`` (the statuses, in input
-    order) and ``act.cancelled`` (the client went away; the calls recorded ``cancelled``).
-    The stream opens with the comment ``: subscribed``; once a client has read it, every later
-    event reaches it.
+    order) and ``act.cancelled`` (the client went away or the request timed out; the calls
+    recorded ``cancelled``). The stream opens with the comment ``: subscribed``; once a client
+    has read it, every later event reaches it.
+
+Every response body, event and JSON line is strict JSON: a ``NaN`` or infinite float that a
+tool returned (or that a tool's argument conversion produced) is written as the string
+``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, and an integer too long to print as
+``"<int with N bits>"``; ``json.loads(..., parse_constant=<raise>)`` reads all of it.
+
+Authentication: with a token configured, every request needs ``Authorization: Bearer
+<token>``; anything else gets a 401 (compared in constant time, ``hmac.compare_digest``).
+Without a token the server is open: bind it to 127.0.0.1 (the default).
+
+Memory: conversations are freed. One idle for ``idle_ttl`` seconds (by trio's clock) is
+evicted, and when ``max_conversations`` exist the least recently used idle one makes room for
+a new one (if every one is busy, a new conversation gets a 503). A conversation with a request
+in progress is never evicted. An evicted conversation is gone: ``GET`` gives 404, and a
+``POST`` starts a new, empty one (so a retry after eviction runs its calls again).
 
 Concurrency: each conversation is one :class:`~lionexec.Branch` with a :class:`trio.Lock`;
 requests to one conversation run one after another, requests to different ones in parallel.
@@ -42,21 +90,27 @@ conversation's lock never reached the conversation, so nothing is recorded for i
 sent back to a client that is gone.
 
 Slow subscribers never hold up tool calls: events are published with ``send_nowait`` into a
-bounded memory channel per subscriber (``subscriber_buffer``, 256 events by default). A
-subscriber whose buffer is full is disconnected, not silently thinned out: it gets the events
-already buffered, then an ``event: overflow`` and the end of the stream. Event ids are
-consecutive across the server, so a client can tell whether it missed anything and re-read
-the history after reconnecting. On shutdown every stream ends. (There is no keep-alive
-comment: a client that vanishes is noticed through ``http.disconnect``.)
+bounded memory channel per subscriber (``subscriber_buffer`` events). A subscriber whose
+buffer is full is disconnected, not silently thinned out: it gets the events already
+buffered, then an ``event: overflow`` and the end of the stream. Event ids are consecutive
+across the server, so a client can tell whether it missed anything and re-read the history
+after reconnecting. On shutdown every stream ends. (There is no keep-alive comment: a client
+that vanishes is noticed through ``http.disconnect``.)
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
+import inspect
 import json
+import math
+import os
 import re
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+import sys
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -70,19 +124,213 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, S
 
 from lionexec import ActionOutcome, ActionRequest, ActionResponse, Branch, HookPoint
 from lionexec.act import read_proposal
-from lionexec.conversation import Message, result_text
+from lionexec.conversation import Message, MessageManager, result_text, to_openai
 from lionexec.serialization import converter
 
-__all__ = ["DEMO_TOOLS", "App", "Conversation", "EventHub", "ServerEvent", "serve"]
+__all__ = [
+    "DEMO_TOOLS",
+    "TOKEN_VARIABLE",
+    "App",
+    "Conversation",
+    "EventHub",
+    "ServerConfig",
+    "ServerEvent",
+    "config_from_args",
+    "dumps",
+    "loads",
+    "serve",
+]
 
 T = TypeVar("T")
 
-MAX_BODY: Final = 1 << 20
 STRATEGIES: Final = ("concurrent", "sequential")
 CONVERSATION_ID: Final = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
+CURSOR: Final = re.compile(r"[0-9]{1,15}")
+#: The environment variable ``main()`` reads the bearer token from (``--token`` wins).
+TOKEN_VARIABLE: Final = "LIONEXEC_SERVER_TOKEN"
 JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+NDJSON_HEADERS: Final = [(b"content-type", b"application/x-ndjson")]
 OVERFLOW: Final = b'event: overflow\ndata: {"reason": "subscriber buffer full"}\n\n'
 SSE_HEADERS: Final = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value <= 0:  # type: ignore[operator]
+        raise ValueError(f"{attribute.name} must be a finite number > 0, got {value!r}")
+
+
+def _positive_int(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{attribute.name} must be an int >= 1, got {value!r}")
+
+
+def _optional_positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _positive(instance, attribute, value)
+
+
+def _token(_instance: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value or not value.isascii()):
+        raise ValueError("token must be None or a non-empty ASCII string")
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """Everything the server can be told, with the defaults a copy starts from.
+
+    Sizes are counts or bytes; durations are seconds on trio's clock.
+
+    Attributes:
+        host: the address to bind (``127.0.0.1``: only this machine can connect).
+        port: the port to bind (8000; 0 picks a free one).
+        token: the bearer token every request must present, or ``None`` (no authentication).
+        max_body: bytes a request body may have (1 MiB); more gets a 413.
+        body_timeout: seconds the whole request body may take to arrive (10); then a 408.
+        request_timeout: seconds a ``POST /v1/act`` may take, waiting for the conversation
+            included (60); then its calls still running are recorded ``cancelled`` and it
+            gets a 504.
+        max_calls: tool calls one request may carry (64); more gets a 400.
+        max_concurrent_calls: tool calls running at once across all conversations (64).
+        max_conversations: conversations kept (10,000); the least recently used idle one
+            is evicted to make room.
+        idle_ttl: seconds an idle conversation is kept (3,600), or ``None`` to keep it until
+            ``max_conversations`` pushes it out.
+        sweep_interval: seconds between sweeps for conversations past ``idle_ttl`` (60; each
+            request also evicts the expired ones it finds).
+        page_size: messages in a history page when the request names no ``limit`` (100).
+        max_page_size: the largest ``limit`` a history page may ask for (1,000).
+        stream_chunk: messages written per chunk of a streamed history (100).
+        max_json_depth: nesting levels a JSON body, or a call's ``arguments`` string, may
+            have (32).
+        subscriber_buffer: events buffered per event-stream subscriber before it is dropped
+            (256).
+        graceful_timeout: seconds requests still running get at shutdown (3).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = attrs.field(default=8000)
+    token: str | None = attrs.field(default=None, validator=_token, repr=False)
+    max_body: int = attrs.field(default=1 << 20, validator=_positive_int)
+    body_timeout: float = attrs.field(default=10.0, validator=_positive)
+    request_timeout: float = attrs.field(default=60.0, validator=_positive)
+    max_calls: int = attrs.field(default=64, validator=_positive_int)
+    max_concurrent_calls: int = attrs.field(default=64, validator=_positive_int)
+    max_conversations: int = attrs.field(default=10_000, validator=_positive_int)
+    idle_ttl: float | None = attrs.field(default=3600.0, validator=_optional_positive)
+    sweep_interval: float = attrs.field(default=60.0, validator=_positive)
+    page_size: int = attrs.field(default=100, validator=_positive_int)
+    max_page_size: int = attrs.field(default=1000, validator=_positive_int)
+    stream_chunk: int = attrs.field(default=100, validator=_positive_int)
+    max_json_depth: int = attrs.field(default=32, validator=_positive_int)
+    subscriber_buffer: int = attrs.field(default=256, validator=_positive_int)
+    graceful_timeout: float = attrs.field(default=3.0, validator=_positive)
+
+    @port.validator
+    def _check_port(self, _attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
+            raise ValueError(f"port must be an int from 0 to 65535, got {value!r}")
+
+
+# -- strict JSON, both ways ----------------------------------------------------------------------
+
+
+class BadJSON(ValueError):
+    """A JSON text was refused. ``hostile``: it broke a limit (as opposed to a plain syntax
+    error), so it is refused even where a syntax error is the model's to correct."""
+
+    def __init__(self, message: str, *, hostile: bool) -> None:
+        super().__init__(message)
+        self.hostile = hostile
+
+
+def _no_constant(name: str) -> Any:
+    raise BadJSON(f"{name} is not a JSON number (NaN and Infinity are refused)", hostile=True)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadJSON(f"the number {text[:40]} is too large for a float", hostile=True)
+    return value
+
+
+def loads(data: str | bytes, *, max_depth: int, what: str = "body") -> Any:
+    """Parse strict JSON: no ``NaN``/``Infinity``, no float overflow, bounded nesting.
+
+    Raises :class:`BadJSON` whose message starts with *what*. Never raises anything else for
+    bad input (deep nesting, 5,000-digit integers and undecodable bytes included).
+    """
+    try:
+        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
+    except BadJSON as exc:
+        raise BadJSON(f"{what}: {exc}", hostile=True) from None
+    except RecursionError:
+        raise BadJSON(
+            f"{what} is nested more than {max_depth} levels deep", hostile=True
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadJSON(f"{what} is not valid JSON: {exc}", hostile=False) from None
+    except ValueError as exc:  # int conversion limits: a number with thousands of digits
+        limit = sys.get_int_max_str_digits()
+        message = f"{what} has an integer longer than {limit} digits"
+        if "digits" not in str(exc):
+            message = f"{what} is not valid JSON: {exc}"
+        raise BadJSON(message, hostile=True) from None
+    if type(value) in (dict, list) and _depth_exceeds(value, max_depth):
+        raise BadJSON(f"{what} is nested more than {max_depth} levels deep", hostile=True)
+    return value
+
+
+def _depth_exceeds(value: dict[str, Any] | list[Any], max_depth: int) -> bool:
+    """Whether *value* nests containers more than *max_depth* levels (iteratively)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        for item in container.values() if type(container) is dict else container:
+            if type(item) is dict or type(item) is list:
+                stack.append((item, depth + 1))
+    return False
+
+
+def dumps(value: object) -> bytes:
+    """Strict JSON bytes for *value* (``allow_nan=False`` holds; never raises).
+
+    A non-finite float becomes ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, an int too long to
+    print ``"<int with N bits>"``, anything else JSON cannot hold ``"<unserializable T>"``.
+    The fast path is one ``json.dumps``; only a value it refuses is rewritten.
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    except (ValueError, TypeError, RecursionError):
+        return json.dumps(_strict(value, 0), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _strict(value: Any, depth: int) -> Any:
+    if depth > 200:
+        return "<max depth exceeded>"
+    if isinstance(value, str | bool) or value is None:
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:
+            return f"<int with {value.bit_length()} bits>"
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _strict(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v, depth + 1) for v in value]
+    return f"<unserializable {type(value).__name__}>"
 
 
 # -- demo tools ----------------------------------------------------------------------------------
@@ -121,8 +369,8 @@ class ServerEvent:
     data: dict[str, Any]
 
     def encode(self) -> bytes:
-        payload = json.dumps({"conversation_id": self.conversation_id, **self.data})
-        return f"id: {self.id}\nevent: {self.type}\ndata: {payload}\n\n".encode()
+        payload = dumps({"conversation_id": self.conversation_id, **self.data})
+        return b"id: %d\nevent: %s\ndata: %s\n\n" % (self.id, self.type.encode(), payload)
 
 
 @attrs.define(eq=False)
@@ -164,6 +412,8 @@ class EventHub:
 
     def publish(self, type: str, conversation_id: str, **data: Any) -> None:
         self._last_id += 1
+        if not self._subscriptions:
+            return
         event = ServerEvent(self._last_id, type, conversation_id, data)
         for subscription in list(self._subscriptions):
             if subscription.conversation_id not in (None, conversation_id):
@@ -189,11 +439,14 @@ class EventHub:
 
 @attrs.define(eq=False)
 class Conversation:
-    """A conversation: its branch, and the lock that runs its requests one at a time."""
+    """A conversation: its branch, the lock that runs its requests one at a time, and what
+    eviction needs (when it was last used, how many requests are using it now)."""
 
     id: str
     branch: Branch
     lock: trio.Lock = attrs.field(factory=trio.Lock)
+    last_used: float = 0.0
+    active: int = 0
 
     def call_id(self, response: ActionResponse) -> str:
         request_id = response.content.action_request_id
@@ -261,26 +514,43 @@ def _watch(conversation: Conversation, hub: EventHub) -> None:
     conversation.branch.messages.on_message_added.append(on_message)
 
 
+def _recorded_requests(messages: MessageManager, call_ids: set[str]) -> dict[str, ActionRequest]:
+    """The requests already in *messages* whose call id is one of *call_ids*."""
+    lookup = getattr(messages, "request_for_call_id", None)
+    if lookup is not None:  # lionexec's index, where this version has it
+        found = {call_id: lookup(call_id) for call_id in call_ids}
+        return {call_id: r for call_id, r in found.items() if isinstance(r, ActionRequest)}
+    return {r.content.call_id: r for r in messages.requests() if r.content.call_id in call_ids}
+
+
 # -- HTTP plumbing -------------------------------------------------------------------------------
 
 
 class HTTPError(Exception):
-    """Reply *status* with ``{"error": message}``."""
+    """Reply *status* with ``{"error": message}`` (and *headers*)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(
+        self, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = list(headers)
 
 
 class ClientGone(Exception):
     """The client disconnected before its request body arrived."""
 
 
-async def send_json(send: ASGISendCallable, status: int, payload: object) -> None:
-    body = json.dumps(payload, ensure_ascii=False).encode()
-    headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+async def send_json(
+    send: ASGISendCallable,
+    status: int,
+    payload: object,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    body = dumps(payload)
+    head = [*JSON_HEADERS, *headers, (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
@@ -288,21 +558,24 @@ async def send_chunk(send: ASGISendCallable, body: bytes, *, more: bool = True) 
     await send({"type": "http.response.body", "body": body, "more_body": more})
 
 
-async def read_body(receive: ASGIReceiveCallable, limit: int = MAX_BODY) -> bytes:
+async def read_body(receive: ASGIReceiveCallable, limit: int, seconds: float) -> bytes:
+    """The request body: 413 past *limit* bytes, 408 if it takes over *seconds*."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        if message["type"] != "http.request":
-            continue
-        chunks.append(message["body"])
-        size += len(message["body"])
-        if size > limit:
-            raise HTTPError(413, f"request body is larger than {limit} bytes")
-        if not message["more_body"]:
-            return b"".join(chunks)
+    with trio.move_on_after(seconds):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            if message["type"] != "http.request":
+                continue
+            chunks.append(message["body"])
+            size += len(message["body"])
+            if size > limit:
+                raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+            if not message["more_body"]:
+                return b"".join(chunks)
+    raise HTTPError(408, f"request body did not arrive within body_timeout ({seconds:g} s)")
 
 
 async def until_disconnect(
@@ -327,37 +600,143 @@ async def until_disconnect(
     return result
 
 
+def _header(scope: HTTPScope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return value
+    return None
+
+
+# Branch.act will take a shared limiter (one token per running call); until the installed
+# lionexec does, the server runs each call as its own one-call act under the limiter.
+_ACT_TAKES_LIMITER: Final = "limiter" in inspect.signature(Branch.act).parameters
+
+
+@attrs.frozen
+class Call:
+    """One checked tool call of a request: its id, function, arguments and what act gets."""
+
+    call_id: str
+    function: str
+    arguments: dict[str, Any] | None
+    envelope: object
+
+
+@attrs.frozen
+class ActBody:
+    conversation_id: str
+    calls: list[Call]
+    strategy: str
+
+
 # -- the application -----------------------------------------------------------------------------
 
 
 class App:
-    """The ASGI application. It keeps the conversations and the event hub.
+    """The ASGI application: the conversations, the event hub, the shared call limiter.
 
     Args:
+        config: the limits (see :class:`ServerConfig`; its defaults otherwise).
         tools: registered on each new conversation's branch (the demo tools by default).
-        subscriber_buffer: events buffered per event-stream subscriber before it is dropped.
+
+    Attributes:
+        conversations: the live conversations by id, least recently used first.
+        limiter: the :class:`trio.CapacityLimiter` every tool call of every conversation runs
+            under (``config.max_concurrent_calls`` tokens). Create the app inside ``trio.run``.
     """
 
     def __init__(
         self,
+        config: ServerConfig | None = None,
         *,
         tools: Iterable[Callable[..., Any]] = DEMO_TOOLS,
-        subscriber_buffer: int = 256,
     ) -> None:
+        self.config = config if config is not None else ServerConfig()
         self.tools = tuple(tools)
-        self.hub = EventHub(subscriber_buffer)
-        self.conversations: dict[str, Conversation] = {}
+        self.hub = EventHub(self.config.subscriber_buffer)
+        self.conversations: OrderedDict[str, Conversation] = OrderedDict()
+        self.limiter = trio.CapacityLimiter(self.config.max_concurrent_calls)
+        token = self.config.token
+        self._authorization = None if token is None else b"Bearer " + token.encode()
+
+    # -- conversations, eviction ------------------------------------------------------------
+
+    def find(self, conversation_id: str) -> Conversation | None:
+        """The live conversation with this id (marked used), or ``None``."""
+        self.evict_idle()
+        conversation = self.conversations.get(conversation_id)
+        if conversation is not None:
+            self._touch(conversation)
+        return conversation
 
     def conversation(self, conversation_id: str) -> Conversation:
-        """The conversation with this id, created (with the tools registered) if new."""
-        conversation = self.conversations.get(conversation_id)
-        if conversation is None:
-            branch = Branch()
-            branch.register_tools(self.tools)
-            conversation = Conversation(conversation_id, branch)
-            _watch(conversation, self.hub)
-            self.conversations[conversation_id] = conversation
+        """The conversation with this id, created (with the tools registered) if new.
+
+        Creating one when ``max_conversations`` exist evicts the least recently used idle
+        one; if none is idle, :class:`HTTPError` 503.
+        """
+        conversation = self.find(conversation_id)
+        if conversation is not None:
+            return conversation
+        if len(self.conversations) >= self.config.max_conversations:
+            idle = next((c for c in self.conversations.values() if not c.active), None)
+            if idle is None:
+                raise HTTPError(
+                    503,
+                    f"max_conversations ({self.config.max_conversations}) are in use and "
+                    "none is idle; try again later",
+                )
+            del self.conversations[idle.id]
+        branch = Branch()
+        branch.register_tools(self.tools)
+        conversation = Conversation(conversation_id, branch)
+        _watch(conversation, self.hub)
+        self.conversations[conversation_id] = conversation
+        self._touch(conversation)
         return conversation
+
+    def evict_idle(self) -> int:
+        """Evict the conversations idle for longer than ``idle_ttl``; return how many.
+
+        Cheap: conversations are kept in order of last use, so the scan stops at the first
+        one still fresh.
+        """
+        ttl = self.config.idle_ttl
+        if ttl is None or not self.conversations:
+            return 0
+        horizon = trio.current_time() - ttl
+        expired = []
+        for conversation in self.conversations.values():
+            if conversation.last_used > horizon:
+                break
+            if not conversation.active:
+                expired.append(conversation.id)
+        for conversation_id in expired:
+            del self.conversations[conversation_id]
+        return len(expired)
+
+    async def sweep(self) -> None:
+        """Evict expired conversations every ``sweep_interval`` seconds, forever."""
+        while True:
+            await trio.sleep(self.config.sweep_interval)
+            self.evict_idle()
+
+    def _touch(self, conversation: Conversation) -> None:
+        conversation.last_used = trio.current_time()
+        self.conversations.move_to_end(conversation.id)
+
+    @contextmanager
+    def _using(self, conversation: Conversation) -> Iterator[None]:
+        """Mark *conversation* busy (never evicted) for the block; used again at the end."""
+        conversation.active += 1
+        try:
+            yield
+        finally:
+            conversation.active -= 1
+            if self.conversations.get(conversation.id) is conversation:
+                self._touch(conversation)
+
+    # -- ASGI ---------------------------------------------------------------------------------
 
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
@@ -366,59 +745,126 @@ class App:
             await _lifespan(receive, send)
         elif scope["type"] == "http":
             try:
+                self._authorize(scope)
                 await self._route(scope, receive, send)
             except HTTPError as exc:
-                await send_json(send, exc.status, {"error": exc.message})
+                await send_json(send, exc.status, {"error": exc.message}, exc.headers)
             except ClientGone:
                 pass
+
+    def _authorize(self, scope: HTTPScope) -> None:
+        if self._authorization is None:
+            return
+        presented = _header(scope, b"authorization") or b""
+        # Constant time: how much of a guess matches must not show in the response time.
+        if not hmac.compare_digest(presented, self._authorization):
+            raise HTTPError(
+                401,
+                "missing or wrong bearer token (send Authorization: Bearer <token>)",
+                [(b"www-authenticate", b"Bearer")],
+            )
 
     async def _route(
         self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
         path, method = scope["path"], scope["method"]
+        query = parse_qs(scope["query_string"].decode("latin-1"))
         if path == "/v1/act":
             _allow(method, "POST")
-            await self.act(await read_body(receive), receive, send)
+            await self.act(await self._body(scope, receive), receive, send)
         elif path.startswith("/v1/conversations/"):
             _allow(method, "GET")
-            await self.history(path.removeprefix("/v1/conversations/"), send)
+            conversation_id = path.removeprefix("/v1/conversations/")
+            if conversation_id.endswith("/records"):
+                conversation_id = conversation_id.removesuffix("/records")
+                await self.stream_history(conversation_id, query, receive, send)
+            else:
+                await self.history(conversation_id, query, send)
         elif path == "/v1/events":
             _allow(method, "GET")
-            query = parse_qs(scope["query_string"].decode("latin-1"))
             await self.events(query.get("conversation_id", [None])[-1], receive, send)
         else:
             raise HTTPError(404, f"no such endpoint: {method} {path}")
 
+    async def _body(self, scope: HTTPScope, receive: ASGIReceiveCallable) -> bytes:
+        limit = self.config.max_body
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared[:20]) > limit:
+            raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+        return await read_body(receive, limit, self.config.body_timeout)
+
+    # -- POST /v1/act -------------------------------------------------------------------------
+
     async def act(self, body: bytes, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-        conversation_id, tool_calls, strategy = _act_body(body)
-        conversation = self.conversation(conversation_id)
-
-        async def run() -> list[ActionResponse]:
-            async with conversation.lock:
-                return await self._act(conversation, tool_calls, strategy)
-
-        responses = await until_disconnect(receive, run)
-        if responses is not None:
-            messages = [conversation.tool_message(response) for response in responses]
-            await send_json(send, 200, {"conversation_id": conversation_id, "messages": messages})
+        request = _act_body(body, self.config)
+        conversation = self.conversation(request.conversation_id)
+        with self._using(conversation):
+            outcome = await until_disconnect(receive, partial(self._act, conversation, request))
+        if outcome is None:
+            return  # the client is gone
+        if isinstance(outcome, HTTPError):
+            raise outcome
+        messages = [conversation.tool_message(response) for response in outcome]
+        payload = {"conversation_id": request.conversation_id, "messages": messages}
+        await send_json(send, 200, payload)
 
     async def _act(
-        self, conversation: Conversation, tool_calls: list[Any], strategy: Any
-    ) -> list[ActionResponse]:
+        self, conversation: Conversation, request: ActBody
+    ) -> list[ActionResponse] | HTTPError:
+        """Run *request* within ``request_timeout``; an HTTPError is returned, not raised
+        (it would leave the disconnect watcher's nursery wrapped in an exception group)."""
+        timeout = self.config.request_timeout
+        with trio.move_on_after(timeout):
+            async with conversation.lock:
+                return await self._run(conversation, request)
+        return HTTPError(
+            504,
+            f"the request took longer than request_timeout ({timeout:g} s); calls still "
+            "running were recorded cancelled",
+        )
+
+    async def _run(
+        self, conversation: Conversation, request: ActBody
+    ) -> list[ActionResponse] | HTTPError:
         cid, branch = conversation.id, conversation.branch
+        calls = request.calls
+        recorded = _recorded_requests(branch.messages, {call.call_id for call in calls})
+        slots: list[ActionResponse | None] = [None] * len(calls)
+        fresh: list[int] = []
+        for index, call in enumerate(calls):  # every check before anything runs
+            previous = recorded.get(call.call_id)
+            if previous is None:
+                fresh.append(index)
+                continue
+            content = previous.content
+            if content.function != call.function or content.arguments != (call.arguments or {}):
+                return HTTPError(
+                    409,
+                    f"tool call id {call.call_id!r} is already recorded in this conversation "
+                    "with a different function or arguments; use a new id for a new call",
+                )
+            response = branch.messages.response_for(previous)
+            if response is None:
+                return HTTPError(409, f"tool call id {call.call_id!r} has no recorded response")
+            slots[index] = response
+        self.hub.publish(
+            "act.start", cid, calls=len(calls), strategy=request.strategy,
+            replayed=len(calls) - len(fresh),
+        )  # fmt: skip
         first_new = len(branch.messages)
-        self.hub.publish("act.start", cid, calls=len(tool_calls), strategy=strategy)
         try:
-            responses = await branch.act(tool_calls, strategy=strategy)
-        except trio.Cancelled:
-            cancelled = [
-                conversation.call_id(message)
-                for message in branch.messages.messages[first_new:]
-                if isinstance(message, ActionResponse)
-                and message.content.outcome is ActionOutcome.CANCELLED
-            ]
-            self.hub.publish("act.cancelled", cid, call_ids=cancelled)
+            await self._run_fresh(branch, calls, fresh, slots, request.strategy)
+        except BaseException as exc:
+            if _is_cancellation(exc):
+                cancelled = [
+                    conversation.call_id(message)
+                    for message in branch.messages.messages[first_new:]
+                    if isinstance(message, ActionResponse)
+                    and message.content.outcome is ActionOutcome.CANCELLED
+                ]
+                self.hub.publish("act.cancelled", cid, call_ids=cancelled)
             raise
+        responses = [r for r in slots if r is not None]
         statuses = [
             {"call_id": conversation.call_id(r), "status": r.content.status.value}
             for r in responses
@@ -426,17 +872,102 @@ class App:
         self.hub.publish("act.end", cid, results=statuses)
         return responses
 
-    async def history(self, conversation_id: str, send: ASGISendCallable) -> None:
-        conversation = self.conversations.get(conversation_id)
+    async def _run_fresh(
+        self,
+        branch: Branch,
+        calls: list[Call],
+        fresh: list[int],
+        slots: list[ActionResponse | None],
+        strategy: Any,
+    ) -> None:
+        """Run the calls at the *fresh* indexes, each holding a token of :attr:`limiter`."""
+        if not fresh:
+            return
+        if _ACT_TAKES_LIMITER:
+            envelopes = [calls[index].envelope for index in fresh]
+            options: dict[str, Any] = {"strategy": strategy, "limiter": self.limiter}
+            for index, response in zip(fresh, await branch.act(envelopes, **options), strict=True):
+                slots[index] = response
+            return
+
+        async def one(index: int) -> None:
+            async with self.limiter:
+                (slots[index],) = await branch.act([calls[index].envelope])
+
+        if len(fresh) == 1 or strategy == "sequential":
+            for index in fresh:
+                await one(index)
+        else:
+            async with trio.open_nursery() as nursery:
+                for index in fresh:
+                    nursery.start_soon(one, index)
+
+    # -- GET /v1/conversations/{id} ------------------------------------------------------------
+
+    def _existing(self, conversation_id: str) -> Conversation:
+        conversation = self.find(conversation_id)
         if conversation is None:
             raise HTTPError(404, f"no conversation {conversation_id!r}")
+        return conversation
+
+    async def history(
+        self, conversation_id: str, query: dict[str, list[str]], send: ASGISendCallable
+    ) -> None:
+        """One page of the history (bounded by ``max_page_size``; see the module docs)."""
+        conversation = self._existing(conversation_id)
+        after = _cursor(query, "after", 0)
+        limit = _cursor(query, "limit", self.config.page_size)
+        if not 1 <= limit <= self.config.max_page_size:
+            raise HTTPError(
+                400, f"limit must be from 1 to max_page_size ({self.config.max_page_size})"
+            )
         messages = conversation.branch.messages
+        snapshot = messages.messages
+        page = snapshot[after : after + limit]
+        on_page = {message.id for message in page}
+        answers: list[Message] = []
+        for message in page:  # results recorded past this page belong with their calls here
+            if isinstance(message, ActionRequest):
+                response = messages.response_for(message)
+                if response is not None and response.id not in on_page:
+                    answers.append(response)
+        end = after + len(page)
         payload = {
             "conversation_id": conversation_id,
-            "messages": messages.to_openai(),
-            "records": converter.unstructure(messages),
+            "total": len(snapshot),
+            "after": after,
+            "next": end if end < len(snapshot) else None,
+            "records": [converter.unstructure(message) for message in page],
+            "messages": to_openai([*page, *answers]),
         }
         await send_json(send, 200, payload)
+
+    async def stream_history(
+        self,
+        conversation_id: str,
+        query: dict[str, list[str]],
+        receive: ASGIReceiveCallable,
+        send: ASGISendCallable,
+    ) -> None:
+        """Every message from ``after`` on as JSON lines, ``stream_chunk`` at a time."""
+        conversation = self._existing(conversation_id)
+        after = _cursor(query, "after", 0)
+        snapshot = conversation.branch.messages.messages[after:]
+        chunk = self.config.stream_chunk
+
+        async def pump() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": NDJSON_HEADERS})
+            for start in range(0, len(snapshot), chunk):
+                lines = [dumps(converter.unstructure(m)) for m in snapshot[start : start + chunk]]
+                lines.append(b"")
+                await send_chunk(send, b"\n".join(lines))
+                await trio.lowlevel.checkpoint()  # even if send did not yield
+            await send_chunk(send, b"", more=False)
+
+        with self._using(conversation):
+            await until_disconnect(receive, pump)
+
+    # -- GET /v1/events -----------------------------------------------------------------------
 
     async def events(
         self, conversation_id: str | None, receive: ASGIReceiveCallable, send: ASGISendCallable
@@ -453,19 +984,34 @@ class App:
             await until_disconnect(receive, pump)
 
 
+def _is_cancellation(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
+
+
 def _allow(method: str, allowed: str) -> None:
     if method != allowed:
         raise HTTPError(405, f"method {method} not allowed here; use {allowed}")
 
 
-def _act_body(body: bytes) -> tuple[str, list[Any], str]:
+def _cursor(query: dict[str, list[str]], name: str, default: int) -> int:
+    values = query.get(name)
+    if not values:
+        return default
+    if not CURSOR.fullmatch(values[-1]):
+        raise HTTPError(400, f"{name} must be a non-negative integer, got {values[-1][:40]!r}")
+    return int(values[-1])
+
+
+def _act_body(body: bytes, config: ServerConfig) -> ActBody:
     """Check a ``POST /v1/act`` body; raise a 400 naming the first problem."""
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HTTPError(400, f"body is not valid JSON: {exc}") from None
+        data = loads(body, max_depth=config.max_json_depth)
+    except BadJSON as exc:
+        raise HTTPError(400, str(exc)) from None
     if not isinstance(data, dict):
-        raise HTTPError(400, f"body must be a JSON object, got {type(data).__name__}")
+        raise HTTPError(400, f"body must be a JSON object, got {_json_type(data)}")
     if "conversation_id" not in data:
         raise HTTPError(400, "missing conversation_id")
     conversation_id = data["conversation_id"]
@@ -473,24 +1019,83 @@ def _act_body(body: bytes) -> tuple[str, list[Any], str]:
         raise HTTPError(
             400,
             "conversation_id must be a string of 1-128 letters, digits or ._~:- characters, "
-            f"got {conversation_id!r}",
+            f"got {_preview(conversation_id)}",
         )
     if "tool_calls" not in data:
         raise HTTPError(400, "missing tool_calls")
     tool_calls = data["tool_calls"]
     if not isinstance(tool_calls, list):
-        raise HTTPError(400, f"tool_calls must be a list, got {type(tool_calls).__name__}")
+        raise HTTPError(400, f"tool_calls must be a list, got {_json_type(tool_calls)}")
+    if len(tool_calls) > config.max_calls:
+        raise HTTPError(
+            400,
+            f"at most max_calls ({config.max_calls}) tool calls per request, "
+            f"got {len(tool_calls)}",
+        )
     strategy = data.get("strategy", "concurrent")
     if strategy not in STRATEGIES:
-        raise HTTPError(400, f"strategy must be 'concurrent' or 'sequential', got {strategy!r}")
-    # Branch.act reads every call before running any and raises ValueError for one it cannot
-    # read; reading them here first gives the same message without creating the conversation.
+        raise HTTPError(
+            400, f"strategy must be 'concurrent' or 'sequential', got {_preview(strategy)}"
+        )
+    calls: list[Call] = []
+    seen: set[str] = set()
     for index, tool_call in enumerate(tool_calls):
+        envelope = _parsed_arguments(tool_call, index, config)
+        # Branch.act reads every call before running any and raises ValueError for one it
+        # cannot read; reading them here first gives the same message without creating the
+        # conversation.
         try:
-            read_proposal(tool_call)
+            proposal = read_proposal(envelope)
         except ValueError as exc:
             raise HTTPError(400, f"tool_calls[{index}]: {exc}") from None
-    return conversation_id, tool_calls, strategy
+        if proposal.call_id in seen:
+            raise HTTPError(
+                400, f"tool_calls[{index}]: call id {proposal.call_id!r} appears twice"
+            )
+        seen.add(proposal.call_id)
+        calls.append(Call(proposal.call_id, proposal.function, proposal.arguments, envelope))
+    return ActBody(conversation_id, calls, strategy)
+
+
+def _parsed_arguments(tool_call: object, index: int, config: ServerConfig) -> object:
+    """*tool_call* with its ``arguments`` string parsed under the body's limits.
+
+    A string that breaks a limit is a 400; one that is simply not JSON is left for
+    ``Branch.act`` to record as an ``invalid`` call. Act gets the parsed object, so it never
+    parses model text with looser rules than these.
+    """
+    if not isinstance(tool_call, dict):
+        return tool_call
+    spec = tool_call.get("function")
+    if tool_call.get("type") == "function" and isinstance(spec, dict):
+        holder, key = spec, "arguments"
+    elif isinstance(tool_call.get("arguments"), str):
+        holder, key = tool_call, "arguments"
+    else:
+        return tool_call
+    raw = holder.get(key)
+    if not isinstance(raw, str) or not raw.strip():
+        return tool_call
+    where = f"tool_calls[{index}] arguments"
+    try:
+        parsed = loads(raw, max_depth=config.max_json_depth, what=where)
+    except BadJSON as exc:
+        if exc.hostile:
+            raise HTTPError(400, str(exc)) from None
+        return tool_call
+    if holder is spec:
+        return {**tool_call, "function": {**spec, key: parsed}}
+    return {**tool_call, key: parsed}
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def _preview(value: object) -> str:
+    text = repr(value) if isinstance(value, str) else dumps(value).decode()
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
@@ -509,21 +1114,20 @@ async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> Non
 async def serve(
     app: App,
     *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
     shutdown_trigger: Callable[[], Awaitable[object]] | None = None,
-    graceful_timeout: float = 3.0,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve *app* until *shutdown_trigger* returns (forever if ``None``).
+    """Serve *app* on ``app.config.host``/``port`` until *shutdown_trigger* returns.
 
-    With ``nursery.start(serve, ...)``, the start value is hypercorn's list of bound URLs
-    (``["http://127.0.0.1:54321"]``), so ``port=0`` is usable. On shutdown the event streams
-    end, and requests still running get *graceful_timeout* seconds before being cancelled.
+    Meant for ``await nursery.start(serve, app)``: the start value is hypercorn's list of
+    bound URLs (``["http://127.0.0.1:54321"]``), so ``port=0`` is usable. Blocks until the
+    trigger returns (forever if ``None``) or the surrounding scope is cancelled. Alongside the
+    server it sweeps expired conversations (``sweep_interval``). On shutdown the event streams
+    end, and requests still running get ``graceful_timeout`` seconds before being cancelled.
     """
     config = Config()
-    config.bind = [f"{host}:{port}"]
-    config.graceful_timeout = graceful_timeout
+    config.bind = [f"{app.config.host}:{app.config.port}"]
+    config.graceful_timeout = app.config.graceful_timeout
 
     async def trigger() -> None:
         if shutdown_trigger is None:
@@ -532,10 +1136,31 @@ async def serve(
             await shutdown_trigger()
         app.hub.close()
 
-    await hypercorn_serve(app, config, shutdown_trigger=trigger, task_status=task_status)
+    async with trio.open_nursery() as nursery:
+        if app.config.idle_ttl is not None:
+            nursery.start_soon(app.sweep)
+        await hypercorn_serve(app, config, shutdown_trigger=trigger, task_status=task_status)
+        nursery.cancel_scope.cancel()
 
 
-async def _main(host: str, port: int) -> None:
+def config_from_args(
+    argv: list[str] | None = None, environ: Mapping[str, str] | None = None
+) -> ServerConfig:
+    """The :class:`ServerConfig` for these command-line arguments (and environment)."""
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument(
+        "--token",
+        default=environ.get(TOKEN_VARIABLE) or None,
+        help=f"require Authorization: Bearer <token> (default: ${TOKEN_VARIABLE})",
+    )
+    args = parser.parse_args(argv)
+    return ServerConfig(host=args.host, port=args.port, token=args.token)
+
+
+async def _main(config: ServerConfig) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
         async def on_signal() -> None:
@@ -543,19 +1168,13 @@ async def _main(host: str, port: int) -> None:
                 return
 
         async with trio.open_nursery() as nursery:
-            app = App()
-            binds = await nursery.start(
-                partial(serve, app, host=host, port=port, shutdown_trigger=on_signal)
-            )
+            app = App(config)
+            binds = await nursery.start(partial(serve, app, shutdown_trigger=on_signal))
             print(f"lionexec demo server on {', '.join(binds)} (Ctrl+C to stop)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
-    args = parser.parse_args(argv)
-    trio.run(_main, args.host, args.port)
+    trio.run(_main, config_from_args(argv))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ BUDGET = 10.0  # seconds per test
 
 
 def _load(path: Path) -> ModuleType:
+    """The example as a module (one copy, shared by the test files of this directory)."""
+    if "lionexec_example_server" in sys.modules:
+        return sys.modules["lionexec_example_server"]
     spec = importlib.util.spec_from_file_location("lionexec_example_server", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -98,10 +101,12 @@ def gates() -> Gates:
 
 @pytest.fixture
 async def running(gates: Gates) -> AsyncIterator[Running]:
-    app = server.App(tools=[*server.DEMO_TOOLS, gates.tool(), explode])
+    app = server.App(
+        server.ServerConfig(port=0), tools=[*server.DEMO_TOOLS, gates.tool(), explode]
+    )
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        serve = partial(server.serve, app, port=0, shutdown_trigger=stop.wait)
+        serve = partial(server.serve, app, shutdown_trigger=stop.wait)
         binds = await nursery.start(serve)
         url = binds[0]
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
@@ -202,11 +207,12 @@ async def test_history_endpoint_returns_openai_messages_and_records(running: Run
     data = reply.json()
     branch = running.app.conversations["h"].branch
     assert data["conversation_id"] == "h"
-    assert data["messages"] == branch.messages.to_openai()
+    assert (data["total"], data["after"], data["next"]) == (4, 0, None)  # one page holds it all
     tool_messages = [m for m in data["messages"] if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [("a", "2"), ("b", "1")]
     # The raw records are the full history: they load back into an equal MessageManager.
-    assert converter.structure(data["records"], MessageManager) == branch.messages
+    loaded = converter.structure({"messages": data["records"]}, MessageManager)
+    assert loaded == branch.messages
 
 
 async def test_unknown_conversation_404_and_unknown_routes(running: Running) -> None:
@@ -230,7 +236,7 @@ GOOD_CALL = call("word_count", {"text": "a"}, "ok")
     [
         (b"{not json", "body is not valid JSON"),
         (b"\xff\xfe", "body is not valid JSON"),
-        (b"[1, 2]", "body must be a JSON object, got list"),
+        (b"[1, 2]", "body must be a JSON object, got array"),
         (json.dumps({"tool_calls": [GOOD_CALL]}).encode(), "missing conversation_id"),
         (
             json.dumps({"conversation_id": 7, "tool_calls": []}).encode(),
@@ -243,7 +249,7 @@ GOOD_CALL = call("word_count", {"text": "a"}, "ok")
         (json.dumps({"conversation_id": "c"}).encode(), "missing tool_calls"),
         (
             json.dumps({"conversation_id": "c", "tool_calls": GOOD_CALL}).encode(),
-            "tool_calls must be a list, got dict",
+            "tool_calls must be a list, got object",
         ),
         (
             json.dumps({"conversation_id": "c", "tool_calls": [GOOD_CALL, 3]}).encode(),
@@ -279,8 +285,11 @@ async def test_bad_bodies_get_400_naming_the_problem(
 
 async def test_oversized_body_gets_413(running: Running) -> None:
     with trio.fail_after(BUDGET):
-        reply = await running.client.post("/v1/act", content=b" " * (server.MAX_BODY + 1))
+        reply = await running.client.post(
+            "/v1/act", content=b" " * (running.app.config.max_body + 1)
+        )
     assert reply.status_code == 413
+    assert reply.json() == {"error": "request body is larger than max_body (1048576 bytes)"}
 
 
 # -- concurrency ----------------------------------------------------------------------------------
@@ -465,7 +474,12 @@ async def test_event_stream_delivers_lifecycle_events(running: Running) -> None:
     assert ids == list(range(ids[0], ids[0] + len(ids)))  # nothing missed
     kinds = [f["event"] for f in received]
     assert kinds[0] == "act.start" and kinds[-1] == "act.end"
-    assert received[0]["data"] == {"conversation_id": "s", "calls": 3, "strategy": "concurrent"}
+    assert received[0]["data"] == {
+        "conversation_id": "s",
+        "calls": 3,
+        "strategy": "concurrent",
+        "replayed": 0,
+    }
     by_kind = defaultdict(list)
     for frame in received:
         by_kind[frame["event"]].append(frame["data"])
@@ -502,7 +516,7 @@ async def test_slow_subscriber_is_dropped_without_blocking_calls(running: Runnin
 
 async def test_event_stream_of_a_dropped_subscriber_ends_with_overflow() -> None:
     """At the ASGI level: the SSE handler sends what was buffered, then ``event: overflow``."""
-    app = server.App(subscriber_buffer=2)
+    app = server.App(server.ServerConfig(subscriber_buffer=2))
     chunks: list[bytes] = []
     more: list[bool] = []
     subscribed = trio.Event()
@@ -541,13 +555,11 @@ async def test_event_stream_of_a_dropped_subscriber_ends_with_overflow() -> None
 
 
 async def test_shutdown_ends_event_streams(gates: Gates) -> None:
-    app = server.App()
+    app = server.App(server.ServerConfig(port=0))
     stop = trio.Event()
     with trio.fail_after(BUDGET):
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                partial(server.serve, app, port=0, shutdown_trigger=stop.wait)
-            )
+            binds = await nursery.start(partial(server.serve, app, shutdown_trigger=stop.wait))
             async with (
                 httpx.AsyncClient(base_url=binds[0]) as client,
                 client.stream("GET", "/v1/events") as stream,
