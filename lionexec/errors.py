@@ -14,6 +14,7 @@ __all__ = [
     "CallRejected",
     "ConfigurationError",
     "DuplicateToolError",
+    "EventStateError",
     "EventTypeError",
     "HistoryError",
     "LionexecError",
@@ -135,6 +136,24 @@ class EventTypeError(LionexecError, TypeError):
         self.expected = expected
         self.received = received
         self.strict = strict
+
+
+class EventStateError(LionexecError, ValueError):
+    """An event was handed to a processor that cannot take it in its current state.
+
+    A processor runs an event at most once: it refuses an event that is already in it (queued,
+    or taken or started by a cycle) and one that is no longer ``pending`` (started or finished
+    elsewhere). Nothing was enqueued when this is raised.
+
+    Attributes:
+        event_id: the id of the refused event.
+        status: its status when it was refused.
+    """
+
+    def __init__(self, message: str, *, event_id: object, status: object) -> None:
+        super().__init__(message)
+        self.event_id = event_id
+        self.status = status
 
 
 class ProcessorBusyError(LionexecError, trio.BusyResourceError):

@@ -2,7 +2,7 @@
 
 from .event import NOT_SERIALIZED, Event
 from .execution import MAX_GROUPED_ERRORS, Execution, Unset, UnsetType
-from .executor import Executor, ExecutorState
+from .executor import Executor, ExecutorState, ExecutorStatistics
 from .processor import Processor, ProcessorStatistics
 from .status import TERMINAL_STATUSES, EventStatus
 
@@ -15,6 +15,7 @@ __all__ = [
     "Execution",
     "Executor",
     "ExecutorState",
+    "ExecutorStatistics",
     "Processor",
     "ProcessorStatistics",
     "Unset",

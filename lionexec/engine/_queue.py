@@ -83,6 +83,24 @@ class BoundedQueue(Generic[T]):
             raise trio.WouldBlock
         self._added(item)
 
+    def put_many_nowait(self, items: list[T], start: int = 0) -> int:
+        """Append ``items[start:]`` while there is room; return the index of the first left out.
+
+        Never blocks; returns ``len(items)`` when all were added.
+        """
+        maxsize = self._maxsize
+        stop = len(items)
+        if maxsize == 0:
+            end = stop
+        else:
+            end = min(stop, start + max(0, maxsize - len(self._items) - self._held))
+        if end > start:
+            self._items.extend(items[start:end])
+            self.puts += end - start
+            if self._put_lot:
+                self._put_lot.unpark_all()
+        return end
+
     async def put(self, item: T) -> None:
         """Append *item*, blocking while the queue is full.
 
@@ -93,6 +111,13 @@ class BoundedQueue(Generic[T]):
             self._added(item)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
+        await self.wait_to_put(item)
+
+    async def wait_to_put(self, item: T) -> None:
+        """Wait in line until a freed slot is handed to *item*; the queue must be full.
+
+        Returns once *item* was added. If cancelled, *item* was not added.
+        """
         task = trio.lowlevel.current_task()
         self._putters[task] = item
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 import functools
 import time
 import uuid
@@ -15,7 +16,7 @@ import trio
 
 from lionexec._ids import uuid4
 
-from .execution import Execution
+from .execution import Execution, drop_tracebacks
 from .status import TERMINAL_STATUSES, EventStatus
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class Event:
     * The duration is recorded, on trio's clock, on every path that started.
     * Reaching a terminal status through :attr:`status` sets the one-shot completion signal
       that :meth:`wait_completed` waits on.
+    * A captured failure is recorded without tracebacks (see :attr:`retain_tracebacks`), so a
+      failed event keeps no frames, locals or coroutines alive.
 
     Events compare and hash by identity. An event's serialized record (:meth:`to_dict`) is for
     logs and inspection only; :meth:`from_dict` always raises.
@@ -71,6 +74,18 @@ class Event:
     )
     #: Fields :meth:`as_fresh_event` shares with the new event instead of copying.
     _fresh_shared: ClassVar[frozenset[str]] = frozenset()
+
+    retain_tracebacks: ClassVar[bool] = False
+    """Whether a failure captured by :meth:`invoke` or :meth:`stream` keeps its traceback.
+
+    ``False`` (the default): the exception is recorded in ``execution.error`` with the
+    tracebacks of it and of every exception chained to it cleared (see
+    :func:`~lionexec.engine.execution.drop_tracebacks`); type, message, ``args``, attributes
+    and the ``__cause__``/``__context__`` chain stay. A traceback holds every frame between the
+    failure and :meth:`invoke`, with their locals and coroutines, for as long as the event is
+    kept. Set it to ``True`` on a subclass while debugging. Cancellation and other re-raised
+    exceptions always keep theirs: they are still propagating.
+    """
 
     # -- status -----------------------------------------------------------------------------
 
@@ -155,33 +170,55 @@ class Event:
         """Run :meth:`_invoke` once and record the outcome.
 
         A no-op unless the status is ``pending``. Ordinary exceptions end the event ``failed``
-        and are not raised. Cancellation and other base exceptions end it ``cancelled`` and
-        propagate. Status, error and duration are recorded synchronously, before anything is
-        re-raised and before a waiter can run.
+        and are not raised (they are recorded without tracebacks, see
+        :attr:`retain_tracebacks`). Cancellation and other base exceptions end it
+        ``cancelled`` and propagate. Status, error and duration are recorded synchronously,
+        before anything is re-raised and before a waiter can run.
+
+        Always a checkpoint. If the caller's scope is already cancelled, :meth:`_invoke` is not
+        called: a pending event ends ``cancelled`` (with that ``trio.Cancelled`` as its error)
+        and the cancellation propagates. Otherwise the work starts without waiting, and once
+        its outcome is recorded :meth:`invoke` yields to the scheduler (a schedule point that
+        cannot be cancelled), so even an ``_invoke`` that never awaits lets other tasks run.
         """
         execution = self.execution
         if execution.status is not _PENDING:
+            await trio.lowlevel.checkpoint()
             return
         execution.status = _PROCESSING
         start = trio.current_time()
+        outer = sys.exception()  # our caller's, if any: not ours to strip (see _finish)
         try:
+            await trio.lowlevel.checkpoint_if_cancelled()
             response = await self._invoke()
         except Exception as exc:
-            self._finish(start, _FAILED, exc)
+            self._finish(start, _FAILED, exc, outer)
         except BaseException as exc:
             self._finish(start, _CANCELLED, exc)
             raise
         else:
             execution.response = response
             self._finish(start, _COMPLETED)
+        await trio.lowlevel.cancel_shielded_checkpoint()
 
     def _finish(
-        self, start: float, status: EventStatus, error: BaseException | None = None
+        self,
+        start: float,
+        status: EventStatus,
+        error: BaseException | None = None,
+        outer: BaseException | None = None,
     ) -> None:
-        """Record duration, error and terminal status, in that order; synchronous."""
+        """Record duration, error and terminal status, in that order; synchronous.
+
+        A captured failure (*status* ``failed``) loses its tracebacks unless
+        :attr:`retain_tracebacks`; *outer*, the exception our caller was handling when the work
+        began, and what is chained behind it, are left as they are.
+        """
         execution = self.execution
         execution.duration = trio.current_time() - start
         if error is not None:
+            if status is _FAILED and not self.retain_tracebacks:
+                drop_tracebacks(error, stop=outer)
             execution.add_error(error)
         self.status = status
 
@@ -192,29 +229,38 @@ class Event:
     async def stream(self) -> AsyncIterator[Any]:
         """Yield the chunks of :meth:`_stream` unchanged, recording the outcome.
 
-        Returns without yielding if the status is terminal (unlike :meth:`invoke`, a
+        Returns without yielding a chunk if the status is terminal (unlike :meth:`invoke`, a
         ``processing`` event may be streamed again). Exhaustion ends the event ``completed``;
-        an ordinary exception, even after chunks, ends it ``failed`` and stops iteration
-        without raising; cancellation, or the consumer closing the stream early, ends it
-        ``cancelled`` and propagates. The inner generator is always closed. Chunks are not
-        accumulated into the response.
+        an ordinary exception, even after chunks, ends it ``failed`` (recorded as by
+        :meth:`invoke`) and stops iteration without raising; cancellation, or the consumer
+        closing the stream early, ends it ``cancelled`` and propagates. The inner generator is
+        always closed. Chunks are not accumulated into the response.
+
+        Checkpoints: the first step is always one (on a terminal event, a plain checkpoint; if
+        the scope is already cancelled, the inner generator is not started and the event ends
+        ``cancelled``), and so is the last, which records the outcome, then yields once to the
+        scheduler. The steps in between checkpoint as the inner generator does.
         """
         execution = self.execution
         if execution.status in TERMINAL_STATUSES:
+            await trio.lowlevel.checkpoint()
             return
         execution.status = _PROCESSING
         start = trio.current_time()
+        outer = sys.exception()
         try:
+            await trio.lowlevel.checkpoint_if_cancelled()
             async with aclosing(self._stream()) as chunks:
                 async for chunk in chunks:
                     yield chunk
         except Exception as exc:
-            self._finish(start, _FAILED, exc)
+            self._finish(start, _FAILED, exc, outer)
         except BaseException as exc:
             self._finish(start, _CANCELLED, exc)
             raise
         else:
             self._finish(start, _COMPLETED)
+        await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _stream(self) -> AsyncGenerator[Any, None]:
         """Streaming work. Subclasses override this; the base raises NotImplementedError."""

@@ -9,7 +9,7 @@ import attrs
 
 from .status import EventStatus
 
-__all__ = ["MAX_GROUPED_ERRORS", "Execution", "Unset", "UnsetType"]
+__all__ = ["MAX_GROUPED_ERRORS", "Execution", "Unset", "UnsetType", "drop_tracebacks"]
 
 #: ``Execution.add_error`` keeps at most this many exceptions in its group; later ones are
 #: dropped. Inherited from the reference implementation (ADR-0003 D3) to bound diagnostics.
@@ -75,3 +75,32 @@ def _accumulated(members: list[BaseException]) -> BaseExceptionGroup[BaseExcepti
     group = BaseExceptionGroup("multiple errors recorded on one event", members)
     group._lionexec_acc = True  # type: ignore[attr-defined]  # ours, so later errors append
     return group
+
+
+def drop_tracebacks(exc: BaseException, *, stop: BaseException | None = None) -> None:
+    """Clear the traceback of *exc* and of every exception chained to it, in place.
+
+    Follows ``__cause__``, ``__context__`` and the members of exception groups, each exception
+    once. *stop* (typically the exception that was already being handled when the failing work
+    began, ``sys.exception()``) and everything chained behind it are left untouched: they may
+    still be in use higher up the stack.
+
+    What remains is inspectable as before (type, ``str()``, ``args``, attributes, notes,
+    ``isinstance`` and the chain), but no frame, and nothing a frame refers to (locals,
+    coroutines, the event itself), is kept alive by it. Raising it again starts a new
+    traceback at the ``raise``.
+    """
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if current is stop or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        if current.__cause__ is not None:
+            todo.append(current.__cause__)
+        if current.__context__ is not None:
+            todo.append(current.__context__)
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)

@@ -5,19 +5,64 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, KeysView, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, ClassVar, Self, TypedDict
+from typing import Any, ClassVar, Final, Self, TypedDict
 
+import attrs
 import trio
 
 from lionexec.errors import EventTypeError
 
 from .event import Event
-from .processor import Processor
+from .processor import Processor, ProcessorStatistics
 from .status import EventStatus
 
-__all__ = ["Executor", "ExecutorState"]
+__all__ = ["Executor", "ExecutorState", "ExecutorStatistics"]
 
-_COMPLETED = EventStatus.COMPLETED
+_COMPLETED: Final = EventStatus.COMPLETED
+_PENDING: Final = EventStatus.PENDING
+
+
+@attrs.frozen
+class ExecutorStatistics:
+    """A snapshot of an :class:`Executor`, as returned by :meth:`Executor.statistics`.
+
+    The status fields count the events the executor owns *now*, by their current status
+    (a live histogram, like :meth:`Executor.status_counts`); the processor's own outcome
+    fields count what it ran, cumulatively.
+    """
+
+    owned: int
+    """Events the executor owns, whatever their status."""
+
+    unforwarded: int
+    """Owned events appended and not yet moved to the processor (``len(executor.pending)``)."""
+
+    pending: int
+    """Owned events whose status is ``pending`` (forwarded or not)."""
+
+    processing: int
+    """Owned events whose status is ``processing``."""
+
+    completed: int
+    """Owned events whose status is ``completed``."""
+
+    failed: int
+    """Owned events whose status is ``failed``."""
+
+    skipped: int
+    """Owned events whose status is ``skipped``."""
+
+    cancelled: int
+    """Owned events whose status is ``cancelled``."""
+
+    aborted: int
+    """Owned events whose status is ``aborted``."""
+
+    forwarding: bool
+    """Whether a :meth:`Executor.forward` call is moving events right now."""
+
+    processor: ProcessorStatistics | None
+    """The processor's snapshot, or ``None`` if it was not created yet."""
 
 
 class ExecutorState(TypedDict):
@@ -178,10 +223,13 @@ class Executor:
         make room before waiting for it, so a bounded queue smaller than the pending list does
         not stall ``forward()`` on its own; a queue full of deferred events does make it wait
         (for the service, or another caller's cycle). Ids of events no longer owned are
-        dropped. Concurrent calls move events one call at a time, so no event is queued twice.
+        dropped, and so are those of events the processor cannot take: already in it (say
+        enqueued directly, or appended again after an earlier ``forward()``), or no longer
+        ``pending`` (run elsewhere). So no event is queued twice. Concurrent calls move events
+        one call at a time.
 
-        Cancellation: events not yet moved stay pending, in order; the cycle is cancelled as
-        described in :meth:`Processor.process`.
+        Always a checkpoint. Cancellation: events not yet moved stay pending, in order; the
+        cycle is cancelled as described in :meth:`Processor.process`.
         """
         processor = self._processor()
         pending = self._pending
@@ -190,11 +238,16 @@ class Executor:
             while pending:
                 for key in list(pending):
                     event = events.get(key)
-                    if event is not None and key in pending and not processor.try_enqueue(event):
+                    if (
+                        event is not None
+                        and key in pending
+                        and _takes(processor, event)
+                        and not processor.try_enqueue(event)
+                    ):
                         await processor.process()
-                        if key not in pending:  # another task removed it meanwhile
-                            continue
-                        await processor.enqueue(event)
+                        # Another task may have removed, enqueued or run it meanwhile.
+                        if key in pending and _takes(processor, event):
+                            await processor.enqueue(event)
                     pending.pop(key, None)
         await processor.process()
 
@@ -279,6 +332,26 @@ class Executor:
             self._pending.pop(key, None)
         return len(done)
 
+    def statistics(self) -> ExecutorStatistics:
+        """Return an :class:`ExecutorStatistics` snapshot of this executor and its processor."""
+        counts = dict.fromkeys(EventStatus, 0)
+        for event in self._events.values():
+            counts[event.execution.status] += 1
+        processor = self.processor
+        return ExecutorStatistics(
+            owned=len(self._events),
+            unforwarded=len(self._pending),
+            pending=counts[EventStatus.PENDING],
+            processing=counts[EventStatus.PROCESSING],
+            completed=counts[EventStatus.COMPLETED],
+            failed=counts[EventStatus.FAILED],
+            skipped=counts[EventStatus.SKIPPED],
+            cancelled=counts[EventStatus.CANCELLED],
+            aborted=counts[EventStatus.ABORTED],
+            forwarding=self._forward_lock.locked(),
+            processor=None if processor is None else processor.statistics(),
+        )
+
     def inspect_state(self) -> ExecutorState:
         """A live snapshot: totals, the status histogram, and the processor's flags."""
         processor = self.processor
@@ -289,3 +362,8 @@ class Executor:
             processor_running=processor is not None and processor.is_executing(),
             processor_stopped=processor is None or processor.is_stopped(),
         )
+
+
+def _takes(processor: Processor, event: Event) -> bool:
+    """Whether *processor* would admit *event* (leaving its type to ``enqueue`` to check)."""
+    return event.execution.status is _PENDING and event not in processor

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any, ClassVar, Final
 
 import attrs
 import trio
 
-from lionexec.errors import ConfigurationError, EventTypeError, ProcessorBusyError
+from lionexec.errors import (
+    ConfigurationError,
+    EventStateError,
+    EventTypeError,
+    ProcessorBusyError,
+)
 
 from ._queue import BoundedQueue
 from .event import Event
@@ -17,13 +23,19 @@ from .status import TERMINAL_STATUSES, EventStatus
 
 __all__ = ["Processor", "ProcessorStatistics"]
 
+_PENDING: Final = EventStatus.PENDING
 _SKIPPED: Final = EventStatus.SKIPPED
 _by_seq = itemgetter(0)
 
 
 @attrs.frozen
 class ProcessorStatistics:
-    """A snapshot of a :class:`Processor`, as returned by :meth:`Processor.statistics`."""
+    """A snapshot of a :class:`Processor`, as returned by :meth:`Processor.statistics`.
+
+    The outcome fields (``completed`` to ``aborted``) count events, each once: a processor
+    runs an event at most once (see :meth:`Processor.enqueue`), and an event that someone else
+    started or finished while it was queued is counted in ``discarded`` instead.
+    """
 
     queued: int
     """Events waiting in the queue."""
@@ -84,6 +96,11 @@ class ProcessorStatistics:
     deferrals: int
     """Times a denied event was deferred (put back in the queue)."""
 
+    discarded: int
+    """Events dropped without running because they were no longer ``pending`` when their
+    turn came: started or finished elsewhere (say by a direct :meth:`~Event.invoke`) while
+    queued. Not counted in the outcome fields."""
+
 
 def _integer(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -120,6 +137,12 @@ class Processor:
     keeps that place while it checks permission and while the event waits for a concurrency
     token, so putting a deferred event back never waits and never exceeds the bound.
 
+    **Once per event.** An event is admitted only while it is ``pending`` and not already in
+    this processor (queued, taken by a cycle, or running; see :meth:`__contains__`); anything
+    else raises :class:`~lionexec.errors.EventStateError`. A cycle runs an event only if it is
+    still ``pending`` when its turn comes. So an event, streaming or not, runs at most once
+    per processor, and the statistics count events, not invocations.
+
     **Permission.** Subclasses override :meth:`request_permission` (called with
     ``**event.request``) and :meth:`handle_denied`. While :meth:`request_permission` is the
     default, it is not called at all: every event is allowed.
@@ -141,8 +164,10 @@ class Processor:
         "_concurrency_limit",
         "_cycles_running",
         "_deferrals",
+        "_discarded",
         "_executing",
         "_limiter",
+        "_members",
         "_outcomes",
         "_queue",
         "_queue_capacity",
@@ -181,7 +206,12 @@ class Processor:
         self._cycles_running = 0
         self._running = 0
         self._deferrals = 0
+        self._discarded = 0
         self._outcomes = dict.fromkeys(EventStatus, 0)
+        # id() of every event from its admission until it leaves for good (terminal denial,
+        # discarded, or its run ended). Members are referenced by the queue, a cycle or a
+        # running task, so their ids cannot be reused meanwhile.
+        self._members: set[int] = set()
         self._executing = False
         self._stop = trio.Event()
 
@@ -264,48 +294,152 @@ class Processor:
             cancelled=outcomes[EventStatus.CANCELLED],
             aborted=outcomes[EventStatus.ABORTED],
             deferrals=self._deferrals,
+            discarded=self._discarded,
         )
 
     # -- queueing ---------------------------------------------------------------------------
 
-    def _check_type(self, event: Event) -> None:
+    def __contains__(self, event: object) -> bool:
+        """Whether *event* is in this processor.
+
+        True from the moment it is admitted by an ``enqueue`` method (while that call still
+        waits for room, too) until it leaves for good: its run ends, it is terminally denied,
+        or it is discarded. An event that is in the processor cannot be enqueued again.
+        """
+        return id(event) in self._members
+
+    def _admit(self, event: Event) -> int:
+        """Check that *event* may be enqueued; return its membership key."""
         if not isinstance(event, self.event_type):
             raise EventTypeError(self.event_type, type(event))
+        key = id(event)
+        status = event.execution.status
+        if key in self._members:
+            raise EventStateError(
+                f"event {event.id} is already in this processor (queued, taken or running); "
+                "a processor runs an event at most once",
+                event_id=event.id,
+                status=status,
+            )
+        if status is not _PENDING:
+            raise EventStateError(
+                f"event {event.id} is {status.value!r}; only a pending event can be enqueued "
+                "(use as_fresh_event() to run the same work again)",
+                event_id=event.id,
+                status=status,
+            )
+        return key
 
     async def enqueue(self, event: Event) -> None:
         """Put *event* at the back of the queue, blocking while the queue is full.
 
-        Producers blocked here are served in the order they arrived. If the call is
-        cancelled while blocked, the event was not enqueued.
+        Always a checkpoint. Producers blocked here (or in :meth:`enqueue_many`) are served in
+        the order they arrived. If the call is cancelled, the event was not enqueued.
 
         Raises:
             EventTypeError: if *event* is not an instance of :attr:`event_type`.
+            EventStateError: if *event* is already in this processor or is not ``pending``.
         """
-        self._check_type(event)
-        await self._queue.put(event)
+        key = self._admit(event)
+        members = self._members
+        members.add(key)
+        try:
+            await self._queue.put(event)
+        except BaseException:
+            members.discard(key)
+            raise
+
+    def enqueue_nowait(self, event: Event) -> None:
+        """Put *event* at the back of the queue, or raise :exc:`trio.WouldBlock` if it is full.
+
+        Never blocks, never a checkpoint. Producers blocked in :meth:`enqueue` keep their turn:
+        while one waits, the queue counts as full.
+
+        Raises:
+            trio.WouldBlock: if the queue is full; the event was not enqueued.
+            EventTypeError: as for :meth:`enqueue`.
+            EventStateError: as for :meth:`enqueue`.
+        """
+        key = self._admit(event)
+        self._queue.put_nowait(event)
+        self._members.add(key)
 
     def try_enqueue(self, event: Event) -> bool:
-        """Like :meth:`enqueue`, but return ``False`` instead of blocking when the queue is full.
+        """Like :meth:`enqueue_nowait`, but return ``False`` instead of raising when full.
 
-        Returns ``True`` if *event* was enqueued.
+        Returns ``True`` if *event* was enqueued, ``False`` if the queue was full (the event
+        was not enqueued). :class:`~lionexec.errors.EventTypeError` and
+        :class:`~lionexec.errors.EventStateError` are raised as by :meth:`enqueue`.
         """
-        self._check_type(event)
+        key = self._admit(event)
         try:
             self._queue.put_nowait(event)
         except trio.WouldBlock:
             return False
+        self._members.add(key)
         return True
+
+    async def enqueue_many(self, events: Iterable[Event]) -> None:
+        """Put *events* at the back of the queue, in order, waiting for room as needed.
+
+        One checkpoint for the whole batch when there is room for it (instead of one per
+        event, as a loop of :meth:`enqueue` would make); when the queue fills up, it waits in
+        line with the other producers for each slot that frees, and goes on.
+
+        Every event is checked before any is enqueued: if one is refused, nothing was
+        enqueued.
+
+        Cancellation is exact: the call first checks for cancellation, so a call cancelled
+        before it starts enqueues nothing. After that, cancellation can only arrive while it
+        waits for room, and then the events enqueued are exactly a prefix of *events*: all
+        those before the one it was waiting to place, and none from that one on. The events
+        that were not enqueued are the ones still ``pending`` and not in the processor::
+
+            left = [e for e in batch if e.status is EventStatus.PENDING and e not in processor]
+
+        Raises:
+            EventTypeError: if an event is not an instance of :attr:`event_type`.
+            EventStateError: if an event is already in this processor, is not ``pending``, or
+                appears twice in *events*.
+        """
+        batch = list(events)
+        keys: set[int] = set()
+        for event in batch:
+            key = self._admit(event)
+            if key in keys:
+                raise EventStateError(
+                    f"event {event.id} appears more than once in the batch",
+                    event_id=event.id,
+                    status=event.execution.status,
+                )
+            keys.add(key)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        members = self._members
+        members |= keys
+        queue = self._queue
+        placed = queue.put_many_nowait(batch)
+        if placed == len(batch):
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        try:
+            while placed < len(batch):
+                await queue.wait_to_put(batch[placed])
+                placed = queue.put_many_nowait(batch, placed + 1)
+        except BaseException:
+            members.difference_update(id(event) for event in batch[placed:])
+            raise
 
     # -- permission -------------------------------------------------------------------------
 
     async def request_permission(self, **kwargs: Any) -> bool:
         """Decide whether the event whose ``request`` is *kwargs* may run now.
 
-        The default allows everything (and the processor then skips the call altogether).
-        If an override raises, the cycle stops taking events, the event goes back to the head
-        of the queue, the events already dispatched run to the end, and then
-        :meth:`process` raises the error.
+        The default allows everything (and the processor then skips the call altogether);
+        like every public async method here, it is a checkpoint. If an override raises, the
+        cycle stops taking events, the event goes back to the head of the queue, the events
+        already dispatched run to the end, and then :meth:`process` raises the error.
         """
+        await trio.lowlevel.checkpoint()
         return True
 
     async def handle_denied(self, event: Event) -> bool:
@@ -317,10 +451,13 @@ class Processor:
         still pending, without taking capacity (unless the handler made it terminal, in which
         case it is treated as a terminal denial: a terminal event is never queued again).
 
-        The default marks the event ``skipped`` and returns ``True``. Errors are treated as
-        for :meth:`request_permission`.
+        The default marks the event ``skipped`` and returns ``True``; it is a checkpoint, and
+        if cancelled, it did not mark the event. Errors are treated as for
+        :meth:`request_permission`.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         event.status = _SKIPPED
+        await trio.lowlevel.cancel_shielded_checkpoint()
         return True
 
     # -- cycles -----------------------------------------------------------------------------
@@ -336,7 +473,11 @@ class Processor:
         queue has been deferred since the last one was dispatched: a queue that is denied
         for now is checked once per cycle, not spun on.
 
-        Returns when every event the cycle started has finished.
+        An event that is no longer ``pending`` when its turn comes (started or finished
+        elsewhere while queued) is dropped without running and without taking capacity; it is
+        counted in :attr:`ProcessorStatistics.discarded`.
+
+        Returns when every event the cycle started has finished. Always a checkpoint.
 
         Cancellation: every event the cycle started ends ``cancelled``; every event it had
         taken but not started (waiting for a concurrency token, or being permission-checked)
@@ -347,10 +488,12 @@ class Processor:
 
     async def _cycle(self) -> int:
         """One cycle; returns the units of capacity it took."""
+        await trio.lowlevel.checkpoint_if_cancelled()
         queue = self._queue
         if not queue or self._available_capacity <= 0:
-            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return 0
+        members = self._members
         checks_permission = self._checks_permission
         unstarted: list[tuple[int, Event]] = []
         in_hand: Event | None = None
@@ -361,6 +504,9 @@ class Processor:
             async with trio.open_nursery() as nursery:
                 while self._available_capacity > 0 and queue:
                     event = queue.take()
+                    if event.execution.status is not _PENDING:
+                        self._discard(event)
+                        continue
                     if checks_permission:
                         in_hand = event
                         try:
@@ -376,6 +522,7 @@ class Processor:
                                     event.status = _SKIPPED
                                 self._outcomes[event.execution.status] += 1
                                 queue.release()
+                                members.discard(id(event))
                                 self._available_capacity -= 1
                                 consumed += 1
                             else:
@@ -398,6 +545,12 @@ class Processor:
             raise failure
         return consumed
 
+    def _discard(self, event: Event) -> None:
+        """Drop a taken event that is no longer pending: it leaves without running."""
+        self._queue.release()
+        self._members.discard(id(event))
+        self._discarded += 1
+
     def _put_back(self, unstarted: list[tuple[int, Event]], in_hand: Event | None) -> None:
         """Return a cycle's taken-but-unstarted events to the head of the queue, in order."""
         unstarted.sort(key=_by_seq)
@@ -407,6 +560,7 @@ class Processor:
                 # Its denial handler finished it before failing or being cancelled.
                 self._outcomes[in_hand.execution.status] += 1
                 self._queue.release()
+                self._members.discard(id(in_hand))
             else:
                 events.append(in_hand)
         self._queue.restore(events)
@@ -424,6 +578,12 @@ class Processor:
             # Cancelled before its work began: the event is still pending, and goes back.
             unstarted.append((seq, event))
             raise
+        if event.execution.status is not _PENDING:
+            # Started or finished elsewhere while it waited for its token: not ours to run.
+            if limiter is not None:
+                limiter.release()
+            self._discard(event)
+            return
         self._queue.release()
         self._running += 1
         try:
@@ -438,6 +598,7 @@ class Processor:
             self._running -= 1
             if limiter is not None:
                 limiter.release()
+            self._members.discard(id(event))
             self._outcomes[event.execution.status] += 1
 
     async def join(self) -> None:
@@ -447,13 +608,15 @@ class Processor:
         overlapping cycles), sleeps ``capacity_refresh_time`` before the next one; a queue
         that stays deferred therefore keeps ``join()`` waiting until the policy changes or the
         caller cancels it. Events taken by *other* cycles may still be running when it
-        returns. Cancellation is handled as in :meth:`process`.
+        returns. Always a checkpoint. Cancellation is handled as in :meth:`process`.
         """
         queue = self._queue
-        while queue:
+        if not queue:
+            await trio.lowlevel.checkpoint()
+            return
+        while queue:  # every cycle is a checkpoint
             if not await self._cycle() and queue:
                 await trio.sleep(self._capacity_refresh_time)
-        await trio.lowlevel.checkpoint()
 
     # -- the service ------------------------------------------------------------------------
 
