@@ -209,7 +209,7 @@ async def run_demo(out: TextIO, log_path: Path) -> Branch:
         AlcallParams(max_concurrent=2),
         AlcallParams(),
     ]
-    with branch.log:
+    async with branch:  # runs the JSONL sink; leaving drains it and closes the file
         for (instruction, calls), call_params in zip(SCRIPT, params, strict=True):
             print(f"\n> {instruction}", file=out)
             branch.messages.add_message(Instruction(content=instruction))
@@ -222,7 +222,11 @@ async def run_demo(out: TextIO, log_path: Path) -> Branch:
                 responses = [branch.messages.response_for(r) for r in requests]
                 print("  (the user gave up after 0.5 s; the batch was cancelled)", file=out)
             else:
-                responses = list(await branch.act(requests, call_params=call_params))
+                responses = [
+                    r
+                    for r in await branch.act(requests, call_params=call_params)
+                    if isinstance(r, ActionResponse)
+                ]
             elapsed = trio.current_time() - start
             summary = BatchSummary.of(r for r in responses if r is not None)
             counts = ", ".join(f"{s.value} {n}" for s, n in summary.by_status.items() if n)

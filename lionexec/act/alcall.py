@@ -1,22 +1,27 @@
-"""Structured fan-out on trio: ``alcall`` and its frozen parameter object.
+"""``alcall`` and the frozen parameters of a batch (:class:`AlcallParams`).
 
-``alcall(func, inputs, params)`` applies an async function to every input concurrently, in a
-nursery, and returns the results in input order. The act layer uses the same fan-out for
-``Branch.act`` batches; retries and timeouts there run inside each call's transaction instead.
+``alcall(func, inputs, params)`` applies a function to every input concurrently and returns
+the results in input order. ``Branch.act`` batches run on the same fan-out
+(:func:`~lionexec.act.batch.fan_out`); their retries and timeouts run inside each call's
+transaction instead.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import nullcontext
+from typing import Any, Final, TypeVar
 
 import attrs
 import trio
 
-from lionexec.errors import ConfigurationError
+from lionexec.errors import ConfigurationError, require_trio
+from lionexec.tools import is_async_callable, run_callable
 
-__all__ = ["AlcallParams", "alcall", "fan_out"]
+from .batch import RetryPolicy, fan_out
+
+__all__ = ["DEFAULT_PARAMS", "AlcallParams", "alcall"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -58,9 +63,15 @@ class AlcallParams:
         throttle_period: seconds to wait between starting one call and the next.
         timeout: seconds one attempt may take. ``alcall`` raises ``trio.TooSlowError`` for an
             attempt that runs over; ``Branch.act`` records a ``timed_out`` response instead.
+        call_timeout: seconds one whole call may take in ``Branch.act``, every phase included
+            (gate, escalation, hooks, transform, every attempt and the waits between them);
+            over it the call is recorded ``timed_out`` and the error names the phase. ``None``:
+            no bound.
         retry_attempts: extra attempts after a failed one (0: each call runs once).
         retry_initial_delay: seconds before the first retry.
         retry_backoff: each later delay is the previous one times this factor.
+        retry_max_delay: no wait between attempts (before jitter) is longer than this.
+        retry_jitter: up to this many random seconds are added to each wait.
         force_retry: ``Branch.act`` retries only tools declared idempotent unless this is set.
         return_exceptions: keep a raised failure in its result slot instead of raising it
             (and cancelling the calls still running).
@@ -71,109 +82,73 @@ class AlcallParams:
         default=None, validator=_optional_positive("throttle_period", allow_zero=True)
     )
     timeout: float | None = attrs.field(default=None, validator=_optional_positive("timeout"))
+    call_timeout: float | None = attrs.field(
+        default=None, validator=_optional_positive("call_timeout")
+    )
     retry_attempts: int = attrs.field(default=0, validator=_non_negative_int)
     retry_initial_delay: float = attrs.field(
         default=0.0, validator=_optional_positive("retry_initial_delay", allow_zero=True)
     )
     retry_backoff: float = attrs.field(default=1.0, validator=_optional_positive("retry_backoff"))
+    retry_max_delay: float = attrs.field(
+        default=30.0, validator=_optional_positive("retry_max_delay", allow_zero=True)
+    )
+    retry_jitter: float = attrs.field(
+        default=0.0, validator=_optional_positive("retry_jitter", allow_zero=True)
+    )
     force_retry: bool = False
     return_exceptions: bool = False
+    #: The retry schedule these parameters describe.
+    retry: RetryPolicy = attrs.field(init=False, repr=False, eq=False)
+
+    @retry.default
+    def _retry(self) -> RetryPolicy:
+        return RetryPolicy(
+            attempts=self.retry_attempts,
+            initial_delay=self.retry_initial_delay,
+            backoff=self.retry_backoff,
+            max_delay=self.retry_max_delay,
+            jitter=self.retry_jitter,
+        )
 
     def retry_delay(self, retry: int) -> float:
         """Seconds to wait before retry number *retry* (counting from 0)."""
-        return float(self.retry_initial_delay * self.retry_backoff**retry)
+        return self.retry.delay(retry)
 
 
-async def fan_out(
-    func: Callable[[int, T], Awaitable[R]],
-    items: Sequence[T],
-    *,
-    max_concurrent: int | None = None,
-    throttle_period: float | None = None,
-    return_exceptions: bool = False,
-) -> list[R | Exception]:
-    """Run ``func(index, item)`` for every item in one nursery; results in input order.
-
-    Calls start in input order: with *max_concurrent*, the next one starts when a running one
-    finishes; with *throttle_period*, at least that many seconds after the previous start.
-
-    An ordinary exception from one call cancels the others and is raised (unwrapped from its
-    exception group when it is the only one), unless *return_exceptions* puts it in its slot.
-    Cancellation of the caller cancels every call and propagates.
-    """
-    results: list[Any] = [None] * len(items)
-    limiter = trio.CapacityLimiter(max_concurrent) if max_concurrent else None
-
-    async def run(index: int, item: T) -> None:
-        try:
-            results[index] = await func(index, item)
-        except Exception as exc:
-            if not return_exceptions:
-                raise
-            results[index] = exc
-        finally:
-            if limiter is not None:
-                limiter.release_on_behalf_of(index)
-
-    try:
-        async with trio.open_nursery() as nursery:
-            for index, item in enumerate(items):
-                if index and throttle_period:
-                    await trio.sleep(throttle_period)
-                if limiter is not None:  # taken here, so calls start in input order
-                    await limiter.acquire_on_behalf_of(index)
-                nursery.start_soon(run, index, item)
-    except BaseExceptionGroup as group:
-        raise _unwrap(group) from None
-    return results
-
-
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """What a caller of a fan-out should see of its nursery's exception group.
-
-    The only non-cancellation exception, ignoring the siblings' ``trio.Cancelled``; or one
-    ``trio.Cancelled`` when cancellation is all there is (the caller was cancelled); otherwise
-    the group itself.
-    """
-    cancelled, rest = group.split(trio.Cancelled)
-    if rest is None and cancelled is not None:
-        return _first_leaf(cancelled)
-    if rest is not None and len(rest.exceptions) == 1:
-        only = rest.exceptions[0]
-        if not isinstance(only, BaseExceptionGroup):
-            return only
-    return group
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
+#: The parameters of a batch that passes none (shared: the object is immutable).
+DEFAULT_PARAMS: Final = AlcallParams()
 
 
 async def alcall(
-    func: Callable[[T], Awaitable[R]],
+    func: Callable[[T], Awaitable[R]] | Callable[[T], R],
     inputs: Iterable[T],
     params: AlcallParams | None = None,
 ) -> list[R | Exception]:
     """Apply *func* to every input concurrently under *params*; results in input order.
 
-    Each input gets ``1 + retry_attempts`` attempts at most, each bounded by ``timeout``
-    (``trio.TooSlowError`` when it runs over). ``trio.Cancelled`` is never retried.
+    *func* may be ``async`` or plain: a plain (sync) function runs in a worker thread under
+    :func:`~lionexec.tools.current_tool_limiter`, as tools do (DELTAS A4), and an awaitable
+    it returns is awaited. Each input gets ``1 + retry_attempts`` attempts at most, each
+    bounded by ``timeout`` (``trio.TooSlowError`` when it runs over), spaced by the
+    parameters' :class:`RetryPolicy`. ``trio.Cancelled`` is never retried.
 
     Cancellation: cancelling the caller cancels every call still running and propagates.
+
+    Raises:
+        NotInTrioError: called outside a trio run (say, under ``asyncio.run``).
     """
-    params = params or AlcallParams()
+    require_trio("alcall()")
+    params = params or DEFAULT_PARAMS
+    declared_async = is_async_callable(func)
 
     async def attempt(_index: int, item: T) -> R:
         retry = 0
         while True:
             try:
-                if params.timeout is None:
-                    return await func(item)
-                with trio.fail_after(params.timeout):
-                    return await func(item)
+                with trio.fail_after(params.timeout) if params.timeout else nullcontext():
+                    result: R = await run_callable(func, declared_async, (item,), {})
+                    return result
             except Exception:
                 if retry >= params.retry_attempts:
                     raise

@@ -2,36 +2,98 @@
 
 from __future__ import annotations
 
-import logging
+import math
 import os
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Literal, Self, overload
 
 import attrs
 import trio
 
-from lionexec.conversation import ActionResponse, MessageManager
-from lionexec.errors import ConfigurationError
+from lionexec import _unstructure
+from lionexec._failures import FailureLog, FailureStatistics
+from lionexec.conversation import ActionRequest, ActionResponse, MessageManager
+from lionexec.errors import ConfigurationError, LionexecError, require_trio
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
 
-from .alcall import AlcallParams, fan_out
-from .envelope import Proposal, read_proposal
-from .log import EventLog, ReportedFailure
-from .transaction import answer_unanswered, new_request, run_call
+from .alcall import DEFAULT_PARAMS, AlcallParams
+from .batch import fan_out
+from .envelope import Proposal, read_batch
+from .evidence import DEFAULT_SINK_CAPACITY, Evidence, EvidenceSink, SinkFeed, SinkStatistics
+from .log import EventLog, JsonlSink
+from .transaction import CallScope, CallTransaction, answer_unanswered, new_request
 
-__all__ = ["Branch", "Strategy"]
-
-logger = logging.getLogger("lionexec.act")
+__all__ = ["Branch", "BranchStatistics", "DuplicateCallError", "Strategy"]
 
 Strategy = Literal["concurrent", "sequential"]
 _STRATEGIES = ("concurrent", "sequential")
 
 
+class DuplicateCallError(LionexecError, ValueError):
+    """A proposed call cannot get a new response: its request or call id is taken.
+
+    Raised by :meth:`Branch.act` before anything of the batch is recorded.
+
+    Attributes:
+        call_id: the call id concerned.
+    """
+
+    def __init__(self, message: str, *, call_id: str) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+
+
+@attrs.frozen(kw_only=True)
+class BranchStatistics:
+    """A snapshot of a :class:`Branch`.
+
+    Attributes:
+        messages: messages in the history.
+        log_records: records in the in-memory event log.
+        in_flight: calls running now (requests recorded, responses not yet).
+        failures: the failure log's counters.
+        sinks: each sink feed's statistics.
+    """
+
+    messages: int
+    log_records: int
+    in_flight: int
+    failures: FailureStatistics
+    sinks: tuple[SinkStatistics, ...]
+
+
+def _dumps(record: object) -> str:
+    return _unstructure.converter.dumps(record)
+
+
+def _sinks(value: Iterable[EvidenceSink]) -> tuple[EvidenceSink, ...]:
+    sinks = tuple(value)
+    for sink in sinks:
+        if not isinstance(sink, EvidenceSink):
+            raise ConfigurationError(
+                f"a sink needs write_ahead(), write() and aclose(), got {type(sink).__name__}"
+            )
+    return sinks
+
+
+def _cancel_grace(_instance: Any, _attribute: Any, value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0:
+        raise ConfigurationError(f"cancel_grace must be a finite number >= 0, got {value!r}")
+
+
 @attrs.define(eq=False)
 class Branch:
-    """A conversation branch: history, tools, governance and an event log.
+    """A conversation branch: history, tools, governance, an event log and evidence sinks.
+
+    A branch with sinks (a JSONL file, a journal) must be running to act: use
+    ``async with branch:`` or ``await nursery.start(branch.serve)``; leaving (or
+    :meth:`aclose`) drains the sinks and closes their files. A branch without sinks needs
+    neither.
 
     Attributes:
         id: this branch's id (it appears in every call context and log record).
@@ -40,12 +102,15 @@ class Branch:
         hooks: the hook bus (``tool.pre`` may deny; ``tool.post``/``tool.error`` observe).
         observer: the session observer whose gate authorizes each call, or ``None``.
         policy: the permission policy, or ``None`` to allow every call the gate allows.
-        log: the event log (in memory; :meth:`with_log_file` adds a JSONL file sink).
-        failures: failures of observers, non-blocking hooks, message callbacks and the log
-            sink, reported here (and to the ``lionexec.act`` logger) instead of being raised.
+        log: the in-memory event log (one record per invoked call).
+        sinks: evidence sinks fed through bounded buffers (see :mod:`lionexec.act.evidence`).
+        sink_capacity: records each sink's buffer holds.
         cancel_grace: seconds the announcements of calls recorded ``cancelled`` may take
             (hooks, observer, callbacks run shielded, within this bound) before the
             cancellation propagates.
+        failures: failures of observers, non-blocking hooks, message callbacks and sinks,
+            reported here (bounded; logged once on the ``lionexec`` logger) instead of
+            being raised. The branch shares it with its hook bus, observer and history.
     """
 
     id: uuid.UUID = attrs.field(factory=uuid.uuid4, on_setattr=attrs.setters.frozen)
@@ -55,35 +120,140 @@ class Branch:
     observer: SessionObserver | None = None
     policy: PermissionPolicy | None = None
     log: EventLog = attrs.field(factory=EventLog)
-    cancel_grace: float = 1.0
-    failures: list[ReportedFailure] = attrs.field(factory=list, init=False)
+    sinks: tuple[EvidenceSink, ...] = attrs.field(default=(), converter=_sinks, kw_only=True)
+    sink_capacity: int = attrs.field(default=DEFAULT_SINK_CAPACITY, kw_only=True)
+    cancel_grace: float = attrs.field(default=1.0, validator=_cancel_grace, kw_only=True)
+    failures: FailureLog = attrs.field(factory=FailureLog, kw_only=True)
     #: ``str(id)``, computed once: every message and call context of this branch names it.
     name: str = attrs.field(init=False)
+    _feeds: tuple[SinkFeed, ...] = attrs.field(init=False)
+    _evidence: Evidence = attrs.field(init=False)
+    _in_flight: set[uuid.UUID] = attrs.field(init=False, factory=set)
+    _stack: AsyncExitStack | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self.name = str(self.id)
+        self._feeds = tuple(
+            SinkFeed(sink, capacity=self.sink_capacity, report=self._sink_failed)
+            for sink in self.sinks
+        )
+        self._evidence = Evidence(self.messages, self.log, self._feeds)
 
     @classmethod
     def with_log_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Branch:
-        """A branch whose event log is also appended to the JSONL file at *path*."""
-        return cls(log=EventLog(path), **kwargs)
+        """A branch whose event log is also appended to the JSONL file at *path*.
+
+        Enter it (``async with``) before acting; leaving closes the file.
+        """
+        sink = JsonlSink(path, dumps=_dumps)
+        sinks: tuple[EvidenceSink, ...] = (*kwargs.pop("sinks", ()), sink)
+        return cls(sinks=sinks, **kwargs)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run the sinks' drain services until cancelled or :meth:`aclose`.
+
+        For ``await nursery.start(branch.serve)``: reports started once every sink is being
+        drained. When the branch is closed, the services write what is buffered, close the
+        sinks and this returns.
+        """
+        async with trio.open_nursery() as nursery:
+            for feed in self._feeds:
+                await nursery.start(feed.serve)
+            task_status.started()
+
+    async def __aenter__(self) -> Self:
+        stack = AsyncExitStack()
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        stack.push_async_callback(self._close_feeds)
+        await nursery.start(self.serve)
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return None
+        return await stack.__aexit__(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Drain and close the sinks. Idempotent; afterwards the branch no longer acts if it
+        has sinks. Waits for buffered records to be written (unless cancelled)."""
+        if self._stack is not None:
+            await self.__aexit__(None, None, None)
+        else:
+            await self._close_feeds()
+
+    async def _close_feeds(self) -> None:
+        for feed in self._feeds:
+            feed.close()
+        await trio.lowlevel.checkpoint()
+
+    def _sink_failed(self, sink: EvidenceSink, call_id: str | None, error: BaseException) -> None:
+        self.failures.failed("sink", error, call_id=call_id, culprit=sink)
+
+    # -- configuration ------------------------------------------------------------------------
 
     def register_tools(
         self,
-        tools: Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]],
+        tools: Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any] | None] | None,
         *,
         update: bool = False,
     ) -> None:
-        """Register one tool or callable, or several. See :meth:`ActionManager.register_tools`."""
+        """Register one tool or callable, or several (``None`` entries are skipped).
+
+        See :meth:`ActionManager.register_tools`.
+        """
+        if tools is None:
+            return
         if isinstance(tools, Tool) or callable(tools):
             self.registry.register_tool(tools, update=update)
         else:
-            self.registry.register_tools(tools, update=update)
+            self.registry.register_tools([t for t in tools if t is not None], update=update)
 
-    def report_failure(self, where: str, call_id: str | None, error: BaseException) -> None:
-        """Keep and log a failure that must not escape (see :attr:`failures`)."""
-        logger.error("%s failed for call %s: %r", where, call_id, error)
-        self.failures.append(ReportedFailure(where=where, call_id=call_id, error=error))
+    def statistics(self) -> BranchStatistics:
+        """A snapshot of the history, the log, the calls in flight, failures and sinks."""
+        return BranchStatistics(
+            messages=len(self.messages),
+            log_records=len(self.log),
+            in_flight=len(self._in_flight),
+            failures=self.failures.statistics(),
+            sinks=tuple(feed.statistics() for feed in self._feeds),
+        )
+
+    # -- acting -------------------------------------------------------------------------------
+
+    @overload
+    async def act(
+        self,
+        action_request: object,
+        *,
+        strategy: Strategy = ...,
+        verbose_action: bool = ...,
+        suppress_errors: bool = ...,
+        call_params: None = ...,
+        limiter: trio.CapacityLimiter | None = ...,
+    ) -> list[ActionResponse]: ...
+
+    @overload
+    async def act(
+        self,
+        action_request: object,
+        *,
+        strategy: Strategy = ...,
+        verbose_action: bool = ...,
+        suppress_errors: bool = ...,
+        call_params: AlcallParams,
+        limiter: trio.CapacityLimiter | None = ...,
+    ) -> list[ActionResponse | Exception]: ...
 
     async def act(
         self,
@@ -93,98 +263,142 @@ class Branch:
         verbose_action: bool = False,
         suppress_errors: bool = True,
         call_params: AlcallParams | None = None,
-    ) -> list[ActionResponse]:
+        limiter: trio.CapacityLimiter | None = None,
+    ) -> list[ActionResponse] | list[ActionResponse | Exception]:
         """Run proposed tool calls and return their recorded responses, in input order.
 
-        *action_request* is one proposal or a list of them: an
+        *action_request* is one proposal or a list of them (an
         :class:`~lionexec.conversation.ActionRequest`, a mapping with ``function`` and
-        ``arguments``, an OpenAI ``tool_calls`` item, an Anthropic ``tool_use`` block, or an
-        object with ``function`` and ``arguments`` attributes. Every proposal is read before
-        anything runs; a shape that cannot be read raises :class:`ValueError` and nothing is
-        recorded.
+        ``arguments``, an OpenAI ``tool_calls`` item, an Anthropic ``tool_use`` block, the
+        SDKs' own objects, or an object with ``function`` and ``arguments`` attributes), or a
+        whole assistant message, whose turn is recorded before its calls (see
+        :func:`~lionexec.act.read_batch`). Every proposal is read and checked before anything
+        is recorded: a shape that cannot be read raises :class:`ValueError`; a request already
+        running, or a call id already in the history or twice in the batch, raises
+        :class:`DuplicateCallError`; nothing is recorded then.
 
         The requests are added to :attr:`messages` in proposal order before any call runs;
         each call ends with exactly one linked response, written together with its event-log
-        record the moment its outcome is known, whose outcome is
-        completed, failed, denied, invalid, timed_out or cancelled. Denied and invalid calls
-        are values, whatever *suppress_errors* says. With ``suppress_errors=False`` a failed
-        call's original exception is raised after the history is written; in a concurrent
-        batch that cancels the calls still running (each is recorded ``cancelled``) unless
-        ``call_params.return_exceptions`` keeps the exception in its slot instead.
+        record the moment its outcome is known, whose outcome is completed, failed, denied,
+        invalid, timed_out or cancelled. Denied and invalid calls are values, whatever
+        *suppress_errors* says. With ``suppress_errors=False`` a failed call's original
+        exception is raised after the history is written; in a concurrent batch that cancels
+        the calls still running (each is recorded ``cancelled``) unless
+        ``call_params.return_exceptions`` keeps the exception in its slot instead (hence the
+        return type with *call_params*).
 
-        Cancellation: every call not yet answered is recorded ``cancelled`` synchronously,
-        then ``trio.Cancelled`` propagates.
+        *limiter*, a ``trio.CapacityLimiter`` shared with other batches (other conversations
+        of a server, say), caps how many calls run at once across all of them; each call holds
+        one token while it runs.
+
+        Always a checkpoint. Cancellation: every call not yet answered is recorded
+        ``cancelled`` synchronously, then ``trio.Cancelled`` propagates.
+
+        Raises:
+            NotInTrioError: called outside trio (nothing is recorded).
         """
+        require_trio("Branch.act()")
         if strategy not in _STRATEGIES:
             raise ConfigurationError(
                 f"strategy must be 'concurrent' or 'sequential', got {strategy!r}"
             )
-        envelopes = action_request if isinstance(action_request, list) else [action_request]
-        proposals = [read_proposal(envelope) for envelope in envelopes]
+        if self._feeds and not all(feed.serving for feed in self._feeds):
+            raise ConfigurationError(
+                "this branch has evidence sinks that are not running: use `async with branch:` "
+                "or `await nursery.start(branch.serve)` before act()"
+            )
+        batch = read_batch(action_request)
+        proposals = batch.proposals
+        scope = self._scope()
+        requests = [new_request(scope, proposal) for proposal in proposals]
+        self._check_new(proposals, requests)
+        if batch.turn is not None:
+            self.messages.add_message(batch.turn)
         if not proposals:
+            await trio.lowlevel.checkpoint()
             return []
-        _check_requests(proposals)
-        params = call_params or AlcallParams()
-        requests = [new_request(self, proposal) for proposal in proposals]
+        params = call_params or DEFAULT_PARAMS
         for request in requests:  # proposal order; each response is linked as its call ends
             self.messages.add_message(request)
+        transactions = [
+            CallTransaction(scope, proposal, request, params)
+            for proposal, request in zip(proposals, requests, strict=True)
+        ]
+        in_flight = self._in_flight
+        in_flight.update(request.id for request in requests)
 
-        async def one(index: int, proposal: Proposal) -> ActionResponse:
-            return await run_call(
-                self,
-                proposal,
-                requests[index],
-                params=params,
-                suppress_errors=suppress_errors,
-                verbose=verbose_action,
-            )
+        async def run(_index: int, transaction: CallTransaction) -> ActionResponse:
+            return await transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
 
         try:
-            if strategy == "sequential":
-                results: Sequence[ActionResponse | Exception] = await self._sequential(
-                    one, proposals, params
-                )
-            else:
-                results = await fan_out(
-                    one,
-                    proposals,
-                    max_concurrent=params.max_concurrent,
-                    throttle_period=params.throttle_period,
-                    return_exceptions=params.return_exceptions,
-                )
-        except BaseException as exc:
-            await answer_unanswered(self, proposals, requests, exc)
-            raise
-        return list(results)  # type: ignore[arg-type]
-
-    async def _sequential(
-        self, one: Any, proposals: list[Proposal], params: AlcallParams
-    ) -> list[ActionResponse | Exception]:
-        results: list[ActionResponse | Exception] = []
-        for index, proposal in enumerate(proposals):
-            if index and params.throttle_period:
-                await trio.sleep(params.throttle_period)
-            try:
-                results.append(await one(index, proposal))
-            except Exception as exc:
-                if not params.return_exceptions:
-                    raise
-                results.append(exc)
-        return results
-
-
-def _check_requests(proposals: list[Proposal]) -> None:
-    """Refuse, before anything runs, requests that could not get exactly one new response."""
-    seen: set[uuid.UUID] = set()
-    for proposal in proposals:
-        request = proposal.request
-        if request is None:
-            continue
-        if request.action_response_id is not None:
-            raise ValueError(
-                f"action request {request.id} ({request.function}) is already answered by "
-                f"response {request.action_response_id}; propose the call again instead"
+            return await fan_out(
+                run,
+                transactions,
+                max_concurrent=1 if strategy == "sequential" else params.max_concurrent,
+                throttle_period=params.throttle_period,
+                return_exceptions=params.return_exceptions,
+                limiter=limiter,
             )
-        if request.id in seen:
-            raise ValueError(f"action request {request.id} appears twice in one batch")
-        seen.add(request.id)
+        except BaseException as exc:
+            await answer_unanswered(scope, transactions, exc)
+            raise
+        finally:
+            in_flight.difference_update(request.id for request in requests)
+
+    def _scope(self) -> CallScope:
+        failures = self.failures
+        for part in (self.hooks, self.observer, self.messages):  # one log: stored, logged once
+            if part is not None and part.failures is not failures:
+                part.failures = failures
+        return CallScope(
+            branch_id=self.id,
+            branch_name=self.name,
+            registry=self.registry,
+            hooks=self.hooks,
+            observer=self.observer,
+            policy=self.policy,
+            evidence=self._evidence,
+            history=self.messages,
+            failures=self.failures,
+            cancel_grace=self.cancel_grace,
+        )
+
+    def _check_new(self, proposals: list[Proposal], requests: list[ActionRequest]) -> None:
+        """Refuse, before anything is recorded, calls that could not get one new response."""
+        history = self.messages
+        find = getattr(history, "request_for_call_id", None)
+        if find is None:  # TEMPORARY until MessageManager.request_for_call_id lands
+            index = {r.call_id: r for r in history.requests()}
+            find = index.get
+        seen: set[uuid.UUID] = set()
+        for proposal, request in zip(proposals, requests, strict=True):
+            call_id = proposal.call_id
+            if request.id in self._in_flight:
+                raise DuplicateCallError(
+                    f"action request {request.id} (call {call_id!r}) is already running in "
+                    "another act() of this branch",
+                    call_id=call_id,
+                )
+            if request.action_response_id is not None:
+                raise DuplicateCallError(
+                    f"action request {request.id} ({request.function}) is already answered by "
+                    f"response {request.action_response_id}; propose the call again instead",
+                    call_id=call_id,
+                )
+            if request.id in seen:
+                raise DuplicateCallError(
+                    f"action request {request.id} appears twice in one batch", call_id=call_id
+                )
+            seen.add(request.id)
+            existing = find(call_id)
+            if existing is not None and existing is not request:
+                raise DuplicateCallError(
+                    f"call id {call_id!r} is already in this history (request {existing.id}); "
+                    "a model may not reuse a tool-call id",
+                    call_id=call_id,
+                )
+            if request.id in history and history[request.id] is not request:
+                raise DuplicateCallError(
+                    f"a different message with id {request.id} is already in this history",
+                    call_id=call_id,
+                )

@@ -1,20 +1,24 @@
-"""The branch's event log: one record per invoked call, kept in memory and optionally on disk."""
+"""The branch's event log (in memory) and the JSONL file sink that mirrors it."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 from lionexec.conversation import ActionOutcome
 from lionexec.engine import EventStatus
 from lionexec.tools import FunctionCalling
 
-__all__ = ["ActionLogRecord", "EventLog", "ReportedFailure"]
+if TYPE_CHECKING:
+    from .evidence import EvidenceRecord, WriteAhead
+
+__all__ = ["ActionLogRecord", "EventLog", "JsonlSink"]
 
 
 @attrs.frozen(kw_only=True)
@@ -38,64 +42,20 @@ class ActionLogRecord:
     event: FunctionCalling
 
 
-@attrs.frozen(kw_only=True)
-class ReportedFailure:
-    """A failure in an observer, a non-blocking hook, a message callback or the log sink.
-
-    These never change what was recorded and never escape :meth:`Branch.act`; they are
-    logged to the ``lionexec.act`` logger and kept on :attr:`Branch.failures`.
-    """
-
-    where: str
-    call_id: str | None
-    error: BaseException
-
-
 class EventLog:
-    """An append-only log of :class:`ActionLogRecord`.
+    """An append-only, in-memory log of :class:`ActionLogRecord`.
 
-    Records are kept in memory. With *path*, each record is also written to that file as one
-    line of JSON (through :data:`lionexec.serialization.converter`) and flushed at once, so a
-    crash loses no finished call. :meth:`append` is synchronous and never raises: it is called
-    while recording a call's outcome, including during cancellation. A failed file write is
-    returned to the caller (who reports it) and the record stays in memory.
+    :meth:`append` is synchronous and never raises: it is called while recording a call's
+    outcome, including during cancellation. Files and journals are fed from the same records
+    through sinks (see :class:`JsonlSink` and :mod:`lionexec.act.evidence`).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = None if path is None else Path(path)
+    def __init__(self) -> None:
         self._records: list[ActionLogRecord] = []
-        self._file: IO[str] | None = None
 
-    def append(self, record: ActionLogRecord) -> Exception | None:
-        """Keep *record*; with a path, also write and flush it.
-
-        Never raises: returns the error if the file write failed, else ``None``.
-        """
+    def append(self, record: ActionLogRecord) -> None:
+        """Keep *record*."""
         self._records.append(record)
-        if self.path is None:
-            return None
-        try:
-            from lionexec import serialization
-
-            if self._file is None:
-                self._file = self.path.open("a", encoding="utf-8")
-            self._file.write(serialization.dumps(record) + "\n")
-            self._file.flush()
-        except Exception as exc:
-            return exc
-        return None
-
-    def __enter__(self) -> EventLog:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the file, if one is open. Records stay available in memory."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
     def __len__(self) -> int:
         return len(self._records)
@@ -105,3 +65,47 @@ class EventLog:
 
     def __getitem__(self, index: int) -> ActionLogRecord:
         return self._records[index]
+
+
+class JsonlSink:
+    """An evidence sink appending each log record to a JSONL file, one line per invoked call.
+
+    Lines are serialized on the trio thread (a snapshot of the record as it is when drained)
+    and written and flushed in a worker thread, so the event loop never waits on the disk.
+    The file is opened on the first write, in append mode, and closed by :meth:`aclose`.
+
+    Args:
+        path: the file.
+        dumps: turns a record into one line of strict JSON.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, dumps: Callable[[Any], str]) -> None:
+        self.path = Path(path)
+        self._dumps = dumps
+        self._file: IO[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"JsonlSink({str(self.path)!r})"
+
+    async def write_ahead(self, entry: WriteAhead) -> None:
+        """Nothing to do: the file holds outcomes only."""
+
+    async def write(self, records: Sequence[EvidenceRecord]) -> None:
+        """Append the log records among *records* (one line each) and flush."""
+        text = "".join(self._dumps(r.log) + "\n" for r in records if r.log is not None)
+        if text:
+            await trio.to_thread.run_sync(self._append, text)
+
+    def _append(self, text: str) -> None:
+        if self._file is None:
+            self._file = self.path.open("a", encoding="utf-8")
+        self._file.write(text)
+        self._file.flush()
+
+    async def aclose(self) -> None:
+        """Close the file, if it was opened."""
+        if self._file is not None:
+            file, self._file = self._file, None
+            await trio.to_thread.run_sync(file.close)
+        else:
+            await trio.lowlevel.checkpoint()

@@ -1,60 +1,79 @@
-"""The action transaction: the one authoritative executor of model-facing tool calls.
+"""The action transaction: one object per model-facing call, from proposal to evidence.
 
-Every call :meth:`Branch.act` runs, single or batched, goes through :func:`run_call`, in these
-phases, each seeing the same frozen :class:`~lionexec.governance.CallContext`:
+Every call :meth:`Branch.act` runs, single or batched, is one :class:`CallTransaction`, whose
+:meth:`~CallTransaction.run` goes through these phases in order, each one a method, each seeing
+the same frozen :class:`~lionexec.governance.CallContext`:
 
-1. **resolve** the tool and **validate** the arguments (unknown tool or bad arguments:
-   ``invalid``);
-2. **authorize** through the session gate, then the **permission policy** (with escalation),
-   then the blocking ``tool.pre`` hooks (any of them saying no: ``denied``);
-3. **invoke** a :class:`~lionexec.tools.FunctionCalling`, whose pipeline runs the tool's
-   preprocessor (the **transform**), then **revalidates** (schema and policy again, after
-   every transform; a tool without a preprocessor has no transform, so the arguments it is
-   called with are exactly the ones validated and authorized above), then calls the tool
-   (sync tools offloaded), then its postprocessor; per-attempt timeout and retries
-   (idempotent tools only, unless forced) stay inside this one transaction;
-4. **evidence**: the event log record and the linked request/response pair are written
-   together, synchronously, the moment the outcome is known;
-5. ``tool.post`` (completed) or ``tool.error`` (anything else) hooks, the session observer
-   and message callbacks run last. Their failures are isolated and reported on
-   :attr:`Branch.failures`; they can never change or split what was recorded.
+1. :meth:`~CallTransaction.resolve`: resolve the tool and validate the arguments (unknown
+   tool or bad arguments: ``invalid``);
+2. :meth:`~CallTransaction.gate`: the session observer's gate (no: ``denied``);
+3. :meth:`~CallTransaction.authorize`: the permission policy, with escalation (no:
+   ``denied``);
+4. :meth:`~CallTransaction.pre_hooks`: the blocking ``tool.pre`` hooks (no: ``denied``);
+5. :meth:`~CallTransaction.transform`: the tool's preprocessor, then **revalidation** of
+   what it returned, against the schema (``invalid``) and the policy (``denied``), always;
+6. :meth:`~CallTransaction.invoke`: the write-ahead point
+   (:meth:`~lionexec.act.evidence.Evidence.write_ahead`), then a
+   :class:`~lionexec.tools.FunctionCalling` per attempt, each bounded by ``timeout``
+   (``timed_out``), retried (idempotent tools only, unless forced) per the
+   :class:`~lionexec.act.batch.RetryPolicy`;
+7. :meth:`~CallTransaction.finish` (**evidence**): the linked request/response pair and, for
+   an invoked call, the log record, written together, synchronously, KI-protected, the moment
+   the outcome is known;
+8. :meth:`~CallTransaction.announce`: ``tool.post`` (completed) or ``tool.error`` (any other
+   invoked outcome) hooks, the session observer, message callbacks and ``message.add`` hooks.
+   Their failures are isolated and reported on the branch's
+   :class:`~lionexec.act.FailureLog`; they see copies, and can never change or split what was
+   recorded.
+
+The transaction receives its collaborators as one small record (:class:`CallScope`), never the
+branch itself.
 
 Cancellation: if ``trio.Cancelled`` (or any other ``BaseException``) passes through before
-evidence was written, a ``cancelled`` response is recorded synchronously, then announced
-(``tool.error``, observer, message callbacks, ``message.add``) in a shielded scope bounded by
-:attr:`Branch.cancel_grace` seconds, and the exception is re-raised. A request is never left
-without a response, and whoever mirrors the history through callbacks sees it.
+evidence was written, the call is recorded ``cancelled`` synchronously (or ``failed``, when it
+came while waiting to retry a failed attempt), announced in a shielded scope bounded by
+``cancel_grace`` seconds, and the exception is re-raised. A request is never left without a
+response.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
 
+from lionexec._failures import FailureLog
+from lionexec._snapshot import snapshot
 from lionexec.conversation import (
-    OUTCOME_STATUS,
     ActionOutcome,
     ActionRequest,
     ActionResponse,
     ErrorInfo,
+    MessageManager,
 )
 from lionexec.engine import EventStatus
-from lionexec.errors import CallRejected, ToolNotFoundError, ValidationError
-from lionexec.governance import CallContext, HookPoint
-from lionexec.tools import FunctionCalling, Revalidator, Tool
+from lionexec.errors import ToolNotFoundError, ValidationError
+from lionexec.governance import CallContext, HookBus, HookPoint, PermissionPolicy, SessionObserver
+from lionexec.tools import ActionManager, FunctionCalling, Tool
 
 from .alcall import AlcallParams
 from .envelope import Proposal
+from .evidence import Evidence, WriteAhead
 from .log import ActionLogRecord
 
-if TYPE_CHECKING:
-    from .branch import Branch
-
-__all__ = ["SUMMARY_LIMIT", "VERBOSE_LIMIT", "answer_unanswered", "new_request", "run_call"]
+__all__ = [
+    "SUMMARY_LIMIT",
+    "VERBOSE_LIMIT",
+    "CallScope",
+    "CallTransaction",
+    "answer_unanswered",
+    "new_request",
+]
 
 logger = logging.getLogger("lionexec.act")
 
@@ -62,6 +81,9 @@ logger = logging.getLogger("lionexec.act")
 SUMMARY_LIMIT = 200
 #: ``verbose_action`` log previews are cut to this many characters.
 VERBOSE_LIMIT = 50
+
+_COMPLETED = EventStatus.COMPLETED
+_FAILED = EventStatus.FAILED
 
 
 def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
@@ -73,209 +95,460 @@ def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-@attrs.define(eq=False)
-class _Call:
-    """One call's progress through the transaction."""
+@attrs.frozen
+class CallScope:
+    """What a transaction may use: the branch's collaborators, not the branch.
 
-    proposal: Proposal
-    request: ActionRequest
-    tool: Tool | None = None
-    event: FunctionCalling | None = None
-    attempts: int = 0
-    response: ActionResponse | None = None
-    failure: BaseException | None = None
+    Attributes:
+        branch_id: the branch's id.
+        branch_name: ``str(branch_id)``, as messages and call contexts name it.
+        registry: resolves tool names.
+        hooks: ``tool.pre`` / ``tool.post`` / ``tool.error`` / ``message.add``.
+        observer: the session gate and observer, if any.
+        policy: the permission policy, if any.
+        evidence: where the record is written.
+        history: the conversation history (its callbacks are announced).
+        failures: where isolated failures are reported.
+        cancel_grace: seconds announcements of a cancelled call may take.
+    """
+
+    branch_id: uuid.UUID
+    branch_name: str
+    registry: ActionManager
+    hooks: HookBus
+    observer: SessionObserver | None
+    policy: PermissionPolicy | None
+    evidence: Evidence
+    history: MessageManager
+    failures: FailureLog
+    cancel_grace: float
 
 
-def new_request(branch: Branch, proposal: Proposal) -> ActionRequest:
-    """The request message for *proposal* (the caller's own, when it passed one)."""
+def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
+    """The request message for *proposal* (the caller's own, when it passed one).
+
+    The arguments are a private deep copy: whatever the caller or the tool later does to the
+    proposal's values, the recorded request keeps what the model proposed.
+    """
     if proposal.request is not None:
         return proposal.request
     return ActionRequest.create(
         proposal.function,
-        proposal.arguments or {},
+        snapshot(proposal.arguments) if proposal.arguments else {},
         call_id=proposal.call_id,
-        sender=branch.name,
+        sender=scope.branch_name,
         recipient=proposal.function,
     )
 
 
-async def run_call(
-    branch: Branch,
-    proposal: Proposal,
-    request: ActionRequest,
-    *,
-    params: AlcallParams,
-    suppress_errors: bool,
-    verbose: bool,
-) -> ActionResponse:
-    """Run one proposed call through every phase and return its recorded response.
+class CallTransaction:
+    """One proposed call's way through every phase, to exactly one recorded response.
 
-    Raises the tool's original exception after recording, when the call failed and
-    *suppress_errors* is false. Cancellation records ``cancelled`` and propagates.
+    Build one per call with the batch's :class:`CallScope` and parameters, then await
+    :meth:`run`. Each phase method returns whether the call goes on; a phase that ends the
+    call has recorded its outcome (:meth:`finish`) before returning ``False``.
     """
-    call = _Call(proposal, request)
-    if verbose:
-        logger.info(
-            "act %s(%s) [%s]",
-            proposal.function,
-            summarize(proposal.arguments, VERBOSE_LIMIT),
-            proposal.call_id,
-        )
-    try:
-        await _govern_and_invoke(branch, call, params)
-    except Exception as exc:  # a fault in a phase itself, not in the tool
-        if call.response is not None:
-            raise
-        call.failure = exc
-        _record(branch, call, ActionOutcome.FAILED, error=ErrorInfo.from_exception(exc))
-    except BaseException as exc:
-        if call.response is None:
-            _record_interrupted(branch, call, exc)
-            await announce_interrupted(branch, [call])
-        raise
-    response = call.response
-    assert response is not None
-    if verbose:
-        logger.info(
-            "act %s -> %s %s",
-            proposal.call_id,
-            response.content.outcome.value,
-            summarize(
-                response.content.output
-                if response.content.error is None
-                else response.content.error.message,
-                VERBOSE_LIMIT,
-            ),
-        )
-    await _after_evidence(branch, call)
-    if call.failure is not None and not suppress_errors:
-        raise call.failure
-    return response
 
-
-async def _govern_and_invoke(branch: Branch, call: _Call, params: AlcallParams) -> None:
-    proposal = call.proposal
-    if proposal.arguments is None:
-        _invalid(branch, call, ValidationError(proposal.problem or "unreadable arguments"))
-        return
-    try:
-        tool = branch.registry.get(proposal.function)
-        arguments = tool.validate(proposal.arguments)
-    except (ToolNotFoundError, ValidationError) as exc:
-        _invalid(branch, call, exc)
-        return
-    call.tool = tool
-    context = CallContext(
-        function=tool.name,
-        arguments=arguments,
-        call_id=proposal.call_id,
-        branch_id=branch.name,
-        tool=tool,
+    __slots__ = (
+        "arguments",
+        "attempts",
+        "context",
+        "event",
+        "failure",
+        "params",
+        "phase",
+        "proposal",
+        "request",
+        "response",
+        "scope",
+        "tool",
     )
 
-    if branch.observer is not None and not await branch.observer.authorize(context.invocation()):
-        _denied(branch, call, "GateDenied", "denied by governance gate")
-        return
-    if branch.policy is not None:
-        decision = await branch.policy.decide(context)
-        if decision.behavior != "allow":
-            _denied(branch, call, "PermissionDenied", decision.reason)
+    def __init__(
+        self,
+        scope: CallScope,
+        proposal: Proposal,
+        request: ActionRequest,
+        params: AlcallParams,
+    ) -> None:
+        self.scope = scope
+        self.proposal = proposal
+        self.request = request
+        self.params = params
+        self.tool: Tool | None = None
+        self.arguments: dict[str, Any] = {}
+        self.context: CallContext | None = None
+        self.event: FunctionCalling | None = None
+        self.attempts = 0
+        self.response: ActionResponse | None = None
+        #: The tool's exception, re-raised by :meth:`run` when errors are not suppressed.
+        self.failure: Exception | None = None
+        #: The phase running now (named when a whole-call deadline expires).
+        self.phase = "resolve"
+
+    @property
+    def call_id(self) -> str:
+        return self.proposal.call_id
+
+    # -- the whole call -----------------------------------------------------------------------
+
+    async def run(self, *, suppress_errors: bool = True, verbose: bool = False) -> ActionResponse:
+        """Run every phase and return the recorded response.
+
+        Raises the tool's original exception after recording, when the call failed and
+        *suppress_errors* is false. Cancellation records ``cancelled`` and propagates.
+        """
+        if verbose:
+            logger.info(
+                "act %r(%s) [%r]",
+                self.proposal.function,
+                summarize(self.proposal.arguments, VERBOSE_LIMIT),
+                self.call_id,
+            )
+        try:
+            deadline = self.params.call_timeout
+            if deadline is None:
+                await self._phases()
+            else:
+                with trio.move_on_after(deadline):
+                    await self._phases()
+                if self.response is None:
+                    self._cut_short(
+                        ActionOutcome.TIMED_OUT,
+                        ErrorInfo(
+                            "TimeoutError",
+                            f"the call took longer than {deadline:g}s (call_timeout), "
+                            f"in phase {self.phase}",
+                        ),
+                    )
+        except Exception as exc:  # a fault in a phase itself, not in the tool
+            if self.response is not None:
+                raise
+            self.failure = exc
+            self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(exc))
+        except BaseException as exc:
+            if self.response is None:
+                self._cut_short(ActionOutcome.CANCELLED, interruption(exc))
+                await announce_interrupted(self.scope, [self])
+            raise
+        response = self.response
+        assert response is not None
+        if verbose:
+            content = response.content
+            logger.info(
+                "act %r -> %s %s",
+                self.call_id,
+                content.outcome.value,
+                summarize(
+                    content.output if content.error is None else content.error.message,
+                    VERBOSE_LIMIT,
+                ),
+            )
+        await self.announce()
+        if self.failure is not None and not suppress_errors:
+            raise self.failure
+        return response
+
+    async def _phases(self) -> None:
+        if not self.resolve():
             return
-    if branch.hooks.handlers_for(HookPoint.TOOL_PRE):
-        verdict = await branch.hooks.run_pre(
-            tool_name=tool.name,
+        self.phase = "gate"
+        if not await self.gate():
+            return
+        self.phase = "policy"
+        if not await self.authorize():
+            return
+        self.phase = "tool.pre"
+        if not await self.pre_hooks():
+            return
+        self.phase = "transform"
+        if not await self.transform():
+            return
+        self.phase = "invoke"
+        await self.invoke()
+
+    # -- phases -------------------------------------------------------------------------------
+
+    def resolve(self) -> bool:
+        """Resolve the tool and validate the arguments; ``invalid`` if either fails."""
+        proposal = self.proposal
+        if proposal.arguments is None:
+            return self._invalid(ValidationError(proposal.problem or "unreadable arguments"))
+        try:
+            tool = self.scope.registry.get(proposal.function)
+            arguments = tool.validate(proposal.arguments)
+        except (ToolNotFoundError, ValidationError) as exc:
+            return self._invalid(exc)
+        except RecursionError:
+            return self._invalid(ValidationError("arguments are nested too deeply"))
+        self.tool = tool
+        self.arguments = arguments
+        self.context = CallContext(
+            function=tool.name,
+            arguments=arguments,
             call_id=proposal.call_id,
+            branch_id=self.scope.branch_name,
+            tool=tool,
+        )
+        return True
+
+    async def gate(self) -> bool:
+        """The session gate; ``denied`` if it says no (or raises)."""
+        observer = self.scope.observer
+        assert self.context is not None
+        if observer is None or await observer.authorize(self.context.invocation()):
+            return True
+        return self._denied("GateDenied", "denied by governance gate")
+
+    async def authorize(self) -> bool:
+        """The permission policy (escalating if it says so); ``denied`` unless it allows."""
+        policy = self.scope.policy
+        assert self.context is not None
+        if policy is None:
+            return True
+        decision = await policy.decide(self.context)
+        if decision.behavior == "allow":
+            return True
+        return self._denied("PermissionDenied", decision.reason)
+
+    async def pre_hooks(self) -> bool:
+        """The blocking ``tool.pre`` hooks; ``denied`` if one says no."""
+        hooks = self.scope.hooks
+        if not hooks.handlers_for(HookPoint.TOOL_PRE):
+            return True
+        context = self.context
+        assert context is not None
+        verdict = await hooks.run_pre(
+            tool_name=context.function,
+            call_id=self.call_id,
             arguments=summarize(dict(context.arguments)),
             context=context,
         )
-        if not verdict.allowed:
-            _denied(branch, call, "HookDenied", verdict.reason or "denied by a tool.pre hook")
-            return
+        if verdict.allowed:
+            return True
+        return self._denied("HookDenied", verdict.reason or "denied by a tool.pre hook")
 
-    async def revalidate(transformed: dict[str, Any]) -> dict[str, Any]:
+    async def transform(self) -> bool:
+        """The tool's preprocessor, then revalidation (schema, then policy), always.
+
+        A tool without a preprocessor has no transform: the arguments it is called with are
+        exactly the ones validated and authorized. Otherwise an event is built for the call
+        here, so that what the transform did is in the log record, whatever comes of it:
+        the preprocessor raising (or returning something other than a mapping) ends the call
+        ``failed``; what it returns failing the schema
+        ends it ``invalid``, failing the policy ``denied``.
+        """
+        tool = self.tool
+        assert tool is not None and self.context is not None
+        if tool.preprocessor is None:
+            return True
+        event = self.event = self._new_event(self.arguments)
+        self.attempts = 1  # the transform is part of the first attempt
         try:
-            checked = tool.validate(transformed)
+            processed = await tool.transform(snapshot(self.arguments))
+        except Exception as exc:
+            _settle(event, _FAILED, exc)
+            self.failure = exc
+            return self._finish_false(ActionOutcome.FAILED, ErrorInfo.from_exception(exc))
+        if not isinstance(processed, Mapping):
+            problem = TypeError(
+                f"the preprocessor of tool {tool.name!r} returned "
+                f"{type(processed).__name__}, not a mapping of arguments"
+            )
+            _settle(event, _FAILED, problem)
+            self.failure = problem
+            return self._finish_false(ActionOutcome.FAILED, ErrorInfo.from_exception(problem))
+        processed = dict(processed)
+        event.arguments = snapshot(processed)
+        try:
+            checked = tool.validate(processed)
         except ValidationError as exc:
-            raise CallRejected(ActionOutcome.INVALID, f"after transform: {exc}") from exc
-        if branch.policy is not None:
-            again = context.with_arguments(checked)
-            decision = await branch.policy.decide(again)
+            _settle(event, EventStatus.ABORTED)
+            error = ErrorInfo(type(exc).__name__, f"after transform: {exc}")
+            return self._finish_false(ActionOutcome.INVALID, error)
+        context = self.context = self.context.with_arguments(checked)
+        if self.scope.policy is not None:
+            decision = await self.scope.policy.decide(context)
             if decision.behavior != "allow":
-                raise CallRejected(ActionOutcome.DENIED, f"after transform: {decision.reason}")
-        return checked
+                _settle(event, EventStatus.SKIPPED)
+                error = ErrorInfo("PermissionDenied", f"after transform: {decision.reason}")
+                return self._finish_false(ActionOutcome.DENIED, error)
+        self.arguments = checked
+        event.arguments = checked
+        return True
 
-    checker = revalidate if tool.preprocessor is not None else None
-    await _invoke_with_retries(branch, call, tool, arguments, checker, params)
-
-
-async def _invoke_with_retries(
-    branch: Branch,
-    call: _Call,
-    tool: Tool,
-    arguments: Mapping[str, Any],
-    revalidate: Revalidator | None,
-    params: AlcallParams,
-) -> None:
-    may_retry = tool.idempotent or params.force_retry
-    while True:
-        event = FunctionCalling(
-            tool=tool, arguments=arguments, revalidate=revalidate, validated=True
-        )
-        call.event = event
-        call.attempts += 1
-        if params.timeout is None:
-            await event.invoke()
-        else:
-            with trio.move_on_after(params.timeout) as scope:
+    async def invoke(self) -> None:
+        """The write-ahead point, then attempts, each a fresh event, until one settles it."""
+        tool, params, scope = self.tool, self.params, self.scope
+        assert tool is not None
+        may_retry = tool.idempotent or params.force_retry
+        if self.event is None:  # no transform built it
+            self.event = self._new_event(self.arguments)
+            self.attempts = 1
+        while True:
+            event = self.event
+            await scope.evidence.write_ahead(
+                WriteAhead(scope.branch_name, self.request, event.arguments, self.attempts)
+            )
+            if params.timeout is None:
                 await event.invoke()
-            if scope.cancelled_caught:
-                _record(
-                    branch,
-                    call,
-                    ActionOutcome.TIMED_OUT,
-                    error=ErrorInfo("TimeoutError", f"timed out after {params.timeout:g}s"),
-                )
+            else:
+                with trio.move_on_after(params.timeout) as attempt:
+                    await event.invoke()
+                if attempt.cancelled_caught:
+                    self.finish(
+                        ActionOutcome.TIMED_OUT,
+                        error=ErrorInfo("TimeoutError", f"timed out after {params.timeout:g}s"),
+                    )
+                    return
+            if event.status is _COMPLETED:
+                self.finish(ActionOutcome.COMPLETED, output=snapshot(event.response))
                 return
-        error = event.execution.error
-        if isinstance(error, CallRejected):
-            outcome = ActionOutcome(error.outcome)
-            event.status = OUTCOME_STATUS[outcome]
-            _record(branch, call, outcome, error=ErrorInfo.from_exception(error))
-            return
-        if event.status is EventStatus.COMPLETED:
-            _record(branch, call, ActionOutcome.COMPLETED, output=event.response)
-            return
-        if not may_retry or call.attempts > params.retry_attempts:
+            error = event.execution.error
             assert isinstance(error, BaseException)
-            call.failure = error if isinstance(error, Exception) else None
-            _record(branch, call, ActionOutcome.FAILED, error=ErrorInfo.from_exception(error))
+            if not may_retry or self.attempts > params.retry_attempts:
+                self.failure = error if isinstance(error, Exception) else None
+                self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(error))
+                return
+            await trio.sleep(params.retry_delay(self.attempts - 1))
+            self.event = self._new_event(self.arguments)
+            self.attempts += 1
+
+    # -- evidence -----------------------------------------------------------------------------
+
+    @trio.lowlevel.enable_ki_protection
+    def finish(
+        self,
+        outcome: ActionOutcome,
+        *,
+        output: Any = None,
+        error: ErrorInfo | None = None,
+    ) -> None:
+        """Evidence: build the response and write it with the log record. Synchronous.
+
+        KI-protected: a ``KeyboardInterrupt`` lands before or after the record, never inside.
+        """
+        scope = self.scope
+        request = self.request
+        response = ActionResponse.create(
+            request,
+            output=output,
+            error=error,
+            outcome=outcome,
+            attempts=self.attempts,
+            sender=self.proposal.function,
+            recipient=scope.branch_name,
+        )
+        event = self.event
+        log = None
+        if event is not None:
+            log = ActionLogRecord(
+                branch_id=scope.branch_id,
+                call_id=self.call_id,
+                function=self.proposal.function,
+                request_id=request.id,
+                response_id=response.id,
+                outcome=outcome,
+                status=response.content.status,
+                attempts=self.attempts,
+                event=event,
+            )
+        scope.evidence.record(request, response, log)
+        self.response = response
+
+    def _cut_short(self, outcome: ActionOutcome, error: ErrorInfo) -> None:
+        """Record a call stopped from outside (cancelled, or over its whole-call deadline).
+
+        If the latest attempt already ended ``failed`` (it was stopped while waiting to
+        retry), that failure is the truth recorded; otherwise *outcome*, and an event that was
+        built but not finished ends ``cancelled``.
+        """
+        event = self.event
+        if event is not None and event.status is _FAILED:
+            failed = event.execution.error
+            assert isinstance(failed, BaseException)
+            self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(failed))
             return
-        await trio.sleep(params.retry_delay(call.attempts - 1))
+        if event is not None and not event.status.is_terminal:
+            event.status = EventStatus.CANCELLED
+        self.finish(outcome, error=error)
+
+    def _new_event(self, arguments: dict[str, Any]) -> FunctionCalling:
+        assert self.tool is not None
+        return FunctionCalling(tool=self.tool, arguments=arguments, context=self.context)
+
+    def _invalid(self, exc: Exception) -> bool:
+        return self._finish_false(ActionOutcome.INVALID, ErrorInfo.from_exception(exc))
+
+    def _denied(self, kind: str, reason: str) -> bool:
+        return self._finish_false(ActionOutcome.DENIED, ErrorInfo(kind, reason))
+
+    def _finish_false(self, outcome: ActionOutcome, error: ErrorInfo) -> bool:
+        self.finish(outcome, error=error)
+        return False
+
+    # -- after evidence -----------------------------------------------------------------------
+
+    async def announce(self) -> None:
+        """Hooks, observer and message callbacks, after the record is complete. Never raises.
+
+        Each gets a copy (or a text summary) of what was recorded, never the record itself.
+        Their failures are reported on the branch's failure log (once each).
+        """
+        scope = self.scope
+        hooks = scope.hooks
+        event, request, response = self.event, self.request, self.response
+        assert response is not None
+        if event is not None:
+            duration = event.execution.duration
+            if event.status is _COMPLETED:
+                if hooks.handlers_for(HookPoint.TOOL_POST):
+                    await hooks.emit(
+                        HookPoint.TOOL_POST,
+                        tool_name=self.proposal.function,
+                        call_id=self.call_id,
+                        result=summarize(event.response),
+                        duration=duration,
+                    )
+            elif hooks.handlers_for(HookPoint.TOOL_ERROR):
+                await hooks.emit(
+                    HookPoint.TOOL_ERROR,
+                    tool_name=self.proposal.function,
+                    call_id=self.call_id,
+                    error=_copy_error(event.execution.error),
+                    status=event.status,
+                    duration=duration,
+                )
+            if scope.observer is not None:
+                await scope.observer.emit(_detached(event))
+        if scope.history.on_message_added:
+            await scope.history.notify(copy.deepcopy(request), copy.deepcopy(response))
+        if hooks.handlers_for(HookPoint.MESSAGE_ADD):
+            for message in (request, response):
+                await hooks.emit(HookPoint.MESSAGE_ADD, message=copy.deepcopy(message))
 
 
-def _invalid(branch: Branch, call: _Call, exc: Exception) -> None:
-    _record(branch, call, ActionOutcome.INVALID, error=ErrorInfo.from_exception(exc))
+def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None = None) -> None:
+    """End an event that was built but never invoked (its transform stopped the call)."""
+    if error is not None:
+        event.execution.add_error(error)
+    event.status = status
 
 
-def _denied(branch: Branch, call: _Call, kind: str, reason: str) -> None:
-    _record(branch, call, ActionOutcome.DENIED, error=ErrorInfo(kind, reason))
+def _copy_error(error: object) -> object:
+    try:
+        return copy.copy(error)
+    except Exception:
+        return error
 
 
-def _record_interrupted(branch: Branch, call: _Call, exc: BaseException) -> None:
-    """Record the outcome of a call interrupted by *exc* (cancellation and the like).
-
-    If the latest attempt already ended ``failed`` (the interruption came while waiting to
-    retry), that failure is the truth recorded; otherwise the call is ``cancelled``.
-    """
-    event = call.event
-    if event is not None and event.status is EventStatus.FAILED:
-        error = event.execution.error
-        assert isinstance(error, BaseException)
-        _record(branch, call, ActionOutcome.FAILED, error=ErrorInfo.from_exception(error))
-        return
-    if event is not None and not event.status.is_terminal:
-        event.status = EventStatus.CANCELLED  # started, but interrupted before invoke() ran
-    _record(branch, call, ActionOutcome.CANCELLED, error=interruption(exc))
+def _detached(event: FunctionCalling) -> FunctionCalling:
+    """A copy of *event* for observers: changing it changes nothing recorded."""
+    clone = copy.copy(event)
+    execution = copy.copy(event.execution)
+    execution.response = snapshot(execution.response)
+    clone.execution = execution
+    return clone
 
 
 def interruption(exc: BaseException) -> ErrorInfo:
@@ -287,10 +560,7 @@ def interruption(exc: BaseException) -> ErrorInfo:
 
 
 async def answer_unanswered(
-    branch: Branch,
-    proposals: list[Proposal],
-    requests: list[ActionRequest],
-    exc: BaseException,
+    scope: CallScope, transactions: Sequence[CallTransaction], exc: BaseException
 ) -> None:
     """Record ``cancelled`` for every call of a stopped batch that has no response yet.
 
@@ -303,103 +573,21 @@ async def answer_unanswered(
         if not isinstance(exc, Exception)
         else ErrorInfo("NotStarted", f"the batch stopped at an earlier failure: {exc!r}")
     )
-    stopped = []
-    for proposal, request in zip(proposals, requests, strict=True):
-        if request.action_response_id is None:
-            call = _Call(proposal, request)
-            _record(branch, call, ActionOutcome.CANCELLED, error=reason)
-            stopped.append(call)
+    stopped = [t for t in transactions if t.response is None]
+    for transaction in stopped:
+        transaction.finish(ActionOutcome.CANCELLED, error=reason)
     if stopped:
-        await announce_interrupted(branch, stopped)
+        await announce_interrupted(scope, stopped)
 
 
-async def announce_interrupted(branch: Branch, calls: list[_Call]) -> None:
+async def announce_interrupted(scope: CallScope, transactions: list[CallTransaction]) -> None:
     """Announce recorded calls while a cancellation is in flight: shielded, but bounded.
 
     The scope is shielded so the hooks, observer and callbacks can run at all, and its
-    deadline (:attr:`Branch.cancel_grace` seconds) keeps the cancellation from being held up
-    by a slow one.
+    deadline (``cancel_grace`` seconds) keeps the cancellation from being held up by a slow
+    one.
     """
-    with trio.CancelScope(shield=True) as scope:
-        scope.deadline = trio.current_time() + branch.cancel_grace
-        for call in calls:
-            await _after_evidence(branch, call)
-
-
-def _record(
-    branch: Branch,
-    call: _Call,
-    outcome: ActionOutcome,
-    *,
-    output: Any = None,
-    error: ErrorInfo | None = None,
-) -> None:
-    """Evidence: write the linked pair and, for an invoked call, the log record. Synchronous."""
-    response = ActionResponse.create(
-        call.request,
-        output=output,
-        error=error,
-        outcome=outcome,
-        attempts=call.attempts,
-        sender=call.proposal.function,
-        recipient=branch.name,
-    )
-    branch.messages.record_action(call.request, response)
-    call.response = response
-    event = call.event
-    if event is None:
-        return
-    write_error = branch.log.append(
-        ActionLogRecord(
-            branch_id=branch.id,
-            call_id=call.proposal.call_id,
-            function=call.proposal.function,
-            request_id=call.request.id,
-            response_id=response.id,
-            outcome=outcome,
-            status=response.content.status,
-            attempts=call.attempts,
-            event=event,
-        )
-    )
-    if write_error is not None:
-        branch.report_failure("event_log", call.proposal.call_id, write_error)
-
-
-async def _after_evidence(branch: Branch, call: _Call) -> None:
-    """Hooks, observer and message callbacks, after the record is complete. Never raises."""
-    event, response = call.event, call.response
-    assert response is not None
-    call_id = call.proposal.call_id
-    if event is not None:
-        duration = event.execution.duration
-        failures = []
-        if event.status is EventStatus.COMPLETED:
-            if branch.hooks.handlers_for(HookPoint.TOOL_POST):
-                failures = await branch.hooks.emit(
-                    HookPoint.TOOL_POST,
-                    tool_name=call.proposal.function,
-                    call_id=call_id,
-                    result=summarize(event.response),
-                    duration=duration,
-                )
-        elif branch.hooks.handlers_for(HookPoint.TOOL_ERROR):
-            failures = await branch.hooks.emit(
-                HookPoint.TOOL_ERROR,
-                tool_name=call.proposal.function,
-                call_id=call_id,
-                error=event.execution.error,
-                status=event.status,
-                duration=duration,
-            )
-        for hook_failure in failures:
-            branch.report_failure("hook", call_id, hook_failure.error)
-        if branch.observer is not None:
-            for subscriber_failure in await branch.observer.emit(event):
-                branch.report_failure("observer", call_id, subscriber_failure.error)
-    for callback_failure in await branch.messages.notify(call.request, response):
-        branch.report_failure("message_callback", call_id, callback_failure.error)
-    if branch.hooks.handlers_for(HookPoint.MESSAGE_ADD):
-        for message in (call.request, response):
-            for hook_failure in await branch.hooks.emit(HookPoint.MESSAGE_ADD, message=message):
-                branch.report_failure("hook", call_id, hook_failure.error)
+    with trio.CancelScope(shield=True) as cancel_scope:
+        cancel_scope.deadline = trio.current_time() + scope.cancel_grace
+        for transaction in transactions:
+            await transaction.announce()

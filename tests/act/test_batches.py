@@ -271,11 +271,10 @@ async def test_unsuppressed_failure_in_a_concurrent_batch_cancels_and_records_si
             suppress_errors=False,
         )
     by_function = {r.content.function: r.content.outcome for r in branch.messages.responses()}
-    assert by_function == {
-        "slow": Outcome.CANCELLED,
-        "fail": Outcome.FAILED,
-        "add": Outcome.COMPLETED,
-    }
+    # "add" and "fail" both reach the write-ahead checkpoint before invoking; trio may resume
+    # either first, so "add" has either completed or been cancelled there, never run twice.
+    assert by_function.pop("add") in {Outcome.COMPLETED, Outcome.CANCELLED}
+    assert by_function == {"slow": Outcome.CANCELLED, "fail": Outcome.FAILED}
     assert_consistent(branch)
 
 

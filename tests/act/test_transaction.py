@@ -16,6 +16,7 @@ from lionexec import (
     ActionRequest,
     AlcallParams,
     Branch,
+    ConfigurationError,
     EventStatus,
     FunctionCalling,
     HookPoint,
@@ -447,8 +448,8 @@ async def test_verbose_previews_are_capped(
     await branch.act(call("add", a=10**80, b=1), verbose_action=True)
     lines = [r.getMessage() for r in caplog.records if r.name == "lionexec.act"]
     assert len(lines) == 2
-    assert "add(" in lines[0]
-    preview = lines[0].split("add(", 1)[1].rsplit(")", 1)[0]
+    assert "'add'(" in lines[0]  # model-controlled names are logged as repr (no line forging)
+    preview = lines[0].split("'add'(", 1)[1].rsplit(")", 1)[0]
     assert len(preview) == VERBOSE_LIMIT
 
 
@@ -547,27 +548,37 @@ async def test_failures_after_evidence_are_reported_never_split_the_record(
     assert all(str(f.error) == f"{seam} broke" for f in branch.failures)
 
 
-async def test_event_log_file_gets_one_flushed_json_line_per_invoked_call(tmp_path: Any) -> None:
+async def test_event_log_file_gets_one_json_line_per_invoked_call(tmp_path: Any) -> None:
     import json
 
     path = tmp_path / "events.jsonl"
-    branch = Branch.with_log_file(path)
-    branch.register_tools([_add_tool])
-    with branch.log:
+    async with Branch.with_log_file(path) as branch:
+        branch.register_tools([_add_tool])
         await branch.act([call("add", a=1, b=2), call("add", a=3, b=4)])
-        lines = path.read_text().splitlines()  # readable before close: flushed per record
+        await branch.act(call("add", a=5, b=6))
+    lines = path.read_text().splitlines()  # drained and closed on exit
     outputs = sorted(json.loads(line)["event"]["execution"]["response"] for line in lines)
-    assert outputs == [3, 7]
+    assert outputs == [3, 7, 11]
+    assert [r.call_id for r in branch.log] == [json.loads(line)["call_id"] for line in lines]
 
 
 async def test_unwritable_log_file_is_reported_and_the_record_kept(tmp_path: Any) -> None:
-    branch = Branch.with_log_file(tmp_path / "missing-dir" / "events.jsonl")
-    branch.register_tools([_add_tool])
-    [response] = await branch.act(call("add", a=1, b=2))
-    assert response.content.outcome is Outcome.COMPLETED
+    async with Branch.with_log_file(tmp_path / "missing-dir" / "events.jsonl") as branch:
+        branch.register_tools([_add_tool])
+        [response] = await branch.act(call("add", a=1, b=2))
+        assert response.content.outcome is Outcome.COMPLETED
     assert len(branch.log) == 1
-    assert [f.where for f in branch.failures] == ["event_log"]
+    assert [f.where for f in branch.failures] == ["sink"]
+    assert branch.statistics().sinks[0].failed == 1
     check_history(branch)
+
+
+async def test_a_branch_with_sinks_refuses_to_act_unless_running(tmp_path: Any) -> None:
+    branch = Branch.with_log_file(tmp_path / "events.jsonl")
+    branch.register_tools([_add_tool])
+    with pytest.raises(ConfigurationError, match="async with branch"):
+        await branch.act(call("add", a=1, b=2))
+    assert len(branch.messages) == 0  # refused before anything was recorded
 
 
 # -- cancellation -----------------------------------------------------------------------------

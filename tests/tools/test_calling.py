@@ -125,76 +125,6 @@ async def test_first_invocation_goes_processing_and_keeps_created_at(
     assert event.execution.duration == 2.5  # seconds, on trio's clock
 
 
-async def test_preprocessor_result_replaces_the_arguments() -> None:
-    def shout(arguments: dict[str, Any], *, suffix: str) -> dict[str, Any]:
-        return {"text": arguments["text"].upper() + suffix}
-
-    event = call(
-        find, {"text": "a", "limit": 1}, preprocessor=shout, preprocessor_kwargs={"suffix": "!"}
-    )
-    await event.invoke()
-    assert event.arguments == {"text": "A!"}
-    assert event.response == "A!A!A!"
-
-
-async def test_preprocessed_arguments_are_revalidated_by_default() -> None:
-    def loosen(arguments: dict[str, Any]) -> dict[str, Any]:
-        return {"text": "a", "limit": "2", "rm": "-rf"}
-
-    called: list[Any] = []
-    event = call(
-        find, {"text": "a"}, preprocessor=loosen, postprocessor=called.append, inline=True
-    )
-    await event.invoke()
-    assert event.status is EventStatus.FAILED
-    assert isinstance(event.execution.error, ValidationError)
-    assert event.execution.error.field == "rm"
-    assert called == []
-
-    coerced = call(find, {"text": "a"}, preprocessor=lambda a: {**a, "limit": "2"})
-    await coerced.invoke()
-    assert coerced.arguments == {"text": "a", "limit": 2}
-
-
-async def test_revalidate_hook_runs_after_the_preprocessor_and_replaces_arguments() -> None:
-    order: list[str] = []
-
-    def pre(arguments: dict[str, Any]) -> dict[str, Any]:
-        order.append("pre")
-        return {**arguments, "limit": 1}
-
-    async def revalidate(arguments: dict[str, Any]) -> dict[str, Any]:
-        order.append(f"revalidate {arguments}")
-        return {"text": "b", "limit": 2}
-
-    async def body(text: str, limit: int = 3) -> str:
-        order.append("call")
-        return text * limit
-
-    tool = Tool(body, preprocessor=pre, inline=True)
-    event = FunctionCalling.create(tool, {"text": "a"}, revalidate=revalidate)
-    await event.invoke()
-    assert order == ["pre", "revalidate {'text': 'a', 'limit': 1}", "call"]
-    assert event.arguments == {"text": "b", "limit": 2}
-    assert event.response == "bb"
-
-
-async def test_revalidate_failure_is_captured_before_the_callable_runs() -> None:
-    ran: list[bool] = []
-
-    async def deny(arguments: dict[str, Any]) -> dict[str, Any]:
-        raise PermissionError("path outside the sandbox")
-
-    async def body(text: str) -> None:
-        ran.append(True)
-
-    event = FunctionCalling.create(Tool(body), {"text": "a"}, revalidate=deny)
-    await event.invoke()
-    assert event.status is EventStatus.FAILED
-    assert isinstance(event.execution.error, PermissionError)
-    assert ran == []
-
-
 async def test_callable_gets_the_arguments_as_keywords() -> None:
     async def f(b: int = 0, *, c: int) -> tuple[int, int]:
         return b, c
@@ -226,15 +156,16 @@ async def test_context_parameter_receives_the_call_context() -> None:
     assert "ctx" not in event.arguments
 
 
-@pytest.mark.parametrize("stage", ["preprocessor", "callable", "postprocessor"])
+@pytest.mark.parametrize("stage", ["callable", "postprocessor"])
 async def test_ordinary_exceptions_are_captured_as_failed(stage: str) -> None:
+    # (the preprocessor is the governed transaction's transform phase: tests/act/test_transform.py)
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise Boom(stage)
 
     def ok(value: Any, **kwargs: Any) -> Any:
         return value
 
-    options: dict[str, Any] = {"preprocessor": ok, "postprocessor": ok}
+    options: dict[str, Any] = {"postprocessor": ok}
     if stage != "callable":
         options[stage] = fail
     body: Callable[..., Any] = fail if stage == "callable" else find
@@ -318,10 +249,7 @@ async def test_terminal_status_signals_waiters() -> None:
 
 
 async def test_record_adds_function_and_arguments_and_omits_the_tool() -> None:
-    async def revalidate(arguments: dict[str, Any]) -> dict[str, Any]:
-        return arguments
-
-    event = FunctionCalling.create(Tool(find), {"text": "a", "limit": 1}, revalidate=revalidate)
+    event = FunctionCalling.create(Tool(find), {"text": "a", "limit": 1}, context=object())
     await event.invoke()
     record = event.to_dict()
     assert record == converter.unstructure(event)
@@ -329,7 +257,7 @@ async def test_record_adds_function_and_arguments_and_omits_the_tool() -> None:
     assert record["arguments"] == {"text": "a", "limit": 1}
     assert record["execution"]["status"] == "completed"
     assert record["execution"]["response"] == "a"
-    assert not {"tool", "revalidate", "context", "streaming"} & record.keys()
+    assert not {"tool", "context", "streaming"} & record.keys()
     json.dumps(record)
 
 
@@ -416,11 +344,25 @@ async def test_sync_callable_and_processors_run_in_worker_threads() -> None:
         threads["post"] = threading.get_ident()
         return response
 
-    event = call(body, preprocessor=pre, postprocessor=post)
+    tool = Tool(body, preprocessor=pre, postprocessor=post)
+    assert await tool.transform({}) == {}  # the transform phase runs it per the same policy
+    event = FunctionCalling.create(tool, {})
     await event.invoke()
     assert event.status is EventStatus.COMPLETED
     assert threads.keys() == {"pre", "call", "post"}
     assert trio_thread not in threads.values()
+
+
+async def test_the_tool_gets_its_own_copy_of_the_arguments() -> None:
+    async def scribble(record: dict[str, Any]) -> str:
+        record["email"] = "attacker@example.com"
+        record["tags"].append("pwned")
+        return "done"
+
+    event = FunctionCalling.create(Tool(scribble), {"record": {"email": "a@b.c", "tags": []}})
+    await event.invoke()
+    assert event.status is EventStatus.COMPLETED
+    assert event.arguments == {"record": {"email": "a@b.c", "tags": []}}
 
 
 async def test_inline_tools_run_sync_code_on_the_trio_thread() -> None:

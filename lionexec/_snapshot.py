@@ -1,0 +1,45 @@
+"""Private copies of values lionexec records, so nothing outside can rewrite evidence.
+
+:func:`snapshot` is a deep copy with a fast path for the JSON-shaped values tool calls are made
+of (dicts with string keys, lists, tuples and scalars); anything else goes through
+:func:`copy.deepcopy`. A value that cannot be copied (a socket, a lock, or one nested past the
+interpreter's recursion limit) is kept by reference: recording it must never fail.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final, TypeVar
+
+__all__ = ["snapshot"]
+
+T = TypeVar("T")
+
+#: Immutable scalars: returned as they are.
+_ATOMS: Final = frozenset({str, int, float, bool, type(None), bytes, complex})
+
+
+def snapshot(value: T) -> T:
+    """A deep copy of *value* that shares nothing mutable with it; never raises.
+
+    Cost: one dict or list per container for JSON-shaped values (about 0.3 µs for a small
+    argument dict); ``copy.deepcopy`` for other objects.
+    """
+    try:
+        copied: T = _copy(value)
+        return copied
+    except Exception:  # uncopyable, or too deep (RecursionError): recording must not fail
+        return value
+
+
+def _copy(value: Any) -> Any:
+    cls = type(value)
+    if cls in _ATOMS:
+        return value
+    if cls is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if cls is list:
+        return [_copy(item) for item in value]
+    if cls is tuple:
+        return tuple(_copy(item) for item in value)
+    return copy.deepcopy(value)

@@ -1,0 +1,268 @@
+"""The evidence seam: where a call's record is written, and in what order.
+
+A call's evidence is its linked :class:`~lionexec.conversation.ActionRequest` /
+:class:`~lionexec.conversation.ActionResponse` pair and, for a call that was invoked, its
+:class:`~lionexec.act.ActionLogRecord`. Two kinds of writers take it:
+
+* **Synchronous writers** (the history and the in-memory event log) are written by
+  :meth:`Evidence.record` in one synchronous, all-or-nothing step, protected from
+  ``KeyboardInterrupt``: nothing can interrupt it, so a call is recorded wholly or not at all.
+* **Sinks** (:class:`EvidenceSink`: the JSONL file, a durable journal) are fed through a
+  bounded memory channel with ``send_nowait`` and drained by a service task started with
+  ``nursery.start`` (:meth:`SinkFeed.serve`), so no sink I/O ever runs on the trio thread
+  or inside the recording step.
+
+Before a call's tool is invoked, :meth:`Evidence.write_ahead` is awaited: the **write-ahead
+point**. Every sink's :meth:`EvidenceSink.write_ahead` runs there (a durable journal commits the
+request before the tool can have any effect), and the call waits for room in every sink's
+buffer, so invoked calls never overflow it.
+
+Overflow policy: *block at admission, drop with a report at the end*. Records of calls that
+never reach the write-ahead point (invalid, denied, or cancelled before they started) are
+offered without waiting; if a sink's buffer is full then, that record is not given to that
+sink, :attr:`SinkStatistics.dropped` counts it, and the failure is reported. The history and
+the in-memory log always hold every record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+import trio
+
+from lionexec.conversation import ActionRequest, ActionResponse, MessageManager
+from lionexec.errors import ConfigurationError
+
+from .log import ActionLogRecord, EventLog
+
+__all__ = [
+    "DEFAULT_SINK_CAPACITY",
+    "Evidence",
+    "EvidenceRecord",
+    "EvidenceSink",
+    "SinkFeed",
+    "SinkStatistics",
+    "WriteAhead",
+]
+
+#: Records one sink may hold before calls wait at the write-ahead point.
+DEFAULT_SINK_CAPACITY = 4096
+
+
+@attrs.frozen
+class WriteAhead:
+    """What is known of a call just before its tool is invoked.
+
+    Attributes:
+        branch_id: the branch's id, as a string.
+        request: the recorded request (already in the history).
+        arguments: the validated, authorized (and transformed) arguments the tool will get.
+        attempt: which attempt is about to start (1 for the first).
+    """
+
+    branch_id: str
+    request: ActionRequest
+    arguments: Any
+    attempt: int
+
+
+@attrs.frozen
+class EvidenceRecord:
+    """One call's whole evidence: the linked pair, and the log record if it was invoked."""
+
+    request: ActionRequest
+    response: ActionResponse
+    log: ActionLogRecord | None
+
+
+@runtime_checkable
+class EvidenceSink(Protocol):
+    """A destination for evidence that is written asynchronously (a file, a journal)."""
+
+    async def write_ahead(self, entry: WriteAhead) -> None:
+        """Called at the write-ahead point, before the tool runs; may block (a commit)."""
+
+    async def write(self, records: Sequence[EvidenceRecord]) -> None:
+        """Write records taken from the feed, oldest first. Called by one task at a time."""
+
+    async def aclose(self) -> None:
+        """Release the sink's resources (close files). Called once, after the last write."""
+
+
+@attrs.frozen
+class SinkStatistics:
+    """A snapshot of one sink's feed.
+
+    Attributes:
+        sink: ``repr`` of the sink.
+        capacity: how many records the buffer holds.
+        buffered: records waiting to be written.
+        written: records handed to :meth:`EvidenceSink.write` that it accepted.
+        dropped: records not given to the sink because its buffer was full.
+        failed: records in batches whose write raised (reported, not retried).
+        serving: whether the drain service is running.
+    """
+
+    sink: str
+    capacity: int
+    buffered: int
+    written: int
+    dropped: int
+    failed: int
+    serving: bool
+
+
+Reporter = Callable[["EvidenceSink", "str | None", BaseException], None]
+
+
+class SinkFeed:
+    """A sink's bounded buffer and the service that drains it (see the module docs).
+
+    Args:
+        sink: the sink to feed.
+        capacity: records the buffer holds (at least 1).
+        report: called with ``(sink, call_id, error)`` for a failed write or a dropped record.
+    """
+
+    def __init__(self, sink: EvidenceSink, *, capacity: int, report: Reporter) -> None:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
+            raise ConfigurationError(f"sink capacity must be an int >= 1, got {capacity!r}")
+        self.sink = sink
+        self.capacity = capacity
+        self._report = report
+        self._send, self._receive = trio.open_memory_channel[EvidenceRecord](capacity)
+        self._room = trio.lowlevel.ParkingLot()
+        self._written = 0
+        self._dropped = 0
+        self._failed = 0
+        self._serving = False
+        self._closed = False
+
+    @property
+    def serving(self) -> bool:
+        return self._serving
+
+    def offer(self, record: EvidenceRecord) -> bool:
+        """Put *record* in the buffer without waiting; on overflow count, report, drop it."""
+        try:
+            self._send.send_nowait(record)
+        except (trio.WouldBlock, trio.ClosedResourceError) as exc:
+            self._dropped += 1
+            call_id = record.request.content.call_id
+            self._report(self.sink, call_id, _Overflow(exc, self.capacity))
+            return False
+        return True
+
+    async def wait_writable(self) -> None:
+        """Wait until the buffer has room for one more record. Always a checkpoint."""
+        while self._send.statistics().current_buffer_used >= self.capacity and not self._closed:
+            await self._room.park()
+        await trio.lowlevel.checkpoint()
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Drain the buffer into the sink until :meth:`close`; then write what is left.
+
+        Start it with ``await nursery.start(feed.serve)``. Each wake-up takes every record
+        waiting (a batch) and awaits one :meth:`EvidenceSink.write`. A write that raises is
+        reported and its records counted as failed; the service goes on. When the feed is
+        closed, the records still buffered are written and the sink is closed; cancellation
+        stops the service at once (what is still buffered is not written: close first).
+        """
+        self._serving = True
+        task_status.started()
+        try:
+            async with self._receive:
+                async for first in self._receive:
+                    batch = [first]
+                    while True:
+                        try:
+                            batch.append(self._receive.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    self._room.unpark_all()
+                    try:
+                        await self.sink.write(batch)
+                    except Exception as exc:
+                        self._failed += len(batch)
+                        self._report(self.sink, batch[0].request.call_id, exc)
+                    else:
+                        self._written += len(batch)
+            await self.sink.aclose()
+        finally:
+            self._serving = False
+            self._room.unpark_all()
+
+    def close(self) -> None:
+        """No more records: the service writes what is buffered, closes the sink and ends."""
+        self._closed = True
+        self._send.close()
+        self._room.unpark_all()
+
+    def statistics(self) -> SinkStatistics:
+        return SinkStatistics(
+            sink=repr(self.sink),
+            capacity=self.capacity,
+            buffered=self._send.statistics().current_buffer_used,
+            written=self._written,
+            dropped=self._dropped,
+            failed=self._failed,
+            serving=self._serving,
+        )
+
+
+class _Overflow(Exception):
+    def __init__(self, cause: BaseException, capacity: int) -> None:
+        what = "closed" if isinstance(cause, trio.ClosedResourceError) else "full"
+        super().__init__(f"evidence sink buffer {what} (capacity {capacity}); record dropped")
+
+
+class Evidence:
+    """Writes every call's evidence: synchronous writers first, then the sinks' feeds.
+
+    Args:
+        history: the conversation history (synchronous writer).
+        log: the in-memory event log (synchronous writer).
+        feeds: the sinks' feeds.
+    """
+
+    def __init__(self, history: MessageManager, log: EventLog, feeds: Sequence[SinkFeed]) -> None:
+        self.history = history
+        self.log = log
+        self.feeds = tuple(feeds)
+
+    async def write_ahead(self, entry: WriteAhead) -> None:
+        """The write-ahead point, awaited just before a tool is invoked.
+
+        Waits for room in every sink's buffer, then awaits every sink's
+        :meth:`EvidenceSink.write_ahead`. With no sinks it is a plain checkpoint.
+        Cancellation: the call is recorded ``cancelled`` by the transaction; the tool has not
+        run.
+        """
+        for feed in self.feeds:
+            await feed.wait_writable()
+            await feed.sink.write_ahead(entry)
+        if not self.feeds:
+            await trio.lowlevel.checkpoint()
+
+    @trio.lowlevel.enable_ki_protection
+    def record(
+        self, request: ActionRequest, response: ActionResponse, log: ActionLogRecord | None
+    ) -> None:
+        """Write the linked pair and the log record, then offer them to the sinks.
+
+        Synchronous, all-or-nothing for the history and the log, and protected from
+        ``KeyboardInterrupt`` (which is delivered before or after, never inside). Raises
+        :class:`~lionexec.errors.HistoryError` only if the history refuses the pair (a bug:
+        the transaction checks everything first), in which case nothing was written.
+        """
+        self.history.record_action(request, response)
+        if log is not None:
+            self.log.append(log)
+        if self.feeds:
+            item = EvidenceRecord(request, response, log)
+            for feed in self.feeds:
+                feed.offer(item)
