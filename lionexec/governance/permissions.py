@@ -260,14 +260,14 @@ class _Pattern:
 
 
 @functools.lru_cache(maxsize=4096)
-def _compile(source: str, kind: SubjectKind) -> _Pattern:
+def _compile(source: str, kind: SubjectKind, basename: bool = False) -> _Pattern:
     ignore_case = source.startswith(IGNORE_CASE)
     body = source[len(IGNORE_CASE) :] if ignore_case else source
     flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
     literal = _WILDCARDS.search(body) is None
     anything = body in ("*", "**")
     if kind != "path":
-        text = _command_pattern(body) if kind == "command" else body
+        text = _command_pattern(body, basename) if kind == "command" else body
         regex = re.compile(fnmatch.translate(text), flags)
         return _Pattern(source, body, ignore_case, literal, regex, False, (), 0, anything)
     absolute = body.startswith("/")
@@ -324,10 +324,10 @@ def _segment_regex(glob: str) -> str:
     return "".join(out)
 
 
-def _command_pattern(body: str) -> str:
-    """A command pattern as commands are compared: single spaces, argv[0] by basename."""
+def _command_pattern(body: str, basename: bool) -> str:
+    """A command pattern as commands are compared: single spaces (argv[0] by basename)."""
     words = [w for w in re.split(r"[ \t]+", body) if w]
-    if words and "/" in words[0] and _WILDCARDS.search(words[0]) is None:
+    if basename and words and "/" in words[0] and _WILDCARDS.search(words[0]) is None:
         words[0] = _basename(words[0])
     return " ".join(words)
 
@@ -523,37 +523,48 @@ def _simple_commands(tokens: list[str]) -> Iterator[list[str]]:
         yield current
 
 
+#: Words after a wrapper that deny rules also read as a command, in case the wrapper's
+#: options were misread.
+_SUSPECT_WORDS: Final = 8
+
+
 @attrs.define
 class _Command:
-    """What a command line runs: its full form and every command a wrapper would run."""
+    """What a command line runs: as written, and every command it would run."""
 
-    #: each simple command, wrappers included, argv[0] of every layer by basename
-    full: list[str] = attrs.field(factory=list)
-    #: every layer of every simple command: the command a wrapper runs, and so on inwards
-    layers: list[str] = attrs.field(factory=list)
-    #: a command position holds a glob (pathname expansion chooses the program)
+    #: each top-level simple command, its words joined by single spaces, as written
+    written: list[str] = attrs.field(factory=list)
+    #: what deny rules see: every command (wrapped, nested, any program by its basename)
+    denied_forms: list[str] = attrs.field(factory=list)
+    #: a program-name position holds a glob (pathname expansion would choose the program)
     globbed: bool = False
+    #: program-name positions and nested strings seen so far (bounded by _MAX_LAYERS)
+    depth: int = 0
+
+    def deeper(self) -> None:
+        self.depth += 1
+        if self.depth > _MAX_LAYERS:
+            raise _Refused("nests commands too deeply")
 
 
-def _analyse(command: str, into: _Command | None = None, depth: int = 0) -> _Command:
+def _analyse(command: str, into: _Command | None = None, nested: bool = False) -> _Command:
     result = _Command() if into is None else into
-    if depth > _MAX_LAYERS:
-        raise _Refused("nests commands too deeply")
     for argv in _simple_commands(_tokens(command)):
-        full = list(argv)
-        for start in _command_positions(argv, result, depth):
+        basenamed = list(argv)
+        for start in _command_positions(argv, result):
+            result.deeper()
             if _WILDCARDS.search(argv[start]):
                 result.globbed = True
-            full[start] = _basename(argv[start])
-            result.layers.append(" ".join([full[start], *argv[start + 1 :]]))
-            if len(result.layers) > _MAX_LAYERS:
-                raise _Refused("nests commands too deeply")
-        (result.full if depth == 0 else result.layers).append(" ".join(full))
+            basenamed[start] = _basename(argv[start])
+            result.denied_forms.append(" ".join([basenamed[start], *argv[start + 1 :]]))
+        result.denied_forms.append(" ".join(basenamed))
+        if not nested:
+            result.written.append(" ".join(argv))
     return result
 
 
-def _command_positions(argv: list[str], result: _Command, depth: int) -> Iterator[int]:
-    """The index of each command *argv* runs (a wrapper's command, then its command's...)."""
+def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
+    """The index of each program *argv* runs (a wrapper's program, then its program's...)."""
     i = 0
     while i < len(argv) and _ASSIGNMENT.match(argv[i]):
         i += 1
@@ -561,22 +572,24 @@ def _command_positions(argv: list[str], result: _Command, depth: int) -> Iterato
         yield i
         name = _basename(argv[i])
         if name == "eval":
-            _analyse(" ".join(argv[i + 1 :]), result, depth + 1)
+            result.deeper()
+            _analyse(" ".join(argv[i + 1 :]), result, nested=True)
             return
         if name in _SHELLS:
             for j in range(i + 1, len(argv) - 1):
                 word = argv[j]
                 if word.startswith("-") and not word.startswith("--") and "c" in word:
-                    _analyse(argv[j + 1], result, depth + 1)
+                    result.deeper()
+                    _analyse(argv[j + 1], result, nested=True)
                     break
             return
         wrapper = _WRAPPERS.get(name)
         if wrapper is None:
             return
         takes_value, positional, assignments = wrapper
-        # Conservatively, deny rules also see every word after a wrapper as a command.
-        result.layers.extend(
-            " ".join([_basename(argv[j]), *argv[j + 1 :]]) for j in range(i + 1, len(argv))
+        result.denied_forms.extend(
+            " ".join([_basename(argv[j]), *argv[j + 1 :]])
+            for j in range(i + 1, min(len(argv), i + 1 + _SUSPECT_WORDS))
         )
         i += 1
         while i < len(argv):
@@ -591,7 +604,8 @@ def _command_positions(argv: list[str], result: _Command, depth: int) -> Iterato
                     value, rest = (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2 :]
                 else:
                     value, rest = word.split("=", 1)[1] if "=" in word else word[2:], argv[i + 1 :]
-                _analyse(" ".join([value, *map(shlex.quote, rest)]), result, depth + 1)
+                result.deeper()
+                _analyse(" ".join([value, *map(shlex.quote, rest)]), result, nested=True)
                 return
             if word.startswith("-") and len(word) > 1:
                 i += _option_words(word, takes_value)
@@ -632,19 +646,21 @@ class PermissionPolicy:
         the rule's literal base (``/data`` for ``/data/*``): ``/data/a/../b`` is under
         ``/data/*``, ``/data/../data/b`` is not. Deny rules match the normalised path.
     ``"command"``
-        Tokenised with :mod:`shlex` (POSIX rules, ``punctuation_chars``). Every command it
-        would run is found: ``argv[0]`` by its basename (``/bin/rm`` is ``rm``), leading
-        ``NAME=value`` words skipped, wrappers (``command``, ``env``, ``sudo``, ``nice``,
-        ``nohup``, ``time``, ``timeout N``, ``xargs``, ``exec``, ``stdbuf``, ...) unwrapped
-        with their options, ``sh -c STRING``, ``eval`` and ``env -S`` strings parsed in
-        turn. A pattern is compared with the command's words joined by single spaces
-        (argv[0] by basename; write patterns that way: ``"git status"``, ``"ls *"``).
-        Deny rules see every one of these commands (so ``"rm *"`` denies ``sudo rm -rf /``);
-        allow and escalate rules must match the whole command line, wrappers included.
-        A command containing any of ``; & | ` $ < > ( ) { }``, a newline, ``\\r`` or NUL, or
-        a glob where a program name goes, that no deny rule matched, is denied unless an
-        allow rule *without wildcards* names the whole string exactly. A command that cannot
-        be parsed (an unbalanced quote) or is longer than 64 KiB is denied.
+        Tokenised with :mod:`shlex` (POSIX rules, ``punctuation_chars``) and compared as its
+        words joined by single spaces (write patterns that way: ``"git status"``,
+        ``"ls *"``). *Deny* rules see every program the line would run, each by its
+        basename (``/bin/rm`` is ``rm``): leading ``NAME=value`` words are skipped, wrappers
+        (``command``, ``env``, ``sudo``, ``nice``, ``nohup``, ``time``, ``timeout N``,
+        ``xargs``, ``exec``, ``stdbuf``, ...) unwrapped with their options, ``sh -c``,
+        ``eval`` and ``env -S`` strings parsed in turn, and, in case a wrapper's options
+        were misread, the first words after a wrapper are tried as programs too: ``"rm *"``
+        denies ``sudo -u root /bin/rm -rf /``. *Allow* and *escalate* rules must match the
+        whole line as written, wrappers, assignments and program paths included: ``"ls *"``
+        admits neither ``sudo ls`` nor ``/tmp/x/ls``. A line containing any of
+        ``; & | ` $ < > ( ) { }``, a newline, ``\\r`` or NUL, or a glob where a program name
+        goes, that no deny rule matched, is denied unless an allow rule *without wildcards*
+        names the whole string exactly. A line that cannot be parsed (an unbalanced quote),
+        is empty, nests more than 32 programs, or is longer than 64 KiB is denied.
     ``"text"``
         A glob over the whole string (:func:`fnmatch.translate`: ``*`` matches anything). As
         for commands, a subject containing a shell control operator (:data:`SHELL_CONTROL`)
@@ -783,7 +799,7 @@ class PermissionPolicy:
         rules = {"allow": self.allow, "deny": self.deny, "escalate": self.escalate}[behavior]
         for key in (tool_name, "*") if tool_name != "*" else ("*",):
             for source in rules.get(key, ()):
-                yield key, _compile(source, kind)
+                yield key, _compile(source, kind, behavior == "deny")
 
     @staticmethod
     def _decision(
@@ -835,7 +851,7 @@ class PermissionPolicy:
             problem = None
         except _Refused as exc:
             command, problem = None, str(exc)
-        candidates = [action] if command is None else [action, *command.full, *command.layers]
+        candidates = [action] if command is None else [action, *command.denied_forms]
         for key, pattern in self._patterns("deny", tool_name, "command"):
             if pattern.anything or any(_fullmatch(pattern, c) for c in candidates):
                 return self._decision("deny", tool_name, action, key, pattern)
@@ -847,9 +863,9 @@ class PermissionPolicy:
             )
         if command.globbed:
             return self._operators(tool_name, action, "a glob in place of a program name")
-        if len(command.full) != 1:  # pragma: no cover - only control operators split one
+        if len(command.written) != 1:  # pragma: no cover - only control operators split one
             return self._deny(tool_name, action, f"command {action!r} is not one command")
-        [full] = command.full
+        [full] = command.written
         for behavior in _ADMITTING:
             for key, pattern in self._patterns(behavior, tool_name, "command"):
                 if pattern.anything or _fullmatch(pattern, full):

@@ -535,14 +535,23 @@ def test_an_unparseable_command_is_denied() -> None:
     assert policy.check("bash", " \t", {}).behavior == "deny"
 
 
-def test_command_rules_match_by_basename_and_single_spaces() -> None:
-    policy = PermissionPolicy(mode="rules", allow={"bash": ["git status", "/usr/bin/ls *"]})
-    for command in ("git status", "git\tstatus", "  git   status ", "/usr/bin/git status"):
+def test_command_rules_compare_words_deny_rules_by_basename() -> None:
+    policy = PermissionPolicy(
+        mode="rules", allow={"bash": ["git status", "/usr/bin/ls *"]}, deny={"bash": ["/bin/rm *"]}
+    )
+    for command in ("git status", "git\tstatus", "  git   status ", "git 'status'"):
         assert behavior(policy, "bash", command) == "allow", command
-    assert behavior(policy, "bash", "ls -l") == "allow"
-    # allow rules match the whole command: a wrapper or an assignment is not admitted
-    for command in ("sudo git status", "env git status", "GIT_DIR=/x git status"):
+    assert behavior(policy, "bash", "/usr/bin/ls -l") == "allow"
+    # allow rules match the line as written: a wrapper, an assignment or another program
+    # path is not admitted
+    for command in ("sudo git status", "env git status", "GIT_DIR=/x git status", "ls -l"):
         assert behavior(policy, "bash", command) == "deny", command
+    assert policy.check("bash", "/tmp/x/git status", {}).reason == (
+        "no rule matched; denied by default"
+    )
+    # deny rules match every program by its basename
+    for command in ("rm -rf /", "/usr/bin/rm x", "nice /bin/rm x"):
+        assert policy.check("bash", command, {}).matched_rule == "/bin/rm *", command
 
 
 async def test_tool_names_in_rules_match_the_registered_name_exactly() -> None:
