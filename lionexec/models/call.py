@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, ClassVar, Final, Literal
 
 import attrs
@@ -223,11 +224,21 @@ class ModelCall(Event):
     async def _stream(self) -> AsyncGenerator[Any, None]:
         assembler = _Assembler(self.endpoint.api)
         async with _Session(self, stream=True) as response:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                # Not a stream after all: the whole body is the one chunk.
+                body = await _read_body(response, self.endpoint.max_body_bytes)
+                result = parse_body(self.endpoint.api, body)
+                yield _loads(body)
+                self._correct(result)
+                self.execution.response = result
+                return
             try:
-                async for chunk in _sse_chunks(response):
-                    if assembler.feed(chunk):
-                        break
-                    yield chunk
+                async with aclosing(_sse_chunks(response)) as chunks:
+                    async for chunk in chunks:
+                        # After the end marker the rest is drained, not yielded: stopping
+                        # early would leave httpx's nested body generators to the GC.
+                        if not assembler.feed(chunk):
+                            yield chunk
             except httpx.TransportError as exc:
                 raise StreamTruncatedError(
                     f"stream cut short after {assembler.chunks} chunks: {exc!r}",
@@ -544,7 +555,10 @@ class _Assembler:
     final: ModelResponse | None = None
 
     def feed(self, chunk: Any) -> bool:
-        """Take one chunk; return ``True`` at the end marker (which is not a chunk to yield)."""
+        """Take one chunk; return ``True`` for the end marker and anything after the end
+        (not chunks to yield)."""
+        if self.done:
+            return True
         if chunk == "[DONE]":
             self.done = True
             return True

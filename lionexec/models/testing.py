@@ -92,8 +92,9 @@ class Disconnect:
 
 @attrs.frozen
 class Stall:
-    """Send *reply*'s first *after_chunks* chunks, then wait for *release* (forever if
-    ``None``) before sending the rest. A client that disconnects meanwhile is recorded."""
+    """Send *reply*'s first *after_chunks* chunks (or, not streamed, half its body), then
+    wait for *release* (forever if ``None``) before sending the rest. A client that
+    disconnects meanwhile is recorded."""
 
     reply: Reply = Reply(text="a slow answer")
     after_chunks: int = 1
@@ -111,6 +112,8 @@ class ProviderLog:
     statuses: list[int] = attrs.Factory(list)
     disconnects: int = 0
     chunks_sent: int = 0
+    sent: list[bytes] = attrs.Factory(list)
+    """The stream chunks sent, as bytes (every request's, in order)."""
     stalled: int = 0
 
 
@@ -132,6 +135,8 @@ class LocalProvider:
         self.log = ProviderLog()
         self._changed = trio.Event()
         self._ids = 0
+        #: The base URL (``http://127.0.0.1:<port>/v1``) once :meth:`serve` has started.
+        self.base_url: str | None = None
 
     def add(self, *steps: Step) -> None:
         """Append steps to the script."""
@@ -162,7 +167,8 @@ class LocalProvider:
         config.errorlog = logging.getLogger(__name__)  # dropped connections log here
         async with trio.open_nursery() as nursery:
             urls: list[str] = await nursery.start(hypercorn_serve, self, config)
-            task_status.started(urls[0].rstrip("/") + "/v1")
+            self.base_url = urls[0].rstrip("/") + "/v1"
+            task_status.started(self.base_url)
 
     # -- ASGI -----------------------------------------------------------------------------------
 
@@ -239,7 +245,7 @@ class LocalProvider:
         ident = f"{'chatcmpl' if api == 'chat' else 'resp'}-{self._ids}"
         if not stream:
             payload = json.dumps(self._whole(api, ident, reply)).encode()
-            if isinstance(step, Disconnect):
+            if isinstance(step, Disconnect | Stall):
                 await _start(
                     send,
                     200,
@@ -255,8 +261,17 @@ class LocalProvider:
                         "more_body": True,
                     }
                 )
-                self.log.disconnects += 1
-                raise _Dropped
+                if isinstance(step, Disconnect):
+                    self.log.disconnects += 1
+                    raise _Dropped
+                self.log.stalled += 1
+                self._touch()
+                if not await _wait_release(step.release, receive):
+                    self.log.disconnects += 1
+                    return
+                rest = payload[len(payload) // 2 :]
+                await send({"type": "http.response.body", "body": rest, "more_body": False})
+                return
             await _send_json(send, 200, self._whole(api, ident, reply), reply.headers)
             return
         chunks = self._chunks(api, ident, reply)
@@ -272,6 +287,7 @@ class LocalProvider:
         for chunk in chunks[:cut]:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             self.log.chunks_sent += 1
+            self.log.sent.append(chunk)
             self._touch()
         if isinstance(step, Disconnect):
             self.log.disconnects += 1
@@ -285,6 +301,7 @@ class LocalProvider:
         for chunk in chunks[cut:]:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             self.log.chunks_sent += 1
+            self.log.sent.append(chunk)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     # -- bodies ---------------------------------------------------------------------------------
