@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, ClassVar, Final, Literal
 
@@ -512,7 +512,7 @@ def parse_responses(body: Mapping[str, Any]) -> ModelResponse:
 # -- streams ----------------------------------------------------------------------------------
 
 
-async def _sse_chunks(response: httpx.Response) -> AsyncIterator[Any]:
+async def _sse_chunks(response: httpx.Response) -> AsyncGenerator[Any, None]:
     """Each server-sent event's data: parsed JSON, or the string ``"[DONE]"``."""
     data: list[str] = []
     async for line in response.aiter_lines():

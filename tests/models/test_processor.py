@@ -1,0 +1,172 @@
+"""RateLimitedProcessor: deferral with a not-before time (never lost, never spinning)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.lowlevel
+import trio.testing
+
+from lionexec.engine import Event, EventStatus, ProcessorStatistics
+from lionexec.models import (
+    BudgetExceededError,
+    Endpoint,
+    ModelCall,
+    RateLimitedProcessor,
+    RateLimitedStatistics,
+    RateLimiter,
+)
+from lionexec.models.testing import LocalProvider, Reply
+
+
+@attrs.define(kw_only=True, eq=False)
+class Work(Event):
+    cost: int = 0
+    started: float | None = None
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return {"cost": self.cost}
+
+    async def _invoke(self) -> float:
+        self.started = trio.current_time()
+        await trio.lowlevel.checkpoint()
+        return self.started
+
+
+def max_in_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    return max(sum(1 for t in times[i:] if t <= start + window) for i, start in enumerate(times))
+
+
+async def test_join_defers_over_budget_events_and_runs_them_all(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    processor = RateLimitedProcessor(RateLimiter(requests=5, period=1.0, burst=2))
+    events = [Work() for _ in range(12)]
+    for event in events:
+        await processor.enqueue(event)
+    start = trio.current_time()
+    await processor.join()
+    assert all(e.status is EventStatus.COMPLETED for e in events)
+    times = [e.started - start for e in events if e.started is not None]
+    # Burst of two at once, then one per 0.2 s, in enqueue order.
+    assert times == sorted(times)
+    assert times[:2] == [0.0, 0.0]
+    assert times[-1] == pytest.approx(2.0)
+    assert max_in_window(times, 0.5) <= 2 + 2  # burst + 0.5 s * 5/s, floored
+    stats = processor.statistics()
+    assert stats.completed == 12 and stats.queued == 0
+    # Each wake-up checks each waiting event at most twice (the cycle that runs one, and the
+    # lap that finds the rest deferred); nothing is checked between not-before times.
+    assert 0 < stats.deferrals <= 2 * (12 * 11 // 2)
+
+
+async def test_the_service_sleeps_until_the_earliest_not_before(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    limiter = RateLimiter(requests=1, period=10.0)
+    processor = RateLimitedProcessor(limiter, capacity_refresh_time=0.001)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(processor.execute)
+        first, second = Work(), Work()
+        await processor.enqueue(first)
+        await processor.enqueue(second)
+        await first.wait_completed()
+        await trio.sleep(1.0)  # MockClock: virtual time
+        stats = processor.statistics()
+        assert isinstance(stats, RateLimitedStatistics)
+        assert isinstance(stats, ProcessorStatistics)
+        assert stats.deferred == 1 and stats.next_not_before == pytest.approx(10.0, abs=0.01)
+        assert stats.limits.requests_available == 0
+        refused = stats.limits.refused
+        await second.wait_completed()
+        assert second.started == pytest.approx(first.started + 10.0)  # type: ignore[operator]
+        # Asked again only when due: one refusal then the grant, not one per refresh.
+        assert processor.statistics().limits.refused == refused
+        processor.stop()
+
+
+async def test_token_budget_defers_and_usage_is_charged(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    processor = RateLimitedProcessor(RateLimiter(tokens=100, period=1.0))
+    events = [Work(cost=60) for _ in range(3)]
+    for event in events:
+        await processor.enqueue(event)
+    await processor.join()
+    starts = [e.started for e in events]
+    assert starts[1] == pytest.approx(starts[0] + 0.2)  # type: ignore[operator]
+    assert starts[2] == pytest.approx(starts[1] + 0.6)  # type: ignore[operator]
+    assert processor.statistics().limits.tokens_charged == 180
+
+
+async def test_a_cost_that_can_never_be_granted_is_denied_with_a_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    processor = RateLimitedProcessor(RateLimiter(tokens=100, period=1.0))
+    huge, fine = Work(cost=1000), Work(cost=1)
+    await processor.enqueue(huge)
+    await processor.enqueue(fine)
+    await processor.join()
+    assert huge.status is EventStatus.SKIPPED
+    assert isinstance(huge.execution.error, BudgetExceededError)
+    assert fine.status is EventStatus.COMPLETED
+    assert processor.statistics().skipped == 1
+
+
+async def test_cancelled_join_leaves_deferred_events_pending_in_the_queue(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    processor = RateLimitedProcessor(RateLimiter(requests=1, period=100.0))
+    events = [Work() for _ in range(3)]
+    for event in events:
+        await processor.enqueue(event)
+    with trio.move_on_after(1.0):
+        await processor.join()
+    assert [e.status for e in events] == [EventStatus.COMPLETED] + [EventStatus.PENDING] * 2
+    assert processor.statistics().queued == 2  # nothing lost
+
+
+async def test_a_429_burst_is_deferred_and_every_request_completes() -> None:
+    """The provider allows 40/s with a burst of 2; the client believes it may send 1000/s.
+
+    Every 429 pauses the shared limiter for the provider's retry-after, the refused call is
+    retried and the queued ones are deferred; all complete, none is lost or sent twice
+    successfully.
+    """
+    provider = LocalProvider(
+        default=Reply(text="ok"), limiter=RateLimiter(requests=40, period=1.0, burst=2)
+    )
+    async with trio.open_nursery() as nursery:
+        base_url = await nursery.start(provider.serve)
+        limiter = RateLimiter(requests=1000, period=1.0)
+        processor = RateLimitedProcessor(limiter, concurrency_limit=8)
+        await nursery.start(processor.execute)
+        endpoint = Endpoint(base_url)
+        calls = [
+            ModelCall(
+                endpoint=endpoint,
+                payload={"model": "m", "messages": [{"role": "user", "content": str(i)}]},
+                rate_limit_retries=50,
+            )
+            for i in range(10)
+        ]
+        for call in calls:
+            await processor.enqueue(call)
+        with trio.fail_after(30):
+            for call in calls:
+                await call.wait_completed()
+        processor.stop()
+        nursery.cancel_scope.cancel()
+    assert all(c.status is EventStatus.COMPLETED for c in calls), [
+        c.execution.error for c in calls
+    ]
+    statuses = provider.log.statuses
+    assert statuses.count(200) == 10
+    assert statuses.count(429) >= 1
+    assert limiter.statistics().provider_pauses >= 1
+    assert sum(c.attempts for c in calls) == len(statuses)
