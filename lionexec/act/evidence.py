@@ -26,6 +26,7 @@ the in-memory log always hold every record.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -134,6 +135,7 @@ class SinkFeed:
         self._report = report
         self._send, self._receive = trio.open_memory_channel[EvidenceRecord](capacity)
         self._room = trio.lowlevel.ParkingLot()
+        self._reserved: set[uuid.UUID] = set()
         self._written = 0
         self._dropped = 0
         self._failed = 0
@@ -145,20 +147,40 @@ class SinkFeed:
         return self._serving
 
     def offer(self, record: EvidenceRecord) -> bool:
-        """Put *record* in the buffer without waiting; on overflow count, report, drop it."""
+        """Put *record* in the buffer without waiting; on overflow count, report, drop it.
+
+        A record of a call that reserved room (:meth:`wait_writable`) always fits.
+        """
+        request_id = record.request.id
+        reserved = request_id in self._reserved
+        if reserved:
+            self._reserved.discard(request_id)
+        elif self._used() >= self.capacity:
+            return self._drop(record, full=True)
         try:
             self._send.send_nowait(record)
-        except (trio.WouldBlock, trio.ClosedResourceError) as exc:
-            self._dropped += 1
-            call_id = record.request.content.call_id
-            self._report(self.sink, call_id, _Overflow(exc, self.capacity))
-            return False
+        except trio.ClosedResourceError:
+            return self._drop(record, full=False)
         return True
 
-    async def wait_writable(self) -> None:
-        """Wait until the buffer has room for one more record. Always a checkpoint."""
-        while self._send.statistics().current_buffer_used >= self.capacity and not self._closed:
-            await self._room.park()
+    def _used(self) -> int:
+        return self._send.statistics().current_buffer_used + len(self._reserved)
+
+    def _drop(self, record: EvidenceRecord, *, full: bool) -> bool:
+        self._dropped += 1
+        call_id = record.request.content.call_id
+        self._report(self.sink, call_id, _Overflow(full, self.capacity))
+        return False
+
+    async def wait_writable(self, request_id: uuid.UUID) -> None:
+        """Wait until the buffer has room for the record of call *request_id*, and reserve it.
+
+        The reservation holds until that call's record is offered. Always a checkpoint.
+        """
+        if request_id not in self._reserved:
+            while self._used() >= self.capacity and not self._closed:
+                await self._room.park()
+            self._reserved.add(request_id)
         await trio.lowlevel.checkpoint()
 
     async def serve(
@@ -215,8 +237,8 @@ class SinkFeed:
 
 
 class _Overflow(Exception):
-    def __init__(self, cause: BaseException, capacity: int) -> None:
-        what = "closed" if isinstance(cause, trio.ClosedResourceError) else "full"
+    def __init__(self, full: bool, capacity: int) -> None:
+        what = "full" if full else "closed"
         super().__init__(f"evidence sink buffer {what} (capacity {capacity}); record dropped")
 
 
@@ -243,7 +265,7 @@ class Evidence:
         run.
         """
         for feed in self.feeds:
-            await feed.wait_writable()
+            await feed.wait_writable(entry.request.id)
             await feed.sink.write_ahead(entry)
         if not self.feeds:
             await trio.lowlevel.checkpoint()

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -281,6 +282,10 @@ class CallTransaction:
             return self._invalid(exc)
         except RecursionError:
             return self._invalid(ValidationError("arguments are nested too deeply"))
+        if _has_non_finite(arguments):
+            return self._invalid(
+                ValidationError("arguments contain a non-finite number (NaN or Infinity)")
+            )
         self.tool = tool
         self.arguments = arguments
         self.context = CallContext(
@@ -526,6 +531,18 @@ class CallTransaction:
         if hooks.handlers_for(HookPoint.MESSAGE_ADD):
             for message in (request, response):
                 await hooks.emit(HookPoint.MESSAGE_ADD, message=copy.deepcopy(message))
+
+
+def _has_non_finite(value: object) -> bool:
+    """Whether a NaN or an infinity is anywhere in *value* (JSON-shaped containers)."""
+    cls = type(value)
+    if cls is float:
+        return not math.isfinite(value)  # type: ignore[arg-type]
+    if cls is dict:
+        return any(_has_non_finite(item) for item in value.values())  # type: ignore[attr-defined]
+    if cls is list or cls is tuple:
+        return any(_has_non_finite(item) for item in value)  # type: ignore[attr-defined]
+    return False
 
 
 def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None = None) -> None:

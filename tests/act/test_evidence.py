@@ -1,0 +1,207 @@
+"""The evidence seam (issue 10): synchronous writers, sinks, the write-ahead point, overflow."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from lionexec import ActionOutcome, Branch, Tool
+from lionexec.act import EventLog, EvidenceRecord, JsonlSink, WriteAhead
+from lionexec.testing import assert_consistent
+from lionexec.testing import tool_call as call
+
+Outcome = ActionOutcome
+
+
+class RecordingSink:
+    """A sink that remembers what it saw, and can be held up."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.batches: list[int] = []
+        self.release = trio.Event()
+        self.release.set()
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return "RecordingSink()"
+
+    async def write_ahead(self, entry: WriteAhead) -> None:
+        self.events.append(("write_ahead", (entry.request.call_id, dict(entry.arguments))))
+        await trio.lowlevel.checkpoint()
+
+    async def write(self, records: Sequence[EvidenceRecord]) -> None:
+        await self.release.wait()
+        self.batches.append(len(records))
+        for record in records:
+            self.events.append(("write", (record.request.call_id, record.response.outcome)))
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await trio.lowlevel.checkpoint()
+
+
+async def test_write_ahead_runs_before_the_tool_with_the_authorized_arguments() -> None:
+    sink = RecordingSink()
+
+    async def add(a: int, b: int) -> int:
+        sink.events.append(("tool", (a, b)))
+        return a + b
+
+    async with Branch(sinks=[sink]) as branch:
+        branch.register_tools(Tool(add))
+        await branch.act({"function": "add", "arguments": {"a": "1", "b": 2}, "call_id": "c1"})
+    assert sink.events == [
+        ("write_ahead", ("c1", {"a": 1, "b": 2})),  # validated (coerced) arguments
+        ("tool", (1, 2)),
+        ("write", ("c1", Outcome.COMPLETED)),
+    ]
+    assert sink.closed
+
+
+async def test_calls_that_never_run_reach_the_sink_but_not_the_write_ahead_point() -> None:
+    sink = RecordingSink()
+    async with Branch(sinks=[sink]) as branch:
+        await branch.act({"function": "missing", "arguments": {}, "call_id": "c1"})
+    assert sink.events == [("write", ("c1", Outcome.INVALID))]
+
+
+async def test_the_drain_service_batches_and_leaving_writes_everything() -> None:
+    sink = RecordingSink()
+    sink.release = trio.Event()
+
+    async def ok(n: int) -> int:
+        return n
+
+    async with Branch(sinks=[sink]) as branch:
+        branch.register_tools(Tool(ok))
+        await branch.act([call("ok", n=i) for i in range(10)])
+        await trio.testing.wait_all_tasks_blocked()
+        stats = branch.statistics().sinks[0]
+        assert stats.written + stats.buffered + sum(sink.batches) >= 0
+        sink.release.set()
+    assert sum(sink.batches) == 10
+    assert len(sink.batches) < 10  # records drained together, not one write each
+    final = branch.statistics().sinks[0]
+    assert (final.written, final.buffered, final.dropped, final.serving) == (10, 0, 0, False)
+
+
+async def test_a_full_sink_holds_calls_at_the_write_ahead_point(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Overflow policy, part one: invoked calls wait for room (block at admission)."""
+    sink = RecordingSink()
+    sink.release = trio.Event()
+    ran: list[int] = []
+
+    async def ok(n: int) -> int:
+        ran.append(n)
+        return n
+
+    async with Branch(sinks=[sink], sink_capacity=2) as branch:
+        branch.register_tools(Tool(ok))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(branch.act, [call("ok", n=i) for i in range(6)])
+            await trio.testing.wait_all_tasks_blocked()
+            # the drain is stuck writing its first batch (one or two records); the buffer is
+            # full again behind it, and the remaining calls wait before invoking their tools
+            assert 2 < len(ran) < 6
+            assert branch.statistics().sinks[0].buffered == 2
+            sink.release.set()
+        assert sorted(ran) == list(range(6))
+    assert branch.statistics().sinks[0].dropped == 0
+    assert branch.statistics().sinks[0].written == 6
+    assert_consistent(branch)
+
+
+async def test_a_full_sink_drops_records_of_calls_that_never_ran_and_reports_them() -> None:
+    """Overflow policy, part two: what cannot wait is dropped from that sink, and reported."""
+    sink = RecordingSink()
+    sink.release = trio.Event()
+    async with Branch(sinks=[sink], sink_capacity=1) as branch:
+        await branch.act(
+            [{"function": "nope", "arguments": {}, "call_id": f"c{i}"} for i in range(4)]
+        )
+        stats = branch.statistics().sinks[0]
+        assert stats.dropped >= 1
+        assert len(branch.messages.responses()) == 4  # the history keeps every record
+        assert {f.where for f in branch.failures} == {"sink"}
+        assert "record dropped" in str(branch.failures[0].error)
+        sink.release.set()
+    assert_consistent(branch)
+
+
+async def test_the_jsonl_sink_writes_in_a_worker_thread(tmp_path: Any) -> None:
+    threads: list[int] = []
+
+    class Spy(JsonlSink):
+        def _append(self, text: str) -> None:
+            threads.append(threading.get_ident())
+            super()._append(text)
+
+    async def ok() -> int:
+        return 1
+
+    sink = Spy(tmp_path / "log.jsonl", dumps=lambda record: "{}")
+    async with Branch(sinks=[sink]) as branch:
+        branch.register_tools(Tool(ok))
+        await branch.act([call("ok")] * 3)
+    assert threads and threading.get_ident() not in threads
+    assert (tmp_path / "log.jsonl").read_text().count("\n") == 3
+
+
+async def test_evidence_is_written_under_ki_protection() -> None:
+    protected: list[bool] = []
+
+    class CheckingLog(EventLog):
+        def append(self, record: Any) -> None:
+            protected.append(trio.lowlevel.currently_ki_protected())
+            super().append(record)
+
+    async def ok() -> int:
+        return 1
+
+    branch = Branch(log=CheckingLog())
+    branch.register_tools(Tool(ok))
+    await branch.act([call("ok"), call("ok")])
+    assert protected == [True, True]
+
+
+async def test_serve_under_nursery_start_and_aclose() -> None:
+    sink = RecordingSink()
+
+    async def ok() -> int:
+        return 1
+
+    branch = Branch(sinks=[sink])
+    branch.register_tools(Tool(ok))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(branch.serve)
+        await branch.act(call("ok"))
+        await branch.aclose()
+    assert sink.closed
+    assert [kind for kind, _ in sink.events] == ["write_ahead", "write"]
+
+
+def test_a_sink_must_have_the_sink_methods() -> None:
+    from lionexec import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="write_ahead"):
+        Branch(sinks=[object()])  # type: ignore[list-item]
+
+
+async def test_act_of_an_empty_batch_is_a_checkpoint() -> None:
+    branch = Branch()
+    with trio.testing.assert_checkpoints():
+        assert await branch.act([]) == []
+
+
+async def test_a_sequential_batch_of_refused_calls_checkpoints_between_calls() -> None:
+    branch = Branch()
+    with trio.testing.assert_checkpoints():
+        await branch.act([call("missing")] * 3, strategy="sequential")

@@ -1,0 +1,403 @@
+"""Evidence integrity, duplicates and re-entry, and the transaction's smaller defects (issue 11).
+
+Each test here failed on the transaction before issue 10/11's changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from lionexec import (
+    ActionOutcome,
+    ActionRequest,
+    AlcallParams,
+    Branch,
+    ConfigurationError,
+    EventStatus,
+    HookPoint,
+    SessionObserver,
+    Tool,
+    alcall,
+)
+from lionexec.act import DuplicateCallError
+from lionexec.errors import NotInTrioError
+from lionexec.testing import assert_consistent
+from lionexec.testing import tool_call as call
+
+Outcome = ActionOutcome
+
+
+# -- evidence nothing can rewrite ---------------------------------------------------------------
+
+
+async def test_a_tool_mutating_its_arguments_does_not_rewrite_the_record() -> None:
+    async def save(record: dict[str, Any]) -> str:
+        record["email"] = "attacker@example.com"
+        record["tags"].append("pwned")
+        return "saved"
+
+    branch = Branch()
+    branch.register_tools(Tool(save))
+    proposed = {"email": "ann@example.com", "tags": ["a"]}
+    [response] = await branch.act(call("save", record=proposed))
+    assert response.content.outcome is Outcome.COMPLETED
+    [request] = branch.messages.requests()
+    assert request.arguments == {"record": {"email": "ann@example.com", "tags": ["a"]}}
+    [record] = list(branch.log)
+    assert record.event.arguments == {"record": {"email": "ann@example.com", "tags": ["a"]}}
+    assert proposed == {"email": "ann@example.com", "tags": ["a"]}  # the caller's dict too
+    exported = branch.messages.to_openai()
+    assert "attacker" not in repr(exported)
+
+
+async def test_the_callers_dict_mutated_after_act_does_not_rewrite_the_record() -> None:
+    async def echo(record: dict[str, Any]) -> dict[str, Any]:
+        return record
+
+    branch = Branch()
+    branch.register_tools(Tool(echo))
+    proposed: dict[str, Any] = {"record": {"n": 1}}
+    [response] = await branch.act({"function": "echo", "arguments": proposed})
+    proposed["record"]["n"] = 666
+    assert branch.messages.requests()[0].arguments == {"record": {"n": 1}}
+    assert response.output == {"n": 1}
+
+
+@pytest.mark.parametrize("seam", ["tool.error", "observer", "callback", "message.add"])
+async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str) -> None:
+    shared: list[Any] = []
+
+    async def produce(fail: bool = False) -> dict[str, Any]:
+        if fail:
+            raise ValueError("original")
+        value = {"items": [1, 2]}
+        shared.append(value)
+        return value
+
+    branch = Branch(observer=SessionObserver())
+    branch.register_tools(Tool(produce))
+
+    def vandalize_error(error: BaseException, **_: Any) -> None:
+        error.args = ("rewritten",)
+
+    def vandalize_payload(payload: Any) -> None:
+        payload.execution.response["items"].append("pwned")
+
+    def vandalize_message(message: Any) -> None:
+        output = getattr(message.content, "output", None)
+        if isinstance(output, dict):
+            output["items"].append("pwned")
+        arguments = message.content.arguments
+        if isinstance(arguments, dict):
+            arguments["fail"] = "pwned"
+
+    if seam == "tool.error":
+        branch.hooks.on(HookPoint.TOOL_ERROR, vandalize_error)
+    elif seam == "observer":
+        assert branch.observer is not None
+        branch.observer.subscribe(lambda payload: True, vandalize_payload)
+    elif seam == "callback":
+        branch.messages.on_message_added.append(vandalize_message)
+    else:
+        branch.hooks.on(HookPoint.MESSAGE_ADD, lambda message, **_: vandalize_message(message))
+    ok, failed = await branch.act([call("produce"), call("produce", fail=True)])
+    assert ok.output == {"items": [1, 2]}
+    assert failed.error is not None and failed.error.message == "original"
+    records = {r.response_id: r for r in branch.log}
+    assert records[ok.id].event.response == {"items": [1, 2]}
+    assert str(records[failed.id].event.execution.error) == "original"
+    assert all("pwned" not in repr(r.arguments) for r in branch.messages.requests())
+    assert "pwned" not in repr(branch.messages.to_openai())
+    assert_consistent(branch)
+
+
+async def test_output_is_snapshotted_when_recorded() -> None:
+    kept: list[dict[str, Any]] = []
+
+    async def leaky() -> dict[str, Any]:
+        value: dict[str, Any] = {"n": 1}
+        kept.append(value)
+        return value
+
+    branch = Branch()
+    branch.register_tools(Tool(leaky))
+    [response] = await branch.act(call("leaky"))
+    kept[0]["n"] = 2  # the tool keeps a reference and changes it later
+    assert response.output == {"n": 1}
+
+
+# -- duplicates and re-entry --------------------------------------------------------------------
+
+
+async def test_the_same_request_in_two_overlapping_acts_is_refused_before_it_runs(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    runs: list[int] = []
+
+    async def slow() -> str:
+        runs.append(1)
+        await trio.sleep(1)
+        return "done"
+
+    branch = Branch()
+    branch.register_tools(Tool(slow))
+    request = ActionRequest.create("slow", {})
+    errors: list[BaseException] = []
+
+    async def second() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            await branch.act(request)
+        except DuplicateCallError as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(second)
+        [response] = await branch.act(request)
+    assert response.content.outcome is Outcome.COMPLETED
+    assert runs == [1]
+    [error] = errors
+    assert "already running" in str(error)
+    assert_consistent(branch)
+
+
+async def test_a_call_id_already_in_the_history_is_refused_naming_it() -> None:
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    branch = Branch()
+    branch.register_tools(Tool(add))
+    batch = [{"type": "function", "id": "call_1", "function": {"name": "add", "arguments": "{}"}}]
+    batch[0]["function"]["arguments"] = '{"a": 1, "b": 2}'  # type: ignore[index]
+    await branch.act(batch)
+    before = len(branch.messages)
+    with pytest.raises(DuplicateCallError, match="call_1") as caught:
+        await branch.act(batch)  # a client retrying a POST
+    assert caught.value.call_id == "call_1"
+    assert len(branch.messages) == before
+    assert_consistent(branch)
+
+
+async def test_duplicate_call_ids_in_one_batch_are_refused_before_anything_is_recorded() -> None:
+    branch = Branch()
+    item = {"function": "x", "arguments": {}, "call_id": "dup"}
+    with pytest.raises(ValueError, match="dup"):
+        await branch.act([item, dict(item)])
+    assert len(branch.messages) == 0
+
+
+async def test_a_message_id_collision_refuses_the_whole_batch_before_any_request() -> None:
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    branch = Branch()
+    branch.register_tools(Tool(add))
+    taken = ActionRequest.create("add", {"a": 1, "b": 2}, call_id="c0")
+    branch.messages.add_message(taken)
+    impostor = ActionRequest(id=taken.id, content=ActionRequest.create("add", {}).content)
+    before = list(branch.messages)
+    with pytest.raises(DuplicateCallError):
+        await branch.act([call("add", a=1, b=1), impostor])
+    assert list(branch.messages) == before  # the first request was not added either
+
+
+# -- bad values ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [1.0, float("-inf")]])
+async def test_a_non_finite_number_from_the_model_is_invalid(value: Any) -> None:
+    ran: list[Any] = []
+
+    async def measure(x: Any) -> None:
+        ran.append(x)
+
+    branch = Branch()
+    branch.register_tools(Tool(measure))
+    [response] = await branch.act(call("measure", x=value))
+    assert response.content.outcome is Outcome.INVALID
+    assert response.content.error is not None
+    assert "non-finite" in response.content.error.message
+    assert ran == []
+
+
+async def test_a_string_nan_coerced_to_float_is_invalid() -> None:
+    async def scale(factor: float) -> float:
+        return factor
+
+    branch = Branch()
+    branch.register_tools(Tool(scale))
+    results = await branch.act([call("scale", factor="nan"), call("scale", factor="inf")])
+    assert [r.content.outcome for r in results] == [Outcome.INVALID] * 2
+
+
+# -- smaller defects ----------------------------------------------------------------------------
+
+
+async def test_context_param_receives_the_call_context_under_act() -> None:
+    async def whoami(ctx: Any = None) -> str:
+        return f"{ctx.function} {ctx.call_id}"
+
+    branch = Branch()
+    branch.register_tools(Tool(whoami, context_param="ctx"))
+    [response] = await branch.act({"function": "whoami", "arguments": {}, "call_id": "c9"})
+    assert response.output == "whoami c9"
+
+
+@pytest.mark.parametrize("grace", [float("nan"), "1", -1, float("inf")])
+def test_cancel_grace_is_validated(grace: Any) -> None:
+    with pytest.raises(ConfigurationError, match="cancel_grace"):
+        Branch(cancel_grace=grace)
+
+
+@pytest.mark.parametrize("strategy", ["concurrent", "sequential"])
+async def test_a_tools_exception_group_is_not_wrapped_again(strategy: Any) -> None:
+    async def grouped() -> None:
+        raise ExceptionGroup("tool's own", [ValueError("a"), KeyError("b")])
+
+    async def ok() -> int:
+        return 1
+
+    branch = Branch()
+    branch.register_tools([Tool(grouped), Tool(ok)])
+    with pytest.raises(ExceptionGroup) as caught:
+        await branch.act([call("grouped"), call("ok")], strategy=strategy, suppress_errors=False)
+    assert caught.value.message == "tool's own"
+    assert_consistent(branch)
+
+
+@pytest.mark.parametrize("verdict", ["deny", 0, "", object()])
+async def test_a_pre_hook_returning_an_unexpected_value_denies(verdict: Any) -> None:
+    ran: list[bool] = []
+
+    async def act_() -> None:
+        ran.append(True)
+
+    branch = Branch()
+    branch.register_tools(Tool(act_, name="act_"))
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **_: verdict)
+    [response] = await branch.act(call("act_"))
+    assert response.content.outcome is Outcome.DENIED
+    assert response.content.error is not None
+    assert "only True or None allow" in response.content.error.message
+    assert ran == []
+
+
+async def test_model_controlled_ids_are_logged_as_repr(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="lionexec.act")
+    branch = Branch()
+    evil = "c1\nINFO forged line"
+    await branch.act(
+        {"function": "nope\nforged", "arguments": {}, "call_id": evil}, verbose_action=True
+    )
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "lionexec.act")
+    assert "\nINFO forged line" not in text
+    assert "\nforged" not in text
+
+
+async def test_alcall_runs_plain_functions_like_tools() -> None:
+    import threading
+
+    trio_thread = threading.get_ident()
+    seen: list[int] = []
+
+    def double(x: int) -> int:
+        seen.append(threading.get_ident())
+        return 2 * x
+
+    assert await alcall(double, [1, 2, 3]) == [2, 4, 6]
+    assert trio_thread not in seen  # offloaded, as sync tools are (A4)
+
+
+async def test_register_tools_takes_one_callable_and_skips_none() -> None:
+    async def one() -> int:
+        return 1
+
+    async def two() -> int:
+        return 2
+
+    branch = Branch()
+    branch.register_tools(one)
+    branch.register_tools([None, two, None])
+    assert sorted(branch.registry.names) == ["one", "two"]
+
+
+async def test_call_timeout_bounds_a_hung_gate_and_names_the_phase(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    observer = SessionObserver()
+
+    async def hung_gate(invocation: Any) -> bool:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    observer.gate(hung_gate)
+    branch = Branch(observer=observer)
+    branch.register_tools(Tool(add))
+    [response] = await branch.act(call("add", a=1, b=2), call_params=AlcallParams(call_timeout=5))
+    assert response.content.outcome is Outcome.TIMED_OUT
+    assert response.content.error is not None
+    assert "phase gate" in response.content.error.message
+    assert trio.current_time() == pytest.approx(5)
+    assert_consistent(branch)
+
+
+async def test_call_timeout_during_invoke_records_timed_out_with_the_event(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def hang() -> None:
+        await trio.sleep_forever()
+
+    branch = Branch()
+    branch.register_tools(Tool(hang))
+    [response] = await branch.act(call("hang"), call_params=AlcallParams(call_timeout=2))
+    assert response.content.outcome is Outcome.TIMED_OUT
+    [record] = list(branch.log)
+    assert record.event.status is EventStatus.CANCELLED
+    assert_consistent(branch)
+
+
+def test_act_outside_trio_names_trio_and_records_nothing() -> None:
+    branch = Branch()
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    branch.register_tools(Tool(add))
+    with pytest.raises(NotInTrioError, match=r"trio\.run.*anyio\.run"):
+        asyncio.run(branch.act(call("add", a=1, b=2)))
+    assert len(branch.messages) == 0
+    with pytest.raises(NotInTrioError, match="alcall"):
+        asyncio.run(alcall(add, [1]))  # type: ignore[arg-type]
+
+
+async def test_a_shared_limiter_caps_calls_across_acts(autojump_clock: trio.abc.Clock) -> None:
+    running = 0
+    peak = 0
+
+    async def work() -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await trio.sleep(1)
+        running -= 1
+
+    limiter = trio.CapacityLimiter(3)
+    branches = [Branch() for _ in range(3)]
+    for b in branches:
+        b.register_tools(Tool(work))
+    async with trio.open_nursery() as nursery:
+        for b in branches:
+            nursery.start_soon(lambda b=b: b.act([call("work")] * 4, limiter=limiter))
+    assert peak == 3
+    assert trio.current_time() == pytest.approx(4)  # 12 calls, 3 at a time
+    for b in branches:
+        assert_consistent(b)
