@@ -226,6 +226,8 @@ class CallTransaction:
             if self.response is not None:
                 raise
             self.failure = exc
+            if self.event is not None and not self.event.status.is_terminal:
+                _settle(self.event, _FAILED, exc)
             self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(exc))
         except BaseException as exc:
             if self.response is None:

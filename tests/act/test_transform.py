@@ -114,3 +114,24 @@ async def test_a_tool_without_preprocessor_gets_exactly_the_validated_arguments(
     branch.register_tools(Tool(body))
     await branch.act(call("body", text="x", limit="4"))
     assert seen == [("x", 4)]
+
+
+async def test_a_policy_that_raises_while_rechecking_a_transform_fails_the_call_consistently() -> (
+    None
+):
+    class Flaky(PermissionPolicy):
+        calls = 0
+
+        async def decide(self, ctx: Any) -> Any:
+            Flaky.calls += 1
+            if Flaky.calls > 1:
+                raise RuntimeError("policy bug")
+            return await super().decide(ctx)
+
+    branch = Branch(policy=Flaky())
+    branch.register_tools(Tool(find, preprocessor=lambda a: a))
+    [response] = await branch.act(call("find", text="a"))
+    assert response.content.outcome is Outcome.FAILED
+    [record] = list(branch.log)
+    assert record.event.status is EventStatus.FAILED
+    assert_consistent(branch)
