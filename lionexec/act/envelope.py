@@ -1,21 +1,74 @@
-"""Reading tool calls out of the shapes models and callers propose them in."""
+"""Reading tool calls, and whole assistant turns, out of the shapes models propose them in.
+
+``Branch.act`` accepts what a provider SDK returns, as the SDK's own objects or as their plain
+``dict`` forms (``model_dump()``); lionexec never imports an SDK, it reads them duck-typed:
+
+========================================= =====================================================
+passed to ``act()``                       read as
+========================================= =====================================================
+one tool call, or a list of them          a batch of calls; no assistant turn is recorded
+an assistant message (a whole turn)       one assistant turn (text, reasoning) and its calls
+========================================= =====================================================
+
+A tool call is an :class:`~lionexec.conversation.ActionRequest`; an OpenAI Chat Completions
+``tool_calls`` item (``ChatCompletionMessageFunctionToolCall``); an Anthropic ``tool_use``
+block (``ToolUseBlock``); a Responses API ``function_call`` item
+(``ResponseFunctionToolCall``); a mapping with ``function`` and ``arguments`` (and optionally
+``call_id``); or an object with ``function`` and ``arguments`` attributes.
+
+A whole turn is an OpenAI ``ChatCompletionMessage`` (or a ``ChatCompletion``: its first
+choice), an Anthropic ``Message`` (or a mapping with ``role: "assistant"`` and a list of
+content blocks), or a Responses API output (the ``Response``, or its ``output`` list, holding
+``message``, ``reasoning`` and ``function_call`` items). Its text and its reasoning (Anthropic
+``thinking``/``redacted_thinking`` blocks with their signatures, Responses ``reasoning`` items
+with ``encrypted_content``) are kept verbatim in the recorded
+:class:`~lionexec.conversation.AssistantResponse`, so exporting to the same API replays them.
+
+Arguments are hostile input. They end the call ``invalid`` (a value the model can correct,
+never an exception) when they are not a JSON object, not valid JSON, hold ``NaN`` or
+``Infinity`` (JSON has neither), are nested deeper than :data:`MAX_ARGUMENT_DEPTH`, or are a
+string longer than :data:`MAX_ARGUMENT_CHARS`. The string the model sent is kept as it was
+(``ActionRequest.raw_arguments``), so the export replays it exactly, malformed or not.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 import attrs
 
+from lionexec._snapshot import snapshot
 from lionexec.conversation import ActionRequest, AssistantResponse, new_call_id
 
-__all__ = ["Proposal", "ProposedBatch", "read_batch", "read_proposal"]
+__all__ = [
+    "MAX_ARGUMENT_CHARS",
+    "MAX_ARGUMENT_DEPTH",
+    "Proposal",
+    "ProposedBatch",
+    "read_batch",
+    "read_proposal",
+]
+
+#: Arguments nested deeper than this (objects and arrays, the arguments object being level 1)
+#: end the call ``invalid``.
+MAX_ARGUMENT_DEPTH: Final = 64
+#: An argument string longer than this many characters ends the call ``invalid``.
+MAX_ARGUMENT_CHARS: Final = 1_000_000
+# Ints of at least this many bits may have more than 4,300 digits (Python will not print them).
+_MAX_INT_BITS: Final = 14284
 
 _SHAPES = (
     "an ActionRequest, a mapping with 'function' and 'arguments', an OpenAI tool_calls item, "
-    "an Anthropic tool_use block, or an object with 'function' and 'arguments' attributes"
+    "a Responses API function_call item, an Anthropic tool_use block (or the SDK objects of "
+    "those three), an object with 'function' and 'arguments' attributes, or a whole assistant "
+    "message (OpenAI ChatCompletionMessage, Anthropic Message, Responses API output)"
 )
+
+#: The output item types of a Responses API turn.
+_RESPONSES_ITEMS: Final = frozenset({"message", "reasoning", "function_call"})
 
 
 @attrs.frozen
@@ -23,7 +76,10 @@ class Proposal:
     """One proposed tool call, read but not yet validated.
 
     ``arguments`` is ``None`` when the proposal's arguments could not be read as a JSON
-    object; ``problem`` then says why, and the call ends ``invalid``.
+    object; ``problem`` then says why, and the call ends ``invalid``. ``raw_arguments`` is the
+    argument string as the model sent it, if it sent a string. ``request`` is the request
+    message to record: the caller's own :class:`ActionRequest`, or the one a whole assistant
+    turn already names; ``None`` means "create one" (:meth:`to_request`).
     """
 
     function: str
@@ -31,6 +87,25 @@ class Proposal:
     call_id: str
     problem: str | None = None
     request: ActionRequest | None = None
+    raw_arguments: str | None = None
+
+    def to_request(self, *, sender: str | None = None) -> ActionRequest:
+        """The request message to record for this proposal.
+
+        :attr:`request` when there is one; otherwise a new request carrying the call id and the
+        raw argument string, sent by *sender* to the tool. Its arguments are a private deep
+        copy: nothing done later to the proposal's values changes the record.
+        """
+        if self.request is not None:
+            return self.request
+        return ActionRequest.create(
+            self.function,
+            snapshot(self.arguments) if self.arguments else {},
+            call_id=self.call_id,
+            raw_arguments=self.raw_arguments,
+            sender=sender,
+            recipient=self.function,
+        )
 
 
 @attrs.frozen
@@ -39,45 +114,58 @@ class ProposedBatch:
 
     Attributes:
         turn: the assistant turn that proposed the calls, to be added to the history before
-            the requests, or ``None`` when the caller passed bare tool calls.
-        proposals: the proposed calls, in the order proposed.
+            the requests, or ``None`` when the caller passed bare tool calls. A turn is
+            recorded even when it proposes no call (a final answer).
+        proposals: the proposed calls, in the order proposed. The proposals of a turn carry
+            their :attr:`Proposal.request`, which the turn's ``tool_calls`` names.
     """
 
     turn: AssistantResponse | None
     proposals: list[Proposal]
 
 
-def read_batch(action_request: object) -> ProposedBatch:
+def read_batch(action_request: object, *, sender: str | None = None) -> ProposedBatch:
     """Read what was passed to ``act()`` into a :class:`ProposedBatch`.
 
-    A list is a batch of tool calls, each read with :func:`read_proposal`; anything else is
-    one tool call. Nothing is recorded.
+    A list (or tuple) is a batch of tool calls, each read with :func:`read_proposal`, unless
+    it is a Responses API output list (it holds a ``message`` or ``reasoning`` item): then it
+    is one turn. An assistant message (see the module docs) is one turn with its calls.
+    Anything else is one tool call. *sender* is the sender of the requests created for a turn
+    (the branch's name). Nothing is recorded.
 
     Raises:
         ValueError: a tool call cannot be read, or two calls of the batch share a call id
             (the message names the id). Nothing has been recorded at that point.
     """
-    envelopes = action_request if isinstance(action_request, list) else [action_request]
-    proposals = [read_proposal(envelope) for envelope in envelopes]
-    _check_unique_ids(proposals)
-    return ProposedBatch(turn=None, proposals=proposals)
-
-
-def _check_unique_ids(proposals: list[Proposal]) -> None:
-    if len(proposals) < 2:
-        return
-    seen: set[str] = set()
-    for proposal in proposals:
-        if proposal.call_id in seen:
-            raise ValueError(
-                f"tool call id {proposal.call_id!r} appears more than once in one batch; "
-                "every call of a batch needs its own id"
-            )
-        seen.add(proposal.call_id)
+    if isinstance(action_request, list | tuple):
+        envelopes = [_plain(envelope) for envelope in action_request]
+        if any(_item_type(e) in ("message", "reasoning") for e in envelopes):
+            return _responses_turn(envelopes, sender)
+        proposals = [read_proposal(envelope) for envelope in envelopes]
+        _check_unique_ids(proposals)
+        return ProposedBatch(turn=None, proposals=proposals)
+    envelope = _plain(action_request)
+    if type(envelope) is dict or isinstance(envelope, Mapping):
+        if envelope.get("role") == "assistant":
+            return _assistant_message(envelope, sender)
+        kind = envelope.get("object")
+        if kind == "response" and isinstance(envelope.get("output"), list):
+            return _responses_turn([_plain(item) for item in envelope["output"]], sender)
+        if kind == "chat.completion" and isinstance(envelope.get("choices"), list):
+            choices = envelope["choices"]
+            if len(choices) != 1:
+                raise ValueError(
+                    f"a ChatCompletion with {len(choices)} choices is not one turn; pass "
+                    "the message of the choice to act on"
+                )
+            message = _plain(choices[0]).get("message")
+            if isinstance(message, Mapping):
+                return _assistant_message(message, sender)
+    return ProposedBatch(turn=None, proposals=[read_proposal(envelope)])
 
 
 def read_proposal(envelope: object) -> Proposal:
-    """Read *envelope* into a :class:`Proposal`.
+    """Read one tool call *envelope* into a :class:`Proposal` (see the module docs).
 
     Raises:
         ValueError: *envelope* is none of the accepted shapes; the message names the type
@@ -87,13 +175,22 @@ def read_proposal(envelope: object) -> Proposal:
         content = envelope.content
         function, raw, call_id = content.function, content.arguments, content.call_id
         return _proposal(function, raw, call_id, envelope, request=envelope)
+    envelope = _plain(envelope)
     if type(envelope) is dict or isinstance(envelope, Mapping):
-        if envelope.get("type") == "function" and isinstance(envelope.get("function"), Mapping):
-            spec = envelope["function"]  # OpenAI tool_calls item
+        kind = envelope.get("type")
+        if kind == "function" and isinstance(envelope.get("function"), Mapping):
+            spec = envelope["function"]  # OpenAI Chat Completions tool_calls item
             return _proposal(spec.get("name"), spec.get("arguments"), envelope.get("id"), envelope)
-        if envelope.get("type") == "tool_use":  # Anthropic content block
+        if kind == "tool_use":  # Anthropic content block
             return _proposal(
                 envelope.get("name"), envelope.get("input"), envelope.get("id"), envelope
+            )
+        if kind == "function_call":  # Responses API output item
+            return _proposal(
+                envelope.get("name"),
+                envelope.get("arguments"),
+                envelope.get("call_id"),
+                envelope,
             )
         if "function" in envelope and "arguments" in envelope:
             return _proposal(
@@ -113,6 +210,126 @@ def read_proposal(envelope: object) -> Proposal:
     raise ValueError(f"cannot read a tool call from {type(envelope).__name__}; expected {_SHAPES}")
 
 
+# -- SDK objects -------------------------------------------------------------------------------
+
+
+def _plain(envelope: object) -> Any:
+    """*envelope* as a plain mapping if it is a pydantic-style SDK object; else itself."""
+    if type(envelope) is dict or isinstance(envelope, Mapping | ActionRequest):
+        return envelope
+    dump = getattr(envelope, "model_dump", None)
+    if callable(dump) and not isinstance(envelope, type):
+        dumped = dump()
+        if isinstance(dumped, Mapping):
+            return dumped
+    return envelope
+
+
+def _item_type(envelope: object) -> object:
+    if type(envelope) is dict or isinstance(envelope, Mapping):
+        return envelope.get("type")
+    return None
+
+
+# -- whole turns -------------------------------------------------------------------------------
+
+
+def _assistant_message(message: Mapping[str, Any], sender: str | None) -> ProposedBatch:
+    content = message.get("content")
+    if "tool_calls" in message or not isinstance(content, list):
+        return _chat_turn(message, sender)
+    blocks = [_plain(block) for block in content]
+    if any(_item_type(b) in ("output_text", "refusal") for b in blocks):
+        return _responses_turn([{**message, "content": blocks}], sender)
+    return _anthropic_turn(blocks, sender)
+
+
+def _chat_turn(message: Mapping[str, Any], sender: str | None) -> ProposedBatch:
+    """An OpenAI Chat Completions assistant message: text and ``tool_calls``."""
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = "".join(
+            p["text"] for p in map(_plain, content) if _item_type(p) == "text" and _is_text(p)
+        )
+    elif content is None:
+        text = ""
+    else:
+        raise ValueError(f"an assistant message's content must be text, got {content!r:.80}")
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list | tuple):
+        raise ValueError(f"an assistant message's tool_calls must be a list, got {calls!r:.80}")
+    proposals = [read_proposal(call) for call in calls]
+    return _turn(text, proposals, "chat", (), sender)
+
+
+def _anthropic_turn(blocks: list[Any], sender: str | None) -> ProposedBatch:
+    """An Anthropic assistant message: content blocks, ``tool_use`` among them."""
+    texts: list[str] = []
+    proposals: list[Proposal] = []
+    for block in blocks:
+        kind = _item_type(block)
+        if kind is None:
+            raise ValueError(f"an Anthropic content block must be an object, got {block!r:.80}")
+        if kind == "tool_use":
+            proposals.append(read_proposal(block))
+        elif kind == "text" and _is_text(block):
+            texts.append(block["text"])
+    return _turn("\n".join(texts), proposals, "anthropic", blocks, sender)
+
+
+def _responses_turn(items: list[Any], sender: str | None) -> ProposedBatch:
+    """A Responses API output list: ``message``, ``reasoning`` and ``function_call`` items."""
+    texts: list[str] = []
+    proposals: list[Proposal] = []
+    for item in items:
+        kind = _item_type(item)
+        if kind is None:
+            raise ValueError(f"a Responses API output item must be an object, got {item!r:.80}")
+        if kind == "function_call":
+            proposals.append(read_proposal(item))
+        elif kind == "message":
+            for part in map(_plain, item.get("content") or ()):
+                if _item_type(part) == "output_text" and _is_text(part):
+                    texts.append(part["text"])
+    return _turn("\n".join(texts), proposals, "responses", items, sender)
+
+
+def _is_text(block: Mapping[str, Any]) -> bool:
+    return isinstance(block.get("text"), str)
+
+
+def _turn(
+    text: str,
+    proposals: list[Proposal],
+    api: str,
+    blocks: Iterable[Mapping[str, Any]],
+    sender: str | None,
+) -> ProposedBatch:
+    _check_unique_ids(proposals)
+    proposals = [attrs.evolve(p, request=p.to_request(sender=sender)) for p in proposals]
+    requests = [p.request for p in proposals if p.request is not None]
+    turn = AssistantResponse(content=text, tool_calls=requests, api=api, blocks=blocks)
+    return ProposedBatch(turn=turn, proposals=proposals)
+
+
+def _check_unique_ids(proposals: list[Proposal]) -> None:
+    if len(proposals) < 2:
+        return
+    seen: set[str] = set()
+    for proposal in proposals:
+        if proposal.call_id in seen:
+            raise ValueError(
+                f"tool call id {proposal.call_id!r} appears more than once in one batch; "
+                "every call of a batch needs its own id"
+            )
+        seen.add(proposal.call_id)
+
+
+# -- one call ----------------------------------------------------------------------------------
+
+
 def _proposal(
     function: object,
     raw: object,
@@ -123,34 +340,83 @@ def _proposal(
 ) -> Proposal:
     if not isinstance(function, str) or not function:
         raise ValueError(
-            f"a tool call needs a non-empty function name, got {function!r} in "
+            f"a tool call needs a non-empty function name, got {function!r:.80} in "
             f"{type(envelope).__name__}"
         )
     if call_id is not None and not isinstance(call_id, str):
-        raise ValueError(f"a tool call id must be a string, got {call_id!r}")
+        raise ValueError(f"a tool call id must be a string, got {call_id!r:.80}")
     arguments, problem = _read_arguments(raw)
+    raw_arguments = raw if isinstance(raw, str) else None
+    if request is not None:
+        raw_arguments = request.content.raw_arguments
     return Proposal(
         function=function,
         arguments=arguments,
         call_id=call_id or new_call_id(),
         problem=problem,
         request=request,
+        raw_arguments=raw_arguments,
     )
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
     if raw is None:
         return {}, None
     if isinstance(raw, str):
+        if len(raw) > MAX_ARGUMENT_CHARS:
+            return None, (
+                f"arguments are {len(raw)} characters long; the limit is {MAX_ARGUMENT_CHARS}"
+            )
+        if not raw.strip():
+            return {}, None
         try:
-            raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
+            raw = json.loads(raw, parse_constant=_refuse_constant)
+        except RecursionError:
+            return None, f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+        except ValueError as exc:  # JSONDecodeError, NaN/Infinity, an int too long to read
             return None, f"arguments are not valid JSON: {exc}"
     if type(raw) is dict or isinstance(raw, Mapping):
         for key in raw:
             if not isinstance(key, str):
-                return None, f"argument names must be strings, got {key!r}"
-        return dict(raw), None
+                return None, f"argument names must be strings, got {key!r:.80}"
+        problem = _hostile(raw)
+        return (None, problem) if problem is not None else (dict(raw), None)
     if attrs.has(type(raw)):
         return attrs.asdict(raw), None  # type: ignore[arg-type]
     return None, f"arguments must be a JSON object, got {type(raw).__name__}"
+
+
+def _hostile(arguments: Mapping[str, Any]) -> str | None:
+    """Why *arguments* cannot be accepted (too deep, non-finite, too long), or ``None``.
+
+    Iterative, so no nesting depth can raise :class:`RecursionError`; each container is
+    visited once, so shared or cyclic containers cannot make it loop.
+    """
+    stack: list[tuple[object, int]] = [(arguments, 1)]
+    seen: set[int] = set()
+    while stack:
+        value, depth = stack.pop()
+        cls = type(value)
+        if cls is str or cls is bool or value is None:
+            continue
+        if cls is float or isinstance(value, float):
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                return "arguments hold a non-finite number (NaN or Infinity), which JSON has not"
+            continue
+        if cls is int or isinstance(value, int):
+            if value.bit_length() >= _MAX_INT_BITS:  # type: ignore[attr-defined]
+                return "arguments hold an integer too long to print (over 4,300 digits)"
+            continue
+        if cls is dict or cls is list or isinstance(value, Mapping | list | tuple):
+            if depth > MAX_ARGUMENT_DEPTH:
+                return f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            items = value.values() if isinstance(value, Mapping) else value
+            stack.extend((item, depth + 1) for item in items)  # type: ignore[attr-defined]
+    return None

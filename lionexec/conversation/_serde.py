@@ -3,10 +3,13 @@
 Registered by :func:`lionexec.serialization.make_converter`.
 
 A message serializes as its fields plus ``"kind"`` (which class it is) and ``"role"`` (for
-readers; it follows from the kind). Arguments and outputs go through
-:func:`lionexec._jsonable.jsonable`, so any value can be saved; values that are already JSON
-data load back equal. A history serializes as ``{"messages": [...]}`` and loads back through
-its constructor, which checks every link.
+readers; it follows from the kind). Arguments and outputs are rendered as strict JSON
+(:mod:`lionexec.conversation._strict`: ``json.dumps(..., allow_nan=False)`` always succeeds;
+non-finite floats and unprintable ints become strings), so any value can be saved; values
+that are already JSON data load back equal. Content parts (images, files) are saved in their
+JSON form (:func:`~lionexec.conversation.parts.part_json`) and exported as parts again after
+loading. A history serializes as ``{"messages": [...]}`` and loads back through its
+constructor, which checks every link.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter
 
-from .._jsonable import jsonable
+from ._strict import strict_json
 from .history import MessageManager
 from .messages import (
     ActionRequest,
@@ -29,6 +32,7 @@ from .messages import (
     Message,
     System,
 )
+from .parts import content_parts, part_json
 
 _MESSAGE_CLASSES: tuple[type[Message], ...] = (
     System,
@@ -42,7 +46,7 @@ _BY_KIND: dict[str, type[Message]] = {cls.kind: cls for cls in _MESSAGE_CLASSES}
 
 def configure(converter: JsonConverter) -> None:
     """Register this layer's (un)structure hooks on *converter*."""
-    as_json = override(unstruct_hook=jsonable)
+    as_json = override(unstruct_hook=strict_json)
     converter.register_unstructure_hook(
         ActionRequestContent,
         make_dict_unstructure_fn(ActionRequestContent, converter, arguments=as_json),
@@ -50,7 +54,10 @@ def configure(converter: JsonConverter) -> None:
     converter.register_unstructure_hook(
         ActionResponseContent,
         make_dict_unstructure_fn(
-            ActionResponseContent, converter, arguments=as_json, output=as_json
+            ActionResponseContent,
+            converter,
+            arguments=as_json,
+            output=override(unstruct_hook=_output_json),
         ),
     )
     structurers: dict[str, Callable[[Any, Any], Message]] = {}
@@ -87,6 +94,17 @@ def configure(converter: JsonConverter) -> None:
 
     converter.register_unstructure_hook(MessageManager, unstructure_history)
     converter.register_structure_hook(MessageManager, structure_history)
+
+
+def _output_json(output: Any) -> Any:
+    """A tool's output as strict JSON; content parts (images, files) in their JSON form."""
+    if type(output) is not str:
+        parts = content_parts(output)
+        if parts is not None:
+            if isinstance(output, list | tuple):
+                return [part_json(part) for part in parts]
+            return part_json(parts[0])
+    return strict_json(output)
 
 
 def _message_unstructurer(

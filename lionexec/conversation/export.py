@@ -1,30 +1,51 @@
-"""Render a history in the OpenAI and Anthropic chat formats.
+"""Render a history for OpenAI Chat Completions, the OpenAI Responses API and Anthropic Messages.
 
-Both exports follow the same plan, so they agree on what the model is shown:
+The three exports follow one plan, so they agree on what the model is shown:
 
-* A tool call is placed in the assistant turn that proposed it (the first
-  :class:`AssistantResponse` whose ``tool_calls`` names it). A run of requests no assistant
-  turn claims becomes one assistant turn of its own, where the first of them stands.
-* Each call's result comes right after that assistant turn, in the order of the calls, even
-  if the response was recorded later: both providers require it.
+* Each assistant turn is one turn: an :class:`AssistantResponse` with the calls it proposed,
+  or, for requests no assistant turn claims, one turn per batch (a run of requests not
+  interrupted by any other message, as ``Branch.act`` records a batch). Two ``act()`` batches
+  are never merged into one turn.
+* Each call's result comes right after its turn, in the order of the calls, even if the
+  response was recorded later: every provider requires it.
 * Every request yields exactly one call and exactly one result. A request with no recorded
   response gets an error result saying so; it is never dropped.
-* A completed call's result is its output: a string as it is, anything else as JSON (so
-  ``None`` is ``null``). A call that did not complete gets
+* A call's arguments are replayed as the model sent them: the raw argument string when there
+  is one (Chat Completions and Responses, even a malformed one), else the arguments as JSON.
+  Anthropic's ``tool_use.input`` is an object, so a malformed string is sent as ``{}`` there.
+* A turn recorded from a provider's own message (``AssistantResponse.api``) is replayed
+  verbatim to that same API: Anthropic ``thinking`` and ``redacted_thinking`` blocks with their
+  signatures, Responses ``reasoning`` items with their ``encrypted_content`` and output
+  message ids. Other APIs get its text and calls (reasoning is specific to its provider).
+* A completed call's result is its output: a string as it is, content parts
+  (:mod:`lionexec.conversation.parts`: images, files) as the provider's own blocks, anything
+  else as JSON (so ``None`` is ``null``). A call that did not complete gets
   ``{"error": <type>, "message": <text>, "outcome": <outcome>}`` and, for Anthropic,
   ``is_error: true``.
+* Chat Completions ``tool`` messages hold text only. An image or file a tool returned is
+  named in the tool message (``[image/png image: attached below]``) and sent in one ``user``
+  message after the turn's tool messages (``image_url`` and ``file`` parts, as data URLs).
+* Everything is strict JSON (``json.dumps(..., allow_nan=False)`` succeeds): a non-finite
+  float in an output becomes ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, an int too long to
+  print becomes a ``"<int with N bits>"`` string, cycles and nesting past the depth cap become
+  markers.
+
+The return types name the SDKs' own request types (``ChatCompletionMessageParam``,
+``anthropic.types.MessageParam``, ``ResponseInputItemParam``) for type checkers when the SDK
+is installed (``Any`` otherwise); at run time they are plain dicts and lists, and lionexec
+never imports an SDK.
 """
 
 from __future__ import annotations
 
-import json
+import base64
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict
 
 import attrs
 
-from .._jsonable import jsonable
+from ._strict import dumps, strict_json
 from .messages import (
     ActionRequest,
     ActionResponse,
@@ -33,11 +54,44 @@ from .messages import (
     Message,
     System,
 )
+from .parts import ContentPart, FilePart, ImagePart, TextPart, content_parts
 
-__all__ = ["NO_RESPONSE", "result_text", "to_anthropic", "to_openai"]
+if TYPE_CHECKING:
+    from anthropic.types import (  # type: ignore[import-not-found, unused-ignore]
+        MessageParam as AnthropicMessageParam,
+    )
+    from openai.types.chat import (  # type: ignore[import-not-found, unused-ignore]
+        ChatCompletionMessageParam as ChatMessageParam,
+    )
+    from openai.types.responses import (  # type: ignore[import-not-found, unused-ignore]
+        ResponseInputItemParam as ResponsesInputItem,
+    )
+else:
+    ChatMessageParam: TypeAlias = dict[str, Any]
+    AnthropicMessageParam: TypeAlias = dict[str, Any]
+    ResponsesInputItem: TypeAlias = dict[str, Any]
+
+__all__ = [
+    "NO_RESPONSE",
+    "AnthropicExport",
+    "AnthropicMessageParam",
+    "ChatMessageParam",
+    "ResponsesInputItem",
+    "result_text",
+    "to_anthropic",
+    "to_openai",
+    "to_responses",
+]
 
 #: The error type of the result exported for a request that has no recorded response.
 NO_RESPONSE = "NoResponseRecorded"
+
+
+class AnthropicExport(TypedDict):
+    """Keyword arguments for ``anthropic.Anthropic().messages.create(**export, ...)``."""
+
+    messages: list[AnthropicMessageParam]
+    system: NotRequired[str]
 
 
 @attrs.frozen
@@ -48,34 +102,69 @@ class _Text:
 
 @attrs.frozen
 class _ToolTurn:
+    turn: AssistantResponse | None
     text: str
     calls: tuple[ActionRequest, ...]
     results: tuple[ActionResponse | None, ...]
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(jsonable(value), ensure_ascii=False)
+@attrs.frozen
+class _Result:
+    text: str  # the result as text (parts: their text, attachments named)
+    parts: list[ContentPart] | None
+    is_error: bool
+
+
+def _typed(value: Any) -> Any:
+    """The exports build plain JSON; their declared types are the SDKs' request types."""
+    return value
 
 
 def result_text(response: ActionResponse | None) -> tuple[str, bool]:
     """The text a model is shown for *response*, and whether it is an error.
 
-    ``None`` stands for a request that has no recorded response.
+    ``None`` stands for a request that has no recorded response. Content parts are rendered
+    as their text, with each image or file named.
     """
+    result = _result(response)
+    return result.text, result.is_error
+
+
+def _result(response: ActionResponse | None) -> _Result:
     if response is None:
         record = {"error": NO_RESPONSE, "message": "no response was recorded for this call"}
-        return _dumps(record), True
+        return _Result(dumps(record), None, True)
     content = response.content
     if content.success:
         output = content.output
-        return (output if isinstance(output, str) else _dumps(output)), False
+        if isinstance(output, str):
+            return _Result(output, None, False)
+        parts = content_parts(output)
+        if parts is not None:
+            return _Result(_parts_text(parts), parts, False)
+        return _Result(dumps(output), None, False)
     error = content.error
     record = {
         "error": error.type if error is not None else "UnknownError",
         "message": error.message if error is not None else "",
         "outcome": content.outcome.value,
     }
-    return _dumps(record), True
+    return _Result(dumps(record), None, True)
+
+
+def _parts_text(parts: list[ContentPart]) -> str:
+    return "\n".join(_part_text(part) for part in parts)
+
+
+def _part_text(part: ContentPart, note: str = "attached below") -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    kind = "image" if isinstance(part, ImagePart) else "file"
+    name = f" {part.filename}" if isinstance(part, FilePart) and part.filename else ""
+    return f"[{part.media_type} {kind}{name}: {note}]"
+
+
+# -- the plan ----------------------------------------------------------------------------------
 
 
 def _plan(history: Iterable[Message]) -> list[_Text | _ToolTurn]:
@@ -93,21 +182,21 @@ def _plan(history: Iterable[Message]) -> list[_Text | _ToolTurn]:
                 if isinstance(by_id.get(request_id), ActionRequest):
                     owner.setdefault(request_id, m.id)
 
-    def tool_turn(text: str, calls: list[ActionRequest]) -> _ToolTurn:
-        return _ToolTurn(text, tuple(calls), tuple(answers.get(c.id) for c in calls))
+    def tool_turn(turn: AssistantResponse | None, calls: list[ActionRequest]) -> _ToolTurn:
+        text = turn.content if turn is not None else ""
+        return _ToolTurn(turn, text, tuple(calls), tuple(answers.get(c.id) for c in calls))
 
     plan: list[_Text | _ToolTurn] = []
-    run: list[ActionRequest] = []  # unclaimed requests waiting to become one assistant turn
+    run: list[ActionRequest] = []  # unclaimed requests of one batch, waiting to become a turn
     for m in messages:
-        if isinstance(m, ActionResponse):
-            continue  # placed with its request
-        if isinstance(m, ActionRequest):
-            if m.id not in owner:
-                run.append(m)
+        if isinstance(m, ActionRequest) and m.id not in owner:
+            run.append(m)
             continue
-        if run:
-            plan.append(tool_turn("", run))
+        if run:  # any other message ends the batch: act() adds a batch's requests together
+            plan.append(tool_turn(None, run))
             run = []
+        if isinstance(m, ActionRequest | ActionResponse):
+            continue  # placed with its turn
         if isinstance(m, System):
             plan.append(_Text("system", m.content))
         elif isinstance(m, Instruction):
@@ -118,13 +207,29 @@ def _plan(history: Iterable[Message]) -> list[_Text | _ToolTurn]:
                 request = by_id.get(request_id)
                 if isinstance(request, ActionRequest) and owner[request_id] == m.id:
                     calls.append(request)
-            plan.append(tool_turn(m.content, calls))
+            plan.append(tool_turn(m, calls))
     if run:
-        plan.append(tool_turn("", run))
+        plan.append(tool_turn(None, run))
     return plan
 
 
-def to_openai(history: Iterable[Message]) -> list[dict[str, Any]]:
+def _arguments_string(call: ActionRequest) -> str:
+    raw = call.content.raw_arguments
+    return raw if raw is not None else dumps(call.content.arguments)
+
+
+def _verbatim_blocks(item: _ToolTurn, api: str) -> list[dict[str, Any]] | None:
+    """The blocks of *item*'s turn if it was recorded from *api* (else ``None``)."""
+    turn = item.turn
+    if turn is None or turn.api != api or not turn.blocks:
+        return None
+    return [dict(block) for block in turn.blocks]
+
+
+# -- OpenAI Chat Completions -------------------------------------------------------------------
+
+
+def to_openai(history: Iterable[Message]) -> list[ChatMessageParam]:
     """The history as an OpenAI Chat Completions ``messages`` list."""
     out: list[dict[str, Any]] = []
     for item in _plan(history):
@@ -144,26 +249,181 @@ def to_openai(history: Iterable[Message]) -> list[dict[str, Any]]:
                         "type": "function",
                         "function": {
                             "name": call.content.function,
-                            "arguments": _dumps(call.content.arguments),
+                            "arguments": _arguments_string(call),
                         },
                     }
                     for call in item.calls
                 ],
             }
         )
+        attachments: list[dict[str, Any]] = []
         for call, response in zip(item.calls, item.results, strict=True):
-            text, _ = result_text(response)
+            result = _result(response)
+            text = result.text
+            if result.parts is not None:
+                sent = [_chat_part(part) for part in result.parts]
+                carried = [p for p in sent if p is not None]
+                text = "\n".join(
+                    _part_text(part, "attached below" if p is not None else "not sent")
+                    for part, p in zip(result.parts, sent, strict=True)
+                )
+                if carried:
+                    note = f"Attachments returned by tool call {call.content.call_id}:"
+                    attachments.append({"type": "text", "text": note})
+                    attachments.extend(carried)
             out.append({"role": "tool", "tool_call_id": call.content.call_id, "content": text})
-    return out
+        if attachments:
+            out.append({"role": "user", "content": attachments})
+    exported: list[ChatMessageParam] = _typed(out)
+    return exported
 
 
-def to_anthropic(history: Iterable[Message]) -> dict[str, Any]:
+def _chat_part(part: ContentPart) -> dict[str, Any] | None:
+    if isinstance(part, ImagePart) and part.media_type in _OPENAI_IMAGES:
+        return {"type": "image_url", "image_url": {"url": part.data_url()}}
+    if isinstance(part, FilePart) and part.media_type == "application/pdf":
+        file: dict[str, Any] = {"file_data": part.data_url()}
+        file["filename"] = part.filename or "file.pdf"
+        return {"type": "file", "file": file}
+    return None
+
+
+_OPENAI_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_ANTHROPIC_IMAGES = _OPENAI_IMAGES
+
+
+# -- OpenAI Responses --------------------------------------------------------------------------
+
+
+def to_responses(history: Iterable[Message]) -> list[ResponsesInputItem]:
+    """The history as an OpenAI Responses API ``input`` list.
+
+    System text becomes a ``system`` message, user text a ``user`` message; each call a
+    ``function_call`` item and each result a ``function_call_output`` item (content parts as
+    ``input_text``, ``input_image`` and ``input_file``). A turn recorded from the Responses API
+    replays its ``reasoning`` and output ``message`` items verbatim, in their order.
+    """
+    out: list[dict[str, Any]] = []
+    for item in _plan(history):
+        if isinstance(item, _Text):
+            out.append({"role": item.role, "content": item.text})
+            continue
+        calls = list(item.calls)
+        blocks = _verbatim_blocks(item, "responses")
+        if blocks is None:
+            if item.text or not calls:
+                out.append({"role": "assistant", "content": item.text})
+            out.extend(_function_call(call, None) for call in calls)
+        else:
+            pending = iter(calls)
+            for block in blocks:
+                kind = block.get("type")
+                if kind == "function_call":
+                    call = next(pending, None)
+                    if call is not None:
+                        out.append(_function_call(call, block))
+                elif kind == "reasoning":
+                    reasoning = _reasoning_item(block)
+                    if reasoning is not None:
+                        out.append(reasoning)
+                elif kind == "message":
+                    out.append(_output_message(block))
+            out.extend(_function_call(call, None) for call in pending)
+        for call, response in zip(item.calls, item.results, strict=True):
+            result = _result(response)
+            output: Any = result.text
+            if result.parts is not None:
+                output = [_responses_part(part) for part in result.parts]
+            out.append(
+                {"type": "function_call_output", "call_id": call.content.call_id, "output": output}
+            )
+    exported: list[ResponsesInputItem] = _typed(out)
+    return exported
+
+
+def _function_call(call: ActionRequest, block: Mapping[str, Any] | None) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "type": "function_call",
+        "call_id": call.content.call_id,
+        "name": call.content.function,
+        "arguments": _arguments_string(call),
+    }
+    if block is not None and isinstance(block.get("id"), str):
+        item["id"] = block["id"]
+    return item
+
+
+def _reasoning_item(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    if not isinstance(block.get("id"), str):
+        return None
+    item: dict[str, Any] = {
+        "type": "reasoning",
+        "id": block["id"],
+        "summary": [
+            {"type": "summary_text", "text": s["text"]}
+            for s in block.get("summary") or ()
+            if isinstance(s, Mapping) and isinstance(s.get("text"), str)
+        ],
+    }
+    if isinstance(block.get("encrypted_content"), str):
+        item["encrypted_content"] = block["encrypted_content"]
+    content = [
+        {"type": "reasoning_text", "text": c["text"]}
+        for c in block.get("content") or ()
+        if isinstance(c, Mapping)
+        and c.get("type") == "reasoning_text"
+        and isinstance(c.get("text"), str)
+    ]
+    if content:
+        item["content"] = content
+    return item
+
+
+def _output_message(block: Mapping[str, Any]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    for part in block.get("content") or ():
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+            parts.append({"type": "output_text", "text": part["text"], "annotations": []})
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+            parts.append({"type": "refusal", "refusal": part["refusal"]})
+    if not isinstance(block.get("id"), str):
+        text = "".join(p.get("text", "") for p in parts)
+        return {"role": "assistant", "content": text}
+    status = block.get("status")
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": block["id"],
+        "status": status if status in ("in_progress", "completed", "incomplete") else "completed",
+        "content": parts,
+    }
+
+
+def _responses_part(part: ContentPart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "input_image", "image_url": part.data_url(), "detail": "auto"}
+    return {
+        "type": "input_file",
+        "file_data": part.data_url(),
+        "filename": part.filename or "file",
+    }
+
+
+# -- Anthropic Messages ------------------------------------------------------------------------
+
+
+def to_anthropic(history: Iterable[Message]) -> AnthropicExport:
     """The history as keyword arguments for Anthropic's Messages API.
 
     Returns ``{"messages": [...]}``, plus ``"system"`` (every system message's text, joined by
     a blank line) when there is any. Consecutive messages of one role are merged, so results
     precede the next user text in one user turn. Empty text blocks are left out, and so is a
-    message left with no blocks.
+    message left with no blocks. A turn recorded from Anthropic replays its blocks in their
+    order: ``thinking`` and ``redacted_thinking`` (with signatures), ``text``, ``tool_use``.
     """
     system: list[str] = []
     turns: list[dict[str, Any]] = []
@@ -186,29 +446,80 @@ def to_anthropic(history: Iterable[Message]) -> dict[str, Any]:
             else:
                 put(item.role, text_blocks(item.text))
             continue
-        uses = [
-            {
-                "type": "tool_use",
-                "id": call.content.call_id,
-                "name": call.content.function,
-                "input": jsonable(call.content.arguments),
-            }
-            for call in item.calls
-        ]
-        put("assistant", text_blocks(item.text) + uses)
+        blocks = _verbatim_blocks(item, "anthropic")
+        if blocks is None:
+            put("assistant", text_blocks(item.text) + [_tool_use(c) for c in item.calls])
+        else:
+            pending = iter(item.calls)
+            replayed: list[dict[str, Any]] = []
+            for block in blocks:
+                kind = block.get("type")
+                if kind == "tool_use":
+                    call = next(pending, None)
+                    if call is not None:
+                        replayed.append(_tool_use(call))
+                elif kind == "text" and isinstance(block.get("text"), str):
+                    replayed.extend(text_blocks(block["text"]))
+                elif kind == "thinking":
+                    replayed.append(
+                        {
+                            "type": "thinking",
+                            "thinking": str(block.get("thinking", "")),
+                            "signature": str(block.get("signature", "")),
+                        }
+                    )
+                elif kind == "redacted_thinking":
+                    replayed.append({"type": "redacted_thinking", "data": str(block.get("data"))})
+            replayed.extend(_tool_use(call) for call in pending)
+            put("assistant", replayed)
         results: list[dict[str, Any]] = []
         for call, response in zip(item.calls, item.results, strict=True):
-            text, is_error = result_text(response)
+            result = _result(response)
+            content: Any = result.text
+            if result.parts is not None:
+                content = [b for b in map(_anthropic_part, result.parts) if b is not None] or ""
             results.append(
                 {
                     "type": "tool_result",
                     "tool_use_id": call.content.call_id,
-                    "content": text,
-                    "is_error": is_error,
+                    "content": content,
+                    "is_error": result.is_error,
                 }
             )
         put("user", results)
-    exported: dict[str, Any] = {"messages": turns}
+    exported: AnthropicExport = {"messages": _typed(turns)}
     if system:
         exported["system"] = "\n\n".join(system)
     return exported
+
+
+def _tool_use(call: ActionRequest) -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "id": call.content.call_id,
+        "name": call.content.function,
+        "input": strict_json(call.content.arguments),
+    }
+
+
+def _anthropic_part(part: ContentPart) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text} if part.text else None
+    encoded = base64.b64encode(part.data).decode("ascii")
+    if isinstance(part, ImagePart) and part.media_type in _ANTHROPIC_IMAGES:
+        source = {"type": "base64", "media_type": part.media_type, "data": encoded}
+        return {"type": "image", "source": source}
+    if isinstance(part, FilePart) and part.media_type == "application/pdf":
+        source = {"type": "base64", "media_type": "application/pdf", "data": encoded}
+        document: dict[str, Any] = {"type": "document", "source": source}
+        if part.filename:
+            document["title"] = part.filename
+        return document
+    if isinstance(part, FilePart) and part.media_type == "text/plain":
+        try:
+            text = part.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"type": "text", "text": _part_text(part, "not valid UTF-8, not sent")}
+        source = {"type": "text", "media_type": "text/plain", "data": text}
+        return {"type": "document", "source": source}
+    return {"type": "text", "text": _part_text(part, "not sent: unsupported type")}

@@ -6,7 +6,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import Any, TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar
 
 import attrs
 
@@ -59,7 +59,7 @@ class MessageManager:
     ``converter.structure(data, MessageManager)``.
     """
 
-    __slots__ = ("_messages", "on_message_added")
+    __slots__ = ("_by_call_id", "_messages", "on_message_added")
 
     def __init__(
         self,
@@ -73,6 +73,10 @@ class MessageManager:
         history that was saved and loaded; otherwise :class:`~lionexec.errors.HistoryError`.
         """
         self._messages: dict[uuid.UUID, Message] = _checked_history(messages)
+        self._by_call_id: dict[str, ActionRequest] = {}
+        for message in self._messages.values():
+            if isinstance(message, ActionRequest):
+                self._by_call_id.setdefault(message.content.call_id, message)
         #: The callbacks :meth:`a_add_message` and :meth:`notify` run, in order. A plain list:
         #: append and remove as you please.
         self.on_message_added: list[MessageCallback] = list(on_message_added)
@@ -135,22 +139,38 @@ class MessageManager:
         response = self._messages.get(response_id)
         return response if isinstance(response, ActionResponse) else None
 
+    def request_for_call_id(self, call_id: str) -> ActionRequest | None:
+        """The request in this history with tool-call id *call_id*, or ``None``; O(1).
+
+        Providers reject a conversation that uses one call id twice, so the act layer refuses
+        a proposal whose id is already here. Should a loaded history hold one id twice, the
+        first request is returned.
+        """
+        return self._by_call_id.get(call_id)
+
     def unanswered(self) -> list[ActionRequest]:
         """The requests that have no recorded response yet, in order."""
         return [r for r in self.requests() if self.response_for(r) is None]
 
     # -- exporting ----------------------------------------------------------------------------
 
-    def to_openai(self) -> list[dict[str, Any]]:
+    def to_openai(self) -> list[export.ChatMessageParam]:
         """The history as OpenAI chat ``messages``; see :mod:`lionexec.conversation.export`."""
         return export.to_openai(self._messages.values())
 
-    def to_anthropic(self) -> dict[str, Any]:
+    def to_anthropic(self) -> export.AnthropicExport:
         """``{"system": ..., "messages": [...]}`` for Anthropic's Messages API.
 
         See :mod:`lionexec.conversation.export`.
         """
         return export.to_anthropic(self._messages.values())
+
+    def to_responses(self) -> list[export.ResponsesInputItem]:
+        """The history as OpenAI Responses API ``input`` items.
+
+        See :mod:`lionexec.conversation.export`.
+        """
+        return export.to_responses(self._messages.values())
 
     # -- writing (synchronous, all-or-nothing) ------------------------------------------------
 
@@ -192,7 +212,8 @@ class MessageManager:
             )
         _check_answerable(request, response, blame=request.id)
         # Nothing below can fail.
-        self._messages.setdefault(request.id, request)
+        if self._messages.setdefault(request.id, request) is request:
+            self._by_call_id.setdefault(request.content.call_id, request)
         request.content.action_response_id = response.id
         response.content.action_request_id = request.id
         self._messages.setdefault(response.id, response)
@@ -265,6 +286,8 @@ class MessageManager:
             request = self._answerable_request(message)
             request.content.action_response_id = message.id
         self._messages[message.id] = message
+        if isinstance(message, ActionRequest):
+            self._by_call_id.setdefault(message.content.call_id, message)
         return True
 
     def _answerable_request(self, response: ActionResponse) -> ActionRequest:

@@ -25,9 +25,11 @@ import attrs
 
 from .._ids import uuid4
 from ..engine.status import EventStatus
+from ._strict import strict_json
 
 __all__ = [
     "OUTCOME_STATUS",
+    "TURN_APIS",
     "ActionOutcome",
     "ActionRequest",
     "ActionRequestContent",
@@ -67,6 +69,12 @@ class ActionOutcome(enum.StrEnum):
     ``timed_out`` ``cancelled``   started, and was cancelled by our timeout
     ``cancelled`` ``cancelled``   started or queued, and was cancelled
     ============= =============== ===============================================
+
+    ``interrupted`` (event status ``failed``): the call started and the process died before
+    its outcome was recorded, so it may or may not have taken effect. Only journal recovery
+    records it, for tools that are not safe to run again. It maps to ``failed``, not
+    ``cancelled``: nothing in the process cancelled it, and it must not be redelivered as if
+    it had not run.
     """
 
     COMPLETED = "completed"
@@ -75,6 +83,7 @@ class ActionOutcome(enum.StrEnum):
     INVALID = "invalid"
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
 
 
 #: The event status every outcome is recorded with.
@@ -86,6 +95,7 @@ OUTCOME_STATUS: Final[Mapping[ActionOutcome, EventStatus]] = MappingProxyType(
         ActionOutcome.INVALID: EventStatus.ABORTED,
         ActionOutcome.TIMED_OUT: EventStatus.CANCELLED,
         ActionOutcome.CANCELLED: EventStatus.CANCELLED,
+        ActionOutcome.INTERRUPTED: EventStatus.FAILED,
     }
 )
 
@@ -153,9 +163,13 @@ class ActionRequestContent:
         function: the tool name as proposed (it may name no registered tool).
         arguments: the proposed keyword arguments (copied into a plain ``dict``).
         action_response_id: the id of the response that answers this call, once recorded.
-        call_id: the provider's tool-call id (OpenAI ``tool_calls[].id``, Anthropic
-            ``tool_use.id``). ``None`` generates one (:func:`new_call_id`), so every exported
-            call has an id.
+        call_id: the provider's tool-call id (OpenAI ``tool_calls[].id``, Responses
+            ``function_call.call_id``, Anthropic ``tool_use.id``). ``None`` generates one
+            (:func:`new_call_id`), so every exported call has an id.
+        raw_arguments: the argument string exactly as the model sent it (OpenAI Chat
+            Completions and Responses send a JSON string), or ``None``. Exports to those two
+            APIs replay it as it was, even when it was malformed and the call ended
+            ``invalid`` (then ``arguments`` is empty).
 
     Only ``action_response_id`` can be assigned after construction; the history writes it when
     it links the pair.
@@ -173,6 +187,11 @@ class ActionRequestContent:
         default=None, converter=_optional_uuid, on_setattr=attrs.setters.NO_OP
     )
     call_id: str = attrs.field(default=None, converter=_call_id, on_setattr=attrs.setters.frozen)
+    raw_arguments: str | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(str)),
+        on_setattr=attrs.setters.frozen,
+    )
 
 
 def _outcome(value: ActionOutcome | str) -> ActionOutcome:
@@ -315,6 +334,26 @@ class Instruction(Message):
     content: str = attrs.field(validator=attrs.validators.instance_of(str))
 
 
+def _api(value: str | None) -> str | None:
+    if value is not None and value not in TURN_APIS:
+        raise ValueError(f"api must be one of {sorted(TURN_APIS)} or None, not {value!r}")
+    return value
+
+
+def _blocks(values: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    blocks: list[dict[str, Any]] = []
+    for value in values:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"blocks holds JSON objects, not {type(value).__name__}")
+        blocks.append(strict_json(value))  # a private, strict-JSON copy
+    return tuple(blocks)
+
+
+#: The APIs an :class:`AssistantResponse` can be recorded from verbatim: OpenAI Chat
+#: Completions, Anthropic Messages, OpenAI Responses.
+TURN_APIS: Final = frozenset({"chat", "anthropic", "responses"})
+
+
 @attrs.frozen(kw_only=True)
 class AssistantResponse(Message):
     """A model turn: its text, and the tool calls it proposed.
@@ -323,6 +362,21 @@ class AssistantResponse(Message):
     proposed, in the order proposed; pass the requests themselves or their ids. The requests
     may be recorded in the history later (they usually are: the turn is written, then each call
     runs). Exports place those calls, and their results, right after this turn.
+
+    A turn read from a provider's own message (see ``Branch.act``) also keeps what that
+    provider sent, so the export to the same API replays it:
+
+    Attributes:
+        content: the turn's text (text blocks or output messages joined by newlines).
+        tool_calls: the ids of the requests this turn proposed, in order.
+        api: ``"chat"``, ``"anthropic"`` or ``"responses"``: the API whose shape ``blocks``
+            has; ``None`` for a turn built by hand.
+        blocks: the turn's content as the model sent it, verbatim as JSON objects: Anthropic
+            content blocks (``text``, ``thinking`` and ``redacted_thinking`` with their
+            signatures, ``tool_use``) or Responses output items (``reasoning`` with its
+            ``encrypted_content``, ``message``, ``function_call``), in order. Empty for Chat
+            Completions, whose text is ``content``. The tool-call blocks mark where each call
+            stood; the export fills them from the recorded requests.
     """
 
     role: ClassVar[MessageRole] = MessageRole.ASSISTANT
@@ -330,6 +384,8 @@ class AssistantResponse(Message):
 
     content: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
     tool_calls: tuple[uuid.UUID, ...] = attrs.field(default=(), converter=_request_ids)
+    api: str | None = attrs.field(default=None, converter=_api)
+    blocks: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_blocks, hash=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -350,12 +406,19 @@ class ActionRequest(Message):
         arguments: Mapping[str, Any] | None = None,
         *,
         call_id: str | None = None,
+        raw_arguments: str | None = None,
         sender: object = None,
         recipient: object = None,
     ) -> ActionRequest:
-        """A request for ``function(**arguments)``; *call_id* ``None`` generates one."""
+        """A request for ``function(**arguments)``; *call_id* ``None`` generates one.
+
+        *raw_arguments* is the argument string as the model sent it, if it sent one.
+        """
         content = ActionRequestContent(
-            function=function, arguments=arguments or {}, call_id=call_id
+            function=function,
+            arguments=arguments or {},
+            call_id=call_id,
+            raw_arguments=raw_arguments,
         )
         return cls(content=content, sender=sender, recipient=recipient)
 
@@ -370,6 +433,10 @@ class ActionRequest(Message):
     @property
     def call_id(self) -> str:
         return self.content.call_id
+
+    @property
+    def raw_arguments(self) -> str | None:
+        return self.content.raw_arguments
 
     @property
     def action_response_id(self) -> uuid.UUID | None:
