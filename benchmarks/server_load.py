@@ -8,18 +8,35 @@ sends ``POST /v1/act`` with one ``get_weather`` call until the shared count is r
 short warm-up (not measured) comes first. Reported: requests/s over the measured wall time,
 and p50/p99 latency (request written to response read), from one measured run.
 
+Server CPU per request (issue 13, item 6): the server process samples its own CPU time
+(``time.process_time()``, user + system, all threads) when the load driver asks on its stdin,
+before and after each run of ``CPU_REQUESTS`` one-call requests (``CPU_CLIENTS`` keep-alive
+clients, a fresh conversation per client and run); the figure is the difference over the
+requests, for ``CPU_RUNS`` runs after a warm-up, reported as the median and the interquartile
+range. Three apps, each on hypercorn's trio worker with the same configuration: a **bare**
+hypercorn app that reads the body and returns a fixed JSON reply (hypercorn's own floor), the
+**raw** trio app (the same HTTP work as the example, the tool called directly) and
+**lionexec**'s example server. Standalone (``--cpu``) the three run interleaved (run *i* of
+each app back to back, in rotated order) and the report gives lionexec's share of its server's
+CPU, ``(lionexec - raw) / lionexec``: what lionexec and the example's glue (strict JSON
+parsing, limits, the idempotency lookup, events) add to the same HTTP work.
+
 Run it alone with ``python -m benchmarks.server_load`` (``--requests``, ``--clients``,
-``--quick``). As a :mod:`benchmarks` area it speaks the harness's child protocol
-(``--impl lionexec --json``); lionagi and raw trio have no counterpart and show as n/a.
-Only 127.0.0.1 traffic; bounded in count (the requests) and in time (``TIME_LIMIT``).
+``--quick``; ``--cpu`` for the CPU comparison only). As a :mod:`benchmarks` area it speaks the
+harness's child protocol (``--impl lionexec --json``): the lionexec child reports the load and
+the lionexec server's CPU per request, the raw child the raw app's and the bare app's; lionagi
+has no counterpart and shows as n/a. Only 127.0.0.1 traffic; bounded in count (the requests)
+and in time (``TIME_LIMIT``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -38,6 +55,9 @@ TIME_LIMIT = 300.0  # seconds for the whole run, server start and stop included
 REQUESTS, CLIENTS = 2_000, 50
 QUICK_REQUESTS, QUICK_CLIENTS = 300, 10
 WARMUP = 100
+CPU_APPS = ("bare", "raw", "lionexec")
+CPU_REQUESTS, CPU_CLIENTS, CPU_RUNS, CPU_WARMUP = 1_000, 10, 7, 300
+QUICK_CPU_REQUESTS, QUICK_CPU_RUNS = 300, 3
 
 
 @dataclass
@@ -222,6 +242,245 @@ async def serve_raw() -> None:
             print(f"raw trio server on {binds[0]}", flush=True)
 
 
+# -- server CPU per request ----------------------------------------------------------------------
+
+
+def bare_app() -> Any:
+    """Hypercorn's floor: read the body, reply a fixed JSON (the shape the driver checks)."""
+    message = {
+        "role": "tool",
+        "tool_call_id": "call-0",
+        "content": json.dumps({"city": "Oslo", "forecast": "sunny", "high_c": 21}),
+        "status": "completed",
+        "outcome": "completed",
+    }
+    reply = json.dumps({"conversation_id": "bare", "messages": [message]}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(reply))]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                kind = (await receive())["type"]
+                await send({"type": f"{kind}.complete"})
+                if kind == "lifespan.shutdown":
+                    return
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": reply, "more_body": False})
+
+    return app
+
+
+def example_server() -> Any:
+    """``examples/server.py`` as a module (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("lionexec_example_server", SERVER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def serve_cpu(app_name: str) -> None:
+    """Serve one of :data:`CPU_APPS` on a free port; answer ``cpu`` lines on stdin.
+
+    Prints the URL first; then, for each line read on stdin, ``cpu <process_time()>``. Runs
+    until SIGINT/SIGTERM or the end of stdin.
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        stop = trio.Event()
+
+        async def on_signal() -> None:
+            async for _ in signals:
+                break
+            stop.set()
+
+        async def trigger() -> None:
+            await stop.wait()
+
+        async def answer() -> None:
+            stdin = trio.lowlevel.FdStream(os.dup(0))
+            buffer = b""
+            async with stdin:
+                while data := await stdin.receive_some():
+                    buffer += data
+                    while b"\n" in buffer:
+                        _, buffer = buffer.split(b"\n", 1)
+                        print(f"cpu {time.process_time()!r}", flush=True)
+            stop.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_signal)
+            nursery.start_soon(answer)
+            if app_name == "lionexec":
+                server = example_server()
+                app = server.App(server.ServerConfig(port=0))
+                binds = await nursery.start(partial(server.serve, app, shutdown_trigger=trigger))
+            else:
+                config = Config()
+                config.bind = ["127.0.0.1:0"]
+                asgi = bare_app() if app_name == "bare" else raw_app()
+                binds = await nursery.start(partial(serve, asgi, config, shutdown_trigger=trigger))
+            print(f"{app_name} server on {binds[0]}", flush=True)
+            await stop.wait()
+            nursery.cancel_scope.cancel()
+
+
+class CpuServer:
+    """The parent's handle on a :func:`serve_cpu` subprocess."""
+
+    def __init__(self, app_name: str, process: trio.Process, port: int, buffer: bytes) -> None:
+        self.app_name = app_name
+        self.process = process
+        self.port = port
+        self._buffer = buffer
+
+    @classmethod
+    async def start(cls, nursery: trio.Nursery, app_name: str) -> CpuServer:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        command = [sys.executable, "-m", "benchmarks.server_load", "--serve-cpu", app_name]
+        process: trio.Process = await nursery.start(
+            partial(
+                trio.run_process,
+                command,
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                check=False,
+            )
+        )
+        server = cls(app_name, process, 0, b"")
+        line = await server._line()
+        server.port = int(line.split("http://127.0.0.1:", 1)[1].split()[0].rstrip(","))
+        return server
+
+    async def _line(self) -> str:
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            data = await self.process.stdout.receive_some()
+            if not data:
+                raise RuntimeError(
+                    f"the {self.app_name} server exited (exit {self.process.poll()})"
+                )
+            self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    async def cpu(self) -> float:
+        """The server process's CPU seconds so far (user + system)."""
+        assert self.process.stdin is not None
+        await self.process.stdin.send_all(b"cpu\n")
+        return float((await self._line()).removeprefix("cpu "))
+
+    async def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        with trio.move_on_after(10) as stopping:
+            await self.process.wait()
+        if stopping.cancelled_caught:
+            self.process.kill()
+
+
+@dataclass
+class CpuResult:
+    app: str
+    requests: int
+    runs: list[float]  # server CPU seconds per request, one figure per run
+    errors: int
+
+    def quartiles(self) -> tuple[float, float, float]:
+        """Median and the interquartile range's ends (inclusive method)."""
+        if len(self.runs) < 2:
+            value = self.runs[0]
+            return value, value, value
+        q1, median, q3 = statistics.quantiles(self.runs, n=4, method="inclusive")
+        return median, q1, q3
+
+
+async def measure_cpu(
+    apps: tuple[str, ...], requests: int, clients: int, runs: int
+) -> dict[str, CpuResult]:
+    """Server CPU per request for each of *apps*, their runs interleaved (rotated order)."""
+    results = {app: CpuResult(app, requests, [], 0) for app in apps}
+    with trio.fail_after(TIME_LIMIT):
+        async with trio.open_nursery() as nursery:
+            servers = [await CpuServer.start(nursery, app) for app in apps]
+            try:
+                for server in servers:
+                    await load(server.port, CPU_WARMUP, clients, "warm-up")
+                for index in range(runs):
+                    shift = index % len(servers)
+                    for server in servers[shift:] + servers[:shift]:
+                        before = await server.cpu()
+                        result = await load(server.port, requests, clients, f"run{index}")
+                        after = await server.cpu()
+                        results[server.app_name].runs.append((after - before) / requests)
+                        results[server.app_name].errors += result.errors
+            finally:
+                for server in servers:
+                    await server.stop()
+    return results
+
+
+CPU_LABELS = {
+    "bare": "server CPU per request: bare hypercorn app (fixed JSON reply)",
+    "raw": "server CPU per request: one-call POST /v1/act",
+    "lionexec": "server CPU per request: one-call POST /v1/act",
+}
+
+
+def cpu_measurements(result: CpuResult, clients: int) -> list[Measurement]:
+    median, q1, q3 = result.quartiles()
+    note = (
+        f"server process CPU (process_time) per request, {len(result.runs)} runs of "
+        f"{k(result.requests)} requests from {clients} clients; median, IQR in extra"
+    )
+    if result.errors:
+        note += f"; {result.errors} requests failed"
+    m = Measurement(
+        CPU_LABELS[result.app],
+        "us/op",
+        result.requests,
+        median * 1e6,
+        median=median * 1e6,
+        repeats=len(result.runs),
+        note=note,
+    )
+    m.extra.update(q1_us=q1 * 1e6, q3_us=q3 * 1e6)
+    return [m]
+
+
+def cpu_summary(results: dict[str, CpuResult]) -> str:
+    lines = ["server CPU per one-call request (median, IQR q1-q3), µs:"]
+    for app, result in results.items():
+        median, q1, q3 = result.quartiles()
+        lines.append(
+            f"  {app:8} {median * 1e6:8.1f}  ({q1 * 1e6:.1f}-{q3 * 1e6:.1f}), "
+            f"{len(result.runs)} runs x {result.requests} requests, {result.errors} errors"
+        )
+    if {"raw", "lionexec"} <= results.keys():
+        lionexec = results["lionexec"].quartiles()[0]
+        raw = results["raw"].quartiles()[0]
+        share = (lionexec - raw) / lionexec
+        lines.append(
+            f"  lionexec's share of its server's CPU, (lionexec - raw) / lionexec: {share:.0%}"
+            f" (target <= 20%)"
+        )
+        if "bare" in results:
+            bare = results["bare"].quartiles()[0]
+            lines.append(
+                f"  hypercorn alone (bare) is {bare / lionexec:.0%} of the lionexec server's "
+                f"CPU; the raw app's work above it {(raw - bare) / lionexec:.0%}"
+            )
+    return "\n".join(lines)
+
+
 # -- running a load --------------------------------------------------------------------------
 
 
@@ -299,7 +558,7 @@ def summary(impl: str, result: LoadResult) -> str:
     )
 
 
-def child(impl: str, requests: int, clients: int) -> dict[str, Any]:
+def child(impl: str, requests: int, clients: int, quick: bool = False) -> dict[str, Any]:
     """The harness report for one implementation."""
     report: dict[str, Any] = {"impl": impl, "results": []}
     if impl == "lionagi":
@@ -320,6 +579,22 @@ def child(impl: str, requests: int, clients: int) -> dict[str, Any]:
         return report
     report["results"] = [asdict(m) for m in measurements(result)]
     print(summary(impl, result), file=sys.stderr, flush=True)
+    apps = ("lionexec",) if impl == "lionexec" else ("bare", "raw")
+    cpu_requests, cpu_runs = (
+        (QUICK_CPU_REQUESTS, QUICK_CPU_RUNS) if quick else (CPU_REQUESTS, CPU_RUNS)
+    )
+    try:
+        cpu = trio.run(measure_cpu, apps, cpu_requests, CPU_CLIENTS, cpu_runs)
+    except Exception as exc:
+        note = f"error: {type(exc).__name__}: {exc}"[:160]
+        for app in apps:
+            report["results"].append(
+                asdict(Measurement(CPU_LABELS[app], "us/op", cpu_requests, None, note=note))
+            )
+        return report
+    for app in apps:
+        report["results"] += [asdict(m) for m in cpu_measurements(cpu[app], CPU_CLIENTS)]
+    print(cpu_summary(cpu), file=sys.stderr, flush=True)
     return report
 
 
@@ -332,15 +607,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="harness protocol: print JSON")
     parser.add_argument("--repeats", type=int, default=1, help="ignored: one measured run")
     parser.add_argument("--budget", type=float, default=0.0, help="ignored")
+    parser.add_argument("--cpu", action="store_true", help="server CPU per request only")
+    parser.add_argument("--runs", type=int, default=None, help=f"CPU runs (default {CPU_RUNS})")
     parser.add_argument("--serve-raw", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-cpu", choices=CPU_APPS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_raw:
         trio.run(serve_raw)
         return
+    if args.serve_cpu:
+        trio.run(serve_cpu, args.serve_cpu)
+        return
     requests = args.requests or (QUICK_REQUESTS if args.quick else REQUESTS)
     clients = args.clients or (QUICK_CLIENTS if args.quick else CLIENTS)
+    if args.cpu:
+        cpu_requests = args.requests or (QUICK_CPU_REQUESTS if args.quick else CPU_REQUESTS)
+        runs = args.runs or (QUICK_CPU_RUNS if args.quick else CPU_RUNS)
+        cpu = trio.run(measure_cpu, CPU_APPS, cpu_requests, args.clients or CPU_CLIENTS, runs)
+        print(cpu_summary(cpu), flush=True)
+        return
     if args.impl is not None:  # a child of ``python -m benchmarks``
-        report = child(args.impl, requests, clients)
+        report = child(args.impl, requests, clients, args.quick)
         if args.json:
             print(MARKER + json.dumps(report), flush=True)
         return

@@ -258,14 +258,18 @@ def _finite_float(text: str) -> float:
     return value
 
 
+#: One decoder for every parse (building one per call costs more than a small body's parse).
+_DECODER: Final = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
 def loads(data: str | bytes, *, max_depth: int, what: str = "body") -> Any:
-    """Parse strict JSON: no ``NaN``/``Infinity``, no float overflow, bounded nesting.
+    """Parse strict JSON (UTF-8): no ``NaN``/``Infinity``, no float overflow, bounded nesting.
 
     Raises :class:`BadJSON` whose message starts with *what*. Never raises anything else for
     bad input (deep nesting, 5,000-digit integers and undecodable bytes included).
     """
     try:
-        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
+        value = _DECODER.decode(data.decode() if isinstance(data, bytes) else data)
     except BadJSON as exc:
         raise BadJSON(f"{what}: {exc}", hostile=True) from None
     except RecursionError:
