@@ -4,9 +4,15 @@ Everything lionexec writes (event records, log entries, conversation histories) 
 :data:`converter`, built by :func:`make_converter` on cattrs' preconf JSON converter. The
 global cattrs converter is never touched, so applications may configure theirs freely.
 
+This module is an edge: it imports every layer's records (and each layer's private
+``_serde`` module, which generates that layer's hooks), and no layer imports it. Lower layers
+that need the converter (:meth:`Event.to_dict <lionexec.engine.Event.to_dict>`, a tool's or a
+policy's record) find it in a tiny registration module at the bottom, where this module
+registers :data:`converter` when it is imported; ``import lionexec`` imports it.
+
 Event records are one-way: they unstructure for logs and inspection, and never structure back
 into a live event (``Event.from_dict`` always raises). Values of unknown type (responses,
-arguments, errors, metadata) go through :func:`lionexec._jsonable.jsonable`, which never raises.
+arguments, errors, metadata) go through :func:`jsonable`, which never raises.
 """
 
 from __future__ import annotations
@@ -20,12 +26,24 @@ from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter
 from cattrs.preconf.json import make_converter as _make_json_converter
 
+from . import _unstructure
+from ._failures import ReportedFailure
 from ._jsonable import exception_record, jsonable
+from .conversation import _serde as conversation_serde
 from .engine.event import NOT_SERIALIZED, Event
 from .engine.execution import Execution, UnsetType
 from .engine.status import EventStatus
+from .governance import _serde as governance_serde
+from .tools import _serde as tools_serde
 
 __all__ = ["converter", "dumps", "exception_record", "jsonable", "make_converter"]
+
+#: Each layer's ``configure(converter)``, lowest layer first.
+_LAYER_HOOKS: tuple[Callable[[JsonConverter], None], ...] = (
+    tools_serde.configure,
+    governance_serde.configure,
+    conversation_serde.configure,
+)
 
 
 def make_converter() -> JsonConverter:
@@ -37,25 +55,38 @@ def make_converter() -> JsonConverter:
     conv.register_structure_hook(
         uuid.UUID, lambda v, _: v if isinstance(v, uuid.UUID) else uuid.UUID(v)
     )
-    conv.register_unstructure_hook(Execution, _unstructure_execution)
+    conv.register_unstructure_hook(
+        Execution,
+        make_dict_unstructure_fn(
+            Execution,
+            conv,
+            duration=override(unstruct_hook=_unset_as_none),
+            response=override(unstruct_hook=jsonable),
+            error=override(unstruct_hook=_error_value),
+            retryable=override(unstruct_hook=_unset_as_none),
+        ),
+    )
     conv.register_unstructure_hook_factory(
         lambda cls: isinstance(cls, type) and issubclass(cls, Event),
         lambda cls: _event_unstructure_fn(conv, cls),
     )
-    for configure in _layer_hooks():
+    conv.register_unstructure_hook(
+        ReportedFailure,
+        make_dict_unstructure_fn(
+            ReportedFailure, conv, error=override(unstruct_hook=exception_record)
+        ),
+    )
+    for configure in _LAYER_HOOKS:
         configure(conv)
     return conv
 
 
-def _unstructure_execution(execution: Execution) -> dict[str, Any]:
-    error = execution.error
-    return {
-        "status": execution.status.value,
-        "duration": None if isinstance(execution.duration, UnsetType) else execution.duration,
-        "response": jsonable(execution.response),
-        "error": exception_record(error) if isinstance(error, BaseException) else error,
-        "retryable": None if isinstance(execution.retryable, UnsetType) else execution.retryable,
-    }
+def _unset_as_none(value: Any) -> Any:
+    return None if isinstance(value, UnsetType) else value
+
+
+def _error_value(error: Any) -> Any:
+    return exception_record(error) if isinstance(error, BaseException) else error
 
 
 def _event_unstructure_fn(conv: JsonConverter, cls: type[Event]) -> Callable[[Any], Any]:
@@ -64,29 +95,15 @@ def _event_unstructure_fn(conv: JsonConverter, cls: type[Event]) -> Callable[[An
         if field.name.startswith("_") or field.metadata.get(NOT_SERIALIZED):
             overrides[field.name] = override(omit=True)
         elif field.name == "execution":
-            overrides[field.name] = override(unstruct_hook=_unstructure_execution)
+            pass  # the Execution hook above
         elif field.name != "id":
             overrides[field.name] = override(unstruct_hook=jsonable)
     return make_dict_unstructure_fn(cls, conv, **overrides)
 
 
-def _layer_hooks() -> list[Callable[[JsonConverter], None]]:
-    """Each upper layer's ``configure(converter)``; imported here so layers stay independent."""
-    from .act import _serde as act_serde
-    from .conversation import _serde as conversation_serde
-    from .governance import _serde as governance_serde
-    from .tools import _serde as tools_serde
-
-    return [
-        tools_serde.configure,
-        governance_serde.configure,
-        conversation_serde.configure,
-        act_serde.configure,
-    ]
-
-
 #: The shared converter. Use it, or build your own with :func:`make_converter`.
 converter: JsonConverter = make_converter()
+_unstructure.register(converter)
 
 
 def dumps(value: Any) -> str:

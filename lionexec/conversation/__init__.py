@@ -1,22 +1,26 @@
 """The conversation layer: messages, the linked message history, and provider exports."""
 
-from .export import NO_RESPONSE, result_text, to_anthropic, to_openai
-from .history import CallbackFailure, MessageCallback, MessageManager
-from .messages import (
-    OUTCOME_STATUS,
-    ActionOutcome,
-    ActionRequest,
-    ActionRequestContent,
-    ActionResponse,
-    ActionResponseContent,
-    AssistantResponse,
-    ErrorInfo,
-    Instruction,
-    Message,
-    MessageRole,
-    System,
-    new_call_id,
-)
+from .._public import publish as _publish
+from .export import NO_RESPONSE as NO_RESPONSE
+from .export import result_text as result_text
+from .export import to_anthropic as to_anthropic
+from .export import to_openai as to_openai
+from .history import CallbackFailure as CallbackFailure
+from .history import MessageCallback as MessageCallback
+from .history import MessageManager as MessageManager
+from .messages import OUTCOME_STATUS as OUTCOME_STATUS
+from .messages import ActionOutcome as ActionOutcome
+from .messages import ActionRequest as ActionRequest
+from .messages import ActionRequestContent as ActionRequestContent
+from .messages import ActionResponse as ActionResponse
+from .messages import ActionResponseContent as ActionResponseContent
+from .messages import AssistantResponse as AssistantResponse
+from .messages import ErrorInfo as ErrorInfo
+from .messages import Instruction as Instruction
+from .messages import Message as Message
+from .messages import MessageRole as MessageRole
+from .messages import System as System
+from .messages import new_call_id as new_call_id
 
 __all__ = [
     "NO_RESPONSE",
@@ -40,3 +44,5 @@ __all__ = [
     "to_anthropic",
     "to_openai",
 ]
+
+_publish(__name__, globals())

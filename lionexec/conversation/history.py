@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import inspect
-import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TypeAlias, TypeVar
 
-import attrs
+import trio
 
+from .._failures import FailureLog, ReportedFailure, call_user
 from ..errors import HistoryError, MessageNotFoundError
 from . import export
 from .messages import ActionRequest, ActionResponse, Message
 
 __all__ = ["CallbackFailure", "MessageCallback", "MessageManager"]
-
-logger = logging.getLogger("lionexec.conversation")
 
 #: Called with each message added through :meth:`MessageManager.a_add_message` or passed to
 #: :meth:`MessageManager.notify`. It may be a plain function or return an awaitable.
@@ -25,13 +22,10 @@ MessageCallback: TypeAlias = Callable[[Message], Awaitable[object] | object]
 M = TypeVar("M", bound=Message)
 
 
-@attrs.frozen
-class CallbackFailure:
-    """An ``on_message_added`` callback raised; the history was already written."""
-
-    callback: MessageCallback
-    message: Message
-    error: Exception
+#: The failure record :meth:`MessageManager.notify` returns: a
+#: :class:`~lionexec.ReportedFailure` whose ``where`` is ``"message_callback"``. (The name of
+#: its older, callback-only predecessor.)
+CallbackFailure: TypeAlias = ReportedFailure
 
 
 class MessageManager:
@@ -49,28 +43,32 @@ class MessageManager:
     Writing is synchronous and never awaits (:meth:`add_message`, :meth:`record_action`), so it
     is never half-done, even under cancellation. Notifying is separate and comes after:
     :meth:`a_add_message` and :meth:`notify` run the ``on_message_added`` callbacks once the
-    history is written. Each callback's failure is isolated, logged on the
-    ``lionexec.conversation`` logger and returned as a :class:`CallbackFailure`; none is
-    raised, and none undoes a write. Cancellation (and any other non-``Exception``) raised by a
-    callback propagates at once, leaving the remaining callbacks unrun and the history intact.
+    history is written. Each callback's failure is isolated, reported once to
+    :attr:`failures` (which keeps it and logs it on the ``lionexec`` logger) and returned as
+    a :class:`~lionexec.ReportedFailure`; none is raised, and none undoes a write. Cancellation
+    (and any other non-``Exception``) raised by a callback propagates at once, leaving the
+    remaining callbacks unrun and the history intact.
 
     Two histories are equal when they hold equal messages in the same order. Serialize one with
     ``lionexec.serialization.converter.unstructure(history)`` and load it with
     ``converter.structure(data, MessageManager)``.
     """
 
-    __slots__ = ("_by_call_id", "_messages", "on_message_added")
+    __slots__ = ("_by_call_id", "_messages", "failures", "on_message_added")
 
     def __init__(
         self,
         messages: Iterable[Message] = (),
         *,
         on_message_added: Iterable[MessageCallback] = (),
+        failures: FailureLog | None = None,
     ) -> None:
         """Start a history holding *messages*, in order.
 
         Links between the given requests and responses must already be consistent, as in a
         history that was saved and loaded; otherwise :class:`~lionexec.errors.HistoryError`.
+        Callback failures are reported to *failures*, by default a
+        :class:`~lionexec.FailureLog` of the history's own (a branch passes its shared one).
         """
         self._messages: dict[uuid.UUID, Message] = _checked_history(messages)
         self._by_call_id: dict[str, ActionRequest] = {}
@@ -80,6 +78,8 @@ class MessageManager:
         #: The callbacks :meth:`a_add_message` and :meth:`notify` run, in order. A plain list:
         #: append and remove as you please.
         self.on_message_added: list[MessageCallback] = list(on_message_added)
+        #: Callback failures, oldest first (bounded; see :class:`~lionexec.FailureLog`).
+        self.failures: FailureLog = FailureLog() if failures is None else failures
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -220,39 +220,61 @@ class MessageManager:
 
     # -- notifying ----------------------------------------------------------------------------
 
-    async def a_add_message(self, message: Message) -> list[CallbackFailure]:
+    async def a_add_message(self, message: Message) -> list[ReportedFailure]:
         """:meth:`add_message`, then run the callbacks for *message* if it was new.
 
-        Returns the callbacks' failures (see :meth:`notify`).
+        Returns the callbacks' failures (see :meth:`notify`). A checkpoint on every path,
+        after the write: if the caller is cancelled, the message is still added (writing never
+        waits), the callbacks do not run, and ``trio.Cancelled`` propagates.
         """
-        if not self._add(message):
+        added = self._add(message)
+        await trio.lowlevel.checkpoint()
+        if not added:
             return []
-        return await self.notify(message)
+        return await self._run_callbacks((message,))
 
-    async def notify(self, *messages: Message) -> list[CallbackFailure]:
+    async def notify(self, *messages: Message) -> list[ReportedFailure]:
         """Run every ``on_message_added`` callback for each of *messages*, in order.
 
         Call it after writing (for instance after :meth:`record_action`). A callback that raises
-        an :class:`Exception` is logged and reported in the returned list; the others still
-        run. Callbacks added or removed while this runs take effect on the next call.
+        an :class:`Exception` is reported to :attr:`failures` (``where="message_callback"``,
+        the call id of the message's tool call, the callback's ``repr``) and returned in the
+        list; the others still run. Callbacks added or removed while this runs take effect on
+        the next call. A checkpoint on every path, even with no callbacks.
         """
+        await trio.lowlevel.checkpoint()
+        return await self._run_callbacks(messages)
+
+    async def _run_callbacks(self, messages: Iterable[Message]) -> list[ReportedFailure]:
+        failures: list[ReportedFailure] = []
         callbacks = list(self.on_message_added)
-        failures: list[CallbackFailure] = []
+        if not callbacks:
+            return failures
         for message in messages:
             for callback in callbacks:
                 try:
-                    result = callback(message)
-                    if inspect.isawaitable(result):
-                        await result
+                    await call_user(callback, message)
                 except Exception as exc:
-                    logger.error(
-                        "on_message_added callback %r failed for message %s",
-                        callback,
-                        message.id,
-                        exc_info=exc,
+                    failures.append(
+                        self.failures.failed(
+                            "message_callback",
+                            exc,
+                            call_id=self._call_id_of(message),
+                            culprit=callback,
+                        )
                     )
-                    failures.append(CallbackFailure(callback, message, exc))
         return failures
+
+    def _call_id_of(self, message: Message) -> str | None:
+        """The call id of the tool call *message* belongs to, if it is half of one."""
+        if isinstance(message, ActionRequest):
+            return message.content.call_id
+        if isinstance(message, ActionResponse):
+            request_id = message.content.action_request_id
+            request = self._messages.get(request_id) if request_id is not None else None
+            if isinstance(request, ActionRequest):
+                return request.content.call_id
+        return None
 
     # -- internals ----------------------------------------------------------------------------
 

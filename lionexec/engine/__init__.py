@@ -1,10 +1,19 @@
 """The engine layer: events, their lifecycle, and the processor that runs them (ADR-0003)."""
 
-from .event import NOT_SERIALIZED, Event
-from .execution import MAX_GROUPED_ERRORS, Execution, Unset, UnsetType
-from .executor import Executor, ExecutorState, ExecutorStatistics
-from .processor import Processor, ProcessorStatistics
-from .status import TERMINAL_STATUSES, EventStatus
+from .._public import publish as _publish
+from .event import NOT_SERIALIZED as NOT_SERIALIZED
+from .event import Event as Event
+from .execution import MAX_GROUPED_ERRORS as MAX_GROUPED_ERRORS
+from .execution import Execution as Execution
+from .execution import Unset as Unset
+from .execution import UnsetType as UnsetType
+from .executor import Executor as Executor
+from .executor import ExecutorState as ExecutorState
+from .executor import ExecutorStatistics as ExecutorStatistics
+from .processor import Processor as Processor
+from .processor import ProcessorStatistics as ProcessorStatistics
+from .status import TERMINAL_STATUSES as TERMINAL_STATUSES
+from .status import EventStatus as EventStatus
 
 __all__ = [
     "MAX_GROUPED_ERRORS",
@@ -21,3 +30,5 @@ __all__ = [
     "Unset",
     "UnsetType",
 ]
+
+_publish(__name__, globals())

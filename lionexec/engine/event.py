@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import sys
-import functools
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self
 import attrs
 import trio
 
+from lionexec import _unstructure
 from lionexec._ids import uuid4
 
 from .execution import Execution, drop_tracebacks
@@ -306,12 +306,9 @@ class Event:
         return type(self)(metadata=metadata, **kwargs)
 
 
-@functools.cache
 def _converter() -> JsonConverter:
-    """The shared converter; imported on first use (the serialization module imports this one)."""
-    from lionexec.serialization import converter
-
-    return converter
+    """The shared converter, as :mod:`lionexec.serialization` registered it (never imported)."""
+    return _unstructure.converter
 
 
 def _best_effort_copy(value: Any) -> Any:

@@ -1,25 +1,29 @@
 """The governance layer: the call context, hook bus, session gates and permission policy."""
 
-from .context import CallContext, ToolInvocation, frozen_arguments
-from .gates import Gate, GateDenied, SessionObserver, SubscriberFailure
-from .hooks import (
-    MAX_KEPT_FAILURES,
-    HookBus,
-    HookFailure,
-    HookHandler,
-    HookPoint,
-    PreHookResult,
-    StopHook,
-)
-from .permissions import (
-    SHELL_CONTROL,
-    Behavior,
-    EscalationHandler,
-    PermissionDecision,
-    PermissionMode,
-    PermissionPolicy,
-    Rules,
-)
+from .._public import publish as _publish
+from .context import CallContext as CallContext
+from .context import ToolInvocation as ToolInvocation
+from .context import frozen_arguments as frozen_arguments
+from .gates import Gate as Gate
+from .gates import GateDenied as GateDenied
+from .gates import SessionObserver as SessionObserver
+from .gates import SessionObserverStatistics as SessionObserverStatistics
+from .gates import SubscriberFailure as SubscriberFailure
+from .hooks import MAX_KEPT_FAILURES as MAX_KEPT_FAILURES
+from .hooks import HookBus as HookBus
+from .hooks import HookBusStatistics as HookBusStatistics
+from .hooks import HookFailure as HookFailure
+from .hooks import HookHandler as HookHandler
+from .hooks import HookPoint as HookPoint
+from .hooks import PreHookResult as PreHookResult
+from .hooks import StopHook as StopHook
+from .permissions import SHELL_CONTROL as SHELL_CONTROL
+from .permissions import Behavior as Behavior
+from .permissions import EscalationHandler as EscalationHandler
+from .permissions import PermissionDecision as PermissionDecision
+from .permissions import PermissionMode as PermissionMode
+from .permissions import PermissionPolicy as PermissionPolicy
+from .permissions import Rules as Rules
 
 __all__ = [
     "MAX_KEPT_FAILURES",
@@ -30,6 +34,7 @@ __all__ = [
     "Gate",
     "GateDenied",
     "HookBus",
+    "HookBusStatistics",
     "HookFailure",
     "HookHandler",
     "HookPoint",
@@ -39,8 +44,11 @@ __all__ = [
     "PreHookResult",
     "Rules",
     "SessionObserver",
+    "SessionObserverStatistics",
     "StopHook",
     "SubscriberFailure",
     "ToolInvocation",
     "frozen_arguments",
 ]
+
+_publish(__name__, globals())

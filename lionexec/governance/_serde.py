@@ -1,24 +1,27 @@
-"""cattrs hooks for the governance layer.
+"""cattrs hooks for the governance layer, generated from the records' fields.
 
 Registered by :func:`lionexec.serialization.make_converter`.
 
-Records that hold callables (a context's tool, a failure's handler) render them by name; they
-are for logs and do not load back. A :class:`PermissionPolicy` round-trips through
-:meth:`PermissionPolicy.to_dict` / :meth:`PermissionPolicy.from_dict`, without its escalation
-handler.
+Records that hold callables (a context's tool, a verdict's handler) render them by name or
+leave them out; they are for logs and do not load back. A :class:`PermissionPolicy`
+round-trips through :meth:`PermissionPolicy.to_dict` / :meth:`PermissionPolicy.from_dict`,
+without its escalation handler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter
 
 from .._jsonable import exception_record, jsonable
+from ..tools import Tool
 from .context import CallContext, ToolInvocation
-from .gates import GateDenied, SubscriberFailure
-from .hooks import HookFailure, PreHookResult
+from .gates import GateDenied
+from .hooks import PreHookResult
 from .permissions import PermissionPolicy
 
 
@@ -32,76 +35,46 @@ def _error(exc: BaseException | None) -> dict[str, Any] | None:
     return None if exc is None else exception_record(exc)
 
 
-def _exactly(cls: type) -> Callable[[Any], bool]:
-    return lambda t: t is cls
+def _rules(rules: Mapping[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    return {tool: list(patterns) for tool, patterns in rules.items()}
 
 
 def configure(converter: JsonConverter) -> None:
-    """Register this layer's (un)structure hooks on *converter*.
+    """Register this layer's (un)structure hooks on *converter*."""
+    # Some annotations name types imported only for type checking; resolve them here, where
+    # they are importable, before cattrs generates hooks from them.
+    names = {"Tool": Tool, "CallContext": CallContext}
+    for cls in (CallContext, PermissionPolicy):
+        attrs.resolve_types(cls, localns=names)
+    as_json = override(unstruct_hook=jsonable)
+    as_error = override(unstruct_hook=_error)
+    as_rules = override(unstruct_hook=_rules)
 
-    Hooks are registered by predicate, so cattrs never resolves these classes' annotations
-    (some name types that are imported only for type checking).
-    """
-    unstructure = converter.register_unstructure_hook_func
+    def register(cls: type, **overrides: Any) -> Callable[[Any], dict[str, Any]]:
+        hook = make_dict_unstructure_fn(cls, converter, **overrides)
+        converter.register_unstructure_hook(cls, hook)
+        return hook
 
-    def invocation(value: ToolInvocation) -> dict[str, Any]:
-        return {
-            "function": value.function,
-            "arguments": jsonable(value.arguments),
-            "call_id": value.call_id,
-            "branch_id": value.branch_id,
-        }
+    register(ToolInvocation, arguments=as_json)
+    context_fields = make_dict_unstructure_fn(
+        CallContext, converter, arguments=as_json, tool=override(omit=True)
+    )
 
     def context(value: CallContext) -> dict[str, Any]:
-        return {**invocation(value.invocation()), "subject_argument": value.subject_argument}
+        record = context_fields(value)
+        record["subject_argument"] = value.subject_argument
+        return record
 
-    def policy(value: PermissionPolicy) -> dict[str, Any]:
-        def rules(r: Any) -> dict[str, list[str]]:
-            return {tool: list(patterns) for tool, patterns in r.items()}
-
-        return {
-            "mode": value.mode,
-            "allow": rules(value.allow),
-            "deny": rules(value.deny),
-            "escalate": rules(value.escalate),
-        }
-
-    unstructure(_exactly(ToolInvocation), invocation)
-    unstructure(_exactly(CallContext), context)
-    unstructure(_exactly(PermissionPolicy), policy)
-    converter.register_structure_hook_func(
-        _exactly(PermissionPolicy), lambda data, _: PermissionPolicy.from_dict(data)
+    converter.register_unstructure_hook(CallContext, context)
+    register(
+        PermissionPolicy,
+        allow=as_rules,
+        deny=as_rules,
+        escalate=as_rules,
+        on_escalate=override(omit=True),
     )
-    unstructure(
-        _exactly(GateDenied),
-        lambda v: {
-            "invocation": invocation(v.invocation),
-            "reason": v.reason,
-            "error": _error(v.error),
-        },
+    converter.register_structure_hook(
+        PermissionPolicy, lambda data, _: PermissionPolicy.from_dict(data)
     )
-    unstructure(
-        _exactly(PreHookResult),
-        lambda v: {
-            "allowed": v.allowed,
-            "reason": v.reason,
-            "error": _error(v.error),
-            "handler": _callable_name(v.handler),
-        },
-    )
-    unstructure(
-        _exactly(HookFailure),
-        lambda v: {
-            "point": v.point.value,
-            "handler": _callable_name(v.handler),
-            "error": _error(v.error),
-        },
-    )
-    unstructure(
-        _exactly(SubscriberFailure),
-        lambda v: {
-            "payload": jsonable(v.payload),
-            "callable": _callable_name(v.callable),
-            "error": _error(v.error),
-        },
-    )
+    register(GateDenied, error=as_error)
+    register(PreHookResult, error=as_error, handler=override(unstruct_hook=_callable_name))

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import inspect
-import logging
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar
 
 import attrs
+import trio
 
+from .._failures import FailureLog, ReportedFailure, call_user
 from .context import ToolInvocation
-from .hooks import MAX_KEPT_FAILURES
 
-__all__ = ["Gate", "GateDenied", "SessionObserver", "SubscriberFailure"]
-
-logger = logging.getLogger("lionexec.governance")
+__all__ = [
+    "Gate",
+    "GateDenied",
+    "SessionObserver",
+    "SessionObserverStatistics",
+    "SubscriberFailure",
+]
 
 #: A session gate: called with one :class:`ToolInvocation`; a truthy result (or awaited
 #: result) allows the call.
@@ -44,20 +46,33 @@ class GateDenied:
     error: Exception | None = None
 
 
-@attrs.frozen
-class SubscriberFailure:
-    """A route condition, subscription condition or subscriber raised while a payload was
-    dispatched; the payload was already stored, and the other subscribers still ran.
+#: The failure record :meth:`SessionObserver.emit` returns: a
+#: :class:`~lionexec.ReportedFailure` whose ``where`` is ``"observer"``. (The name of its older,
+#: observer-only predecessor.)
+SubscriberFailure: TypeAlias = ReportedFailure
+
+
+@attrs.frozen(kw_only=True)
+class SessionObserverStatistics:
+    """A snapshot of a :class:`SessionObserver` (see :meth:`SessionObserver.statistics`).
 
     Attributes:
-        payload: what was being dispatched.
-        callable: the condition or subscriber that raised.
-        error: what it raised.
+        has_gate: whether a gate is set.
+        records: how many payloads are stored.
+        denials: how many calls the gate denied.
+        subscriptions: how many subscriptions there are.
+        routes: how many routes there are.
+        failures_total: how many failures were ever reported to the observer's failure log.
+        failures_dropped: how many of those the log no longer keeps.
     """
 
-    payload: Any
-    callable: Callable[..., Any]
-    error: Exception
+    has_gate: bool
+    records: int
+    denials: int
+    subscriptions: int
+    routes: int
+    failures_total: int
+    failures_dropped: int
 
 
 def _matches(condition: Condition, payload: Any) -> bool:
@@ -79,19 +94,28 @@ class SessionObserver:
     route condition it meets (:meth:`route`), then calls every subscriber whose condition it
     meets (:meth:`subscribe`), in registration order. Conditions are classes (matched with
     ``isinstance``) or predicates. Any :class:`Exception` raised by a condition or subscriber
-    is isolated: it is logged on the ``lionexec.governance`` logger, returned from
-    :meth:`emit`, and kept in :attr:`failures`; it never reaches the emitter, and never undoes
-    the store. Cancellation propagates.
+    is isolated: it is reported once to :attr:`failures` (which keeps it and logs it on the
+    ``lionexec`` logger) and returned from :meth:`emit`; it never reaches the emitter, and
+    never undoes the store. Cancellation propagates.
+
+    :meth:`authorize` and :meth:`emit` are checkpoints on every path: if the caller is already
+    cancelled they raise ``trio.Cancelled`` before asking the gate or storing anything.
+
+    Args:
+        failures: where failures are reported; by default a :class:`~lionexec.FailureLog` of
+            the observer's own. Pass a shared one (as a branch does) to keep and log each
+            failure once, whichever component noticed it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, failures: FailureLog | None = None) -> None:
         self._gate: Gate | None = None
+        self._denials = 0
         self._records: list[Any] = []
         self._subscriptions: list[tuple[Condition, Subscriber]] = []
         self._routes: list[tuple[Condition, str]] = []
         self._streams: dict[str, list[Any]] = {}
-        #: The most recent dispatch failures, oldest first.
-        self.failures: deque[SubscriberFailure] = deque(maxlen=MAX_KEPT_FAILURES)
+        #: Dispatch failures, oldest first (bounded; see :class:`~lionexec.FailureLog`).
+        self.failures: FailureLog = FailureLog() if failures is None else failures
 
     # -- gate ---------------------------------------------------------------------------------
 
@@ -111,24 +135,40 @@ class SessionObserver:
         return self._gate is not None
 
     async def authorize(self, invocation: ToolInvocation) -> bool:
-        """Whether the gate allows *invocation*; a denial is recorded as :class:`GateDenied`."""
+        """Whether the gate allows *invocation*; a denial is recorded as :class:`GateDenied`.
+
+        A checkpoint on every path (before the gate is asked).
+        """
+        await trio.lowlevel.checkpoint()
         if not isinstance(invocation, ToolInvocation):
             raise TypeError(f"authorize() takes a ToolInvocation, not {type(invocation).__name__}")
         check = self._gate
         if check is None:
             return True
         try:
-            verdict = check(invocation)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
+            verdict = await call_user(check, invocation)
             if verdict:
                 return True
             denial = GateDenied(invocation, f"the session gate returned {verdict!r}")
         except Exception as exc:
             reason = f"the session gate raised {type(exc).__name__}: {exc}"
             denial = GateDenied(invocation, reason, exc)
-        await self.emit(denial)
+        self._denials += 1
+        await self._dispatch(denial, invocation.call_id, self._store(denial, invocation.call_id))
         return False
+
+    def statistics(self) -> SessionObserverStatistics:
+        """Counts of what the observer holds, and its failure counters, as a snapshot."""
+        failures = self.failures.statistics()
+        return SessionObserverStatistics(
+            has_gate=self._gate is not None,
+            records=len(self._records),
+            denials=self._denials,
+            subscriptions=len(self._subscriptions),
+            routes=len(self._routes),
+            failures_total=failures.total,
+            failures_dropped=failures.dropped,
+        )
 
     # -- store --------------------------------------------------------------------------------
 
@@ -172,23 +212,44 @@ class SessionObserver:
         self._routes.append((condition, into))
         self._streams.setdefault(into, [])
 
-    async def emit(self, payload: Any) -> list[SubscriberFailure]:
-        """Store *payload*, route it, dispatch it; return the isolated failures."""
+    async def emit(self, payload: Any, *, call_id: str | None = None) -> list[ReportedFailure]:
+        """Store *payload*, route it, dispatch it; return the isolated failures.
+
+        Each failure is a :class:`~lionexec.ReportedFailure` with ``where="observer"``, the
+        culprit's ``repr`` and *call_id* (the tool call the payload belongs to, if the caller
+        knows it), reported to :attr:`failures` once. A checkpoint on every path, after the
+        payload is stored and routed (synchronously): if the caller is cancelled, the payload
+        is still stored, the subscribers do not run, and ``trio.Cancelled`` propagates.
+        """
+        failures = self._store(payload, call_id)
+        await trio.lowlevel.checkpoint()
+        await self._dispatch(payload, call_id, failures)
+        return failures
+
+    def _store(self, payload: Any, call_id: str | None) -> list[ReportedFailure]:
+        """Store and route *payload*; synchronous. Returns the route conditions' failures."""
         self._records.append(payload)
-        failures: list[SubscriberFailure] = []
-
-        def failed(culprit: Callable[..., Any], exc: Exception) -> None:
-            logger.error("dispatching %r: %r failed", payload, culprit, exc_info=exc)
-            failure = SubscriberFailure(payload, culprit, exc)
-            failures.append(failure)
-            self.failures.append(failure)
-
+        failures: list[ReportedFailure] = []
         for condition, name in list(self._routes):
             try:
                 if _matches(condition, payload):
                     self._streams[name].append(payload)
             except Exception as exc:
-                failed(condition, exc)
+                failures.append(
+                    self.failures.failed("observer", exc, call_id=call_id, culprit=condition)
+                )
+        return failures
+
+    async def _dispatch(
+        self, payload: Any, call_id: str | None, failures: list[ReportedFailure]
+    ) -> None:
+        """Call the subscribers whose condition *payload* meets; add their failures."""
+
+        def failed(culprit: Callable[..., Any], exc: Exception) -> None:
+            failures.append(
+                self.failures.failed("observer", exc, call_id=call_id, culprit=culprit)
+            )
+
         for condition, handler in list(self._subscriptions):
             try:
                 if not _matches(condition, payload):
@@ -197,9 +258,6 @@ class SessionObserver:
                 failed(condition, exc)
                 continue
             try:
-                result = handler(payload)
-                if inspect.isawaitable(result):
-                    await result
+                await call_user(handler, payload)
             except Exception as exc:
                 failed(handler, exc)
-        return failures

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import enum
-import inspect
 import logging
-from collections import deque
-from collections.abc import Callable
-from typing import Any, Final, TypeAlias
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeAlias
 
 import attrs
+import trio
+
+from .._failures import MAX_KEPT_FAILURES, FailureLog, ReportedFailure, call_user
 
 __all__ = [
     "MAX_KEPT_FAILURES",
     "HookBus",
+    "HookBusStatistics",
     "HookFailure",
     "HookHandler",
     "HookPoint",
@@ -23,12 +26,12 @@ __all__ = [
 
 logger = logging.getLogger("lionexec.hooks")
 
-#: How many recent failures a :class:`HookBus` (or a session observer) keeps for inspection.
-#: Older ones are dropped; every failure is also logged and returned when it happens.
-MAX_KEPT_FAILURES: Final = 1000
-
 #: A hook handler: called with keyword arguments only; may return an awaitable.
 HookHandler: TypeAlias = Callable[..., Any]
+
+#: The failure record :meth:`HookBus.emit` returns: a :class:`~lionexec.ReportedFailure`
+#: whose ``where`` is ``"hook:<point>"``. (The name of its older, hook-only predecessor.)
+HookFailure: TypeAlias = ReportedFailure
 
 
 class HookPoint(enum.StrEnum):
@@ -68,17 +71,23 @@ class PreHookResult:
     handler: HookHandler | None = attrs.field(default=None, eq=False)
 
 
-@attrs.frozen
-class HookFailure:
-    """A handler at a non-blocking point raised; the remaining handlers still ran."""
-
-    point: HookPoint
-    handler: HookHandler
-    error: Exception
-
-
 def _name(handler: HookHandler) -> str:
     return getattr(handler, "__qualname__", None) or repr(handler)
+
+
+@attrs.frozen(kw_only=True)
+class HookBusStatistics:
+    """A snapshot of a :class:`HookBus` (see :meth:`HookBus.statistics`).
+
+    Attributes:
+        handlers: how many handlers each point has (points without any are left out).
+        failures_total: how many failures were ever reported to the bus's failure log.
+        failures_dropped: how many of those the log no longer keeps.
+    """
+
+    handlers: Mapping[HookPoint, int] = attrs.field(converter=MappingProxyType)
+    failures_total: int
+    failures_dropped: int
 
 
 class HookBus:
@@ -87,21 +96,30 @@ class HookBus:
     Handlers may be plain functions or coroutine functions (anything whose result is awaitable
     is awaited) and are called with keyword arguments only. A handler registered twice runs
     twice. Cancellation and other non-``Exception`` errors raised by a handler always
-    propagate.
+    propagate. :meth:`run_pre` and :meth:`emit` are checkpoints, even with no handler: if the
+    caller is already cancelled, they raise ``trio.Cancelled`` before running any handler.
 
     * ``tool.pre`` is blocking: :meth:`run_pre` runs its handlers one by one and returns a
       :class:`PreHookResult`. A handler denies the call by raising any exception other than
       :class:`StopHook`, or by returning exactly ``False``; the first denial ends the run.
       :class:`StopHook` ends the run with the call allowed.
     * Every other point is isolated: :meth:`emit` runs every handler (until one raises
-      :class:`StopHook`); a handler that raises is logged on the ``lionexec.hooks`` logger,
-      kept in :attr:`failures` and returned, and the rest still run.
+      :class:`StopHook`); a handler that raises is reported once to :attr:`failures` (which
+      keeps it and logs it on the ``lionexec`` logger) and returned, and the rest still run.
+
+    Args:
+        failures: where failures are reported; by default a :class:`~lionexec.FailureLog` of
+            the bus's own. Pass a shared one (as a branch does) to keep and log each failure
+            once, whichever component noticed it.
     """
 
-    def __init__(self) -> None:
+    __slots__ = ("_handlers", "failures")
+
+    def __init__(self, *, failures: FailureLog | None = None) -> None:
         self._handlers: dict[HookPoint, list[HookHandler]] = {}
-        #: The most recent failures of :meth:`emit` handlers, oldest first.
-        self.failures: deque[HookFailure] = deque(maxlen=MAX_KEPT_FAILURES)
+        #: Failures of :meth:`emit` handlers, oldest first (bounded; see
+        #: :class:`~lionexec.FailureLog`).
+        self.failures: FailureLog = FailureLog() if failures is None else failures
 
     def on(self, point: HookPoint | str, handler: HookHandler) -> HookHandler:
         """Run *handler* at *point* from now on; returns *handler*."""
@@ -123,44 +141,90 @@ class HookBus:
         key = point if type(point) is HookPoint else HookPoint(point)
         return tuple(self._handlers.get(key, ()))
 
+    def statistics(self) -> HookBusStatistics:
+        """Handler counts per point and failure counters, as a snapshot."""
+        failures = self.failures.statistics()
+        return HookBusStatistics(
+            handlers={point: len(hs) for point, hs in self._handlers.items() if hs},
+            failures_total=failures.total,
+            failures_dropped=failures.dropped,
+        )
+
     async def run_pre(self, **kwargs: Any) -> PreHookResult:
         """Run the ``tool.pre`` handlers with *kwargs*; see the class docstring.
 
-        A denial is a value, never an exception; it is logged at warning level.
+        A denial is a value, never an exception; it is logged at warning level on the
+        ``lionexec.hooks`` logger. A checkpoint on every path.
         """
+        await trio.lowlevel.checkpoint()
         for handler in self.handlers_for(HookPoint.TOOL_PRE):
             try:
-                result = handler(**kwargs)
-                if inspect.isawaitable(result):
-                    result = await result
+                result = await call_user(handler, **kwargs)
             except StopHook:
                 break
             except Exception as exc:
                 reason = f"tool.pre handler {_name(handler)} raised {type(exc).__name__}: {exc}"
-                logger.warning("call denied: %s", reason)
+                logger.warning("call denied: %r", reason)
                 return PreHookResult(False, reason, exc, handler)
+            if result is None or result is True:
+                continue
             if result is False:
                 reason = f"tool.pre handler {_name(handler)} returned False"
-                logger.warning("call denied: %s", reason)
-                return PreHookResult(False, reason, None, handler)
+            else:  # fail closed: only True or None allow
+                reason = (
+                    f"tool.pre handler {_name(handler)} returned {_cut_repr(result)}; "
+                    "only True or None allow a call"
+                )
+            logger.warning("call denied: %r", reason)
+            return PreHookResult(False, reason, None, handler)
         return PreHookResult(True)
 
-    async def emit(self, point: HookPoint | str, **kwargs: Any) -> list[HookFailure]:
-        """Run the handlers at a non-blocking *point* with *kwargs*; return their failures."""
+    async def emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:
+        """Run the handlers at a non-blocking *point* with *kwargs*; return their failures.
+
+        Each failure is a :class:`~lionexec.ReportedFailure` with ``where="hook:<point>"``,
+        the ``call_id`` keyword (or the ``call_id`` of a ``message`` keyword) if there is
+        one, and the handler's ``repr`` as culprit; it is reported to :attr:`failures` once.
+        A checkpoint on every path.
+        """
+        await trio.lowlevel.checkpoint()
         point = HookPoint(point)
         if point is HookPoint.TOOL_PRE:
             raise ValueError("tool.pre is blocking: run its handlers with run_pre()")
-        failures: list[HookFailure] = []
-        for handler in self.handlers_for(point):
+        failures: list[ReportedFailure] = []
+        handlers = self._handlers.get(point)
+        if not handlers:
+            return failures
+        for handler in tuple(handlers):
             try:
-                result = handler(**kwargs)
-                if inspect.isawaitable(result):
-                    await result
+                await call_user(handler, **kwargs)
             except StopHook:
                 break
             except Exception as exc:
-                logger.error("%s handler %s failed", point.value, _name(handler), exc_info=exc)
-                failure = HookFailure(point, handler, exc)
+                failure = self.failures.failed(
+                    _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
+                )
                 failures.append(failure)
-                self.failures.append(failure)
         return failures
+
+
+_WHERE: dict[HookPoint, str] = {point: f"hook:{point.value}" for point in HookPoint}
+
+
+def _call_id_of(kwargs: dict[str, Any]) -> str | None:
+    """The call id a hook's keyword arguments name, directly or through their message."""
+    call_id = kwargs.get("call_id")
+    if call_id is None and "message" in kwargs:
+        try:
+            call_id = getattr(kwargs["message"], "call_id", None)
+        except Exception:
+            return None
+    return call_id if isinstance(call_id, str) else None
+
+
+def _cut_repr(value: object, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -3,18 +3,23 @@
 Imports only :mod:`lionexec.engine` and :mod:`lionexec.errors`.
 """
 
-from .calling import FunctionCalling, Revalidator
-from .docstrings import parse_docstring
-from .registry import ActionManager, ToolLike
-from .schema import Parameter, anthropic_schema, openai_schema, type_schema
-from .tool import (
-    DEFAULT_TOOL_THREADS,
-    TOOL_NAME_PATTERN,
-    Tool,
-    current_tool_limiter,
-    is_async_callable,
-)
-from .validation import argument_converter, make_argument_converter
+from .._public import publish as _publish
+from .calling import FunctionCalling as FunctionCalling
+from .docstrings import parse_docstring as parse_docstring
+from .registry import ActionManager as ActionManager
+from .registry import ToolLike as ToolLike
+from .runner import DEFAULT_TOOL_THREADS as DEFAULT_TOOL_THREADS
+from .runner import current_tool_limiter as current_tool_limiter
+from .runner import is_async_callable as is_async_callable
+from .runner import run_callable as run_callable
+from .schema import Parameter as Parameter
+from .schema import anthropic_schema as anthropic_schema
+from .schema import openai_schema as openai_schema
+from .schema import type_schema as type_schema
+from .tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
+from .tool import Tool as Tool
+from .validation import argument_converter as argument_converter
+from .validation import make_argument_converter as make_argument_converter
 
 __all__ = [
     "DEFAULT_TOOL_THREADS",
@@ -22,7 +27,6 @@ __all__ = [
     "ActionManager",
     "FunctionCalling",
     "Parameter",
-    "Revalidator",
     "Tool",
     "ToolLike",
     "anthropic_schema",
@@ -32,5 +36,8 @@ __all__ = [
     "make_argument_converter",
     "openai_schema",
     "parse_docstring",
+    "run_callable",
     "type_schema",
 ]
+
+_publish(__name__, globals())

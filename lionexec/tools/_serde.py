@@ -3,48 +3,73 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
+import attrs
+from cattrs.gen import make_dict_unstructure_fn_from_attrs, override
 from cattrs.preconf.json import JsonConverter
 
+from .._jsonable import jsonable
 from .tool import Tool
+
+#: The fields of a tool record's top level; callables are never part of a record.
+_HEAD = ("name", "description", "schema")
 
 
 def configure(converter: JsonConverter) -> None:
     """Register this layer's (un)structure hooks on *converter*.
 
-    A :class:`Tool` unstructures to a record (no callables, one way). A
+    A :class:`Tool` unstructures to ``{"name", "description", "schema", "options"}`` (no
+    callables, one way): ``options`` are its run options, with callables named by qualified
+    name and the limiter given as its token count. A
     :class:`~lionexec.tools.FunctionCalling` needs no hook: its ``function`` and ``arguments``
     are ordinary fields of the generic event record.
     """
-    converter.register_unstructure_hook(Tool, _unstructure_tool)
-
-
-def _unstructure_tool(tool: Tool) -> dict[str, Any]:
-    from lionexec._jsonable import jsonable
-
-    limiter = tool.limiter
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "schema": copy.deepcopy(tool.schema),
-        "options": {
-            "request_class": _qualname(tool.request_class),
-            "strict": tool.strict,
-            "preprocessor": _qualname(tool.preprocessor),
-            "preprocessor_kwargs": jsonable(tool.preprocessor_kwargs),
-            "postprocessor": _qualname(tool.postprocessor),
-            "postprocessor_kwargs": jsonable(tool.postprocessor_kwargs),
-            "inline": tool.inline,
-            "limiter_tokens": None if limiter is None else jsonable(limiter.total_tokens),
-            "idempotent": tool.idempotent,
-            "subject": tool.subject,
-            "context_param": tool.context_param,
-        },
+    by_name = override(unstruct_hook=_qualname)
+    as_json = override(unstruct_hook=jsonable)
+    options: dict[str, Any] = {
+        "request_class": by_name,
+        "strict": override(),
+        "preprocessor": by_name,
+        "preprocessor_kwargs": as_json,
+        "postprocessor": by_name,
+        "postprocessor_kwargs": as_json,
+        "inline": override(),
+        "limiter": override(rename="limiter_tokens", unstruct_hook=_tokens),
+        "idempotent": override(),
+        "subject": override(),
+        "subject_kind": override(),
+        "context_param": override(),
     }
+    attrs.resolve_types(Tool)
+    fields = attrs.fields(Tool)
+    head = make_dict_unstructure_fn_from_attrs(
+        [field for field in fields if field.name in _HEAD],
+        Tool,
+        converter,
+        schema=override(unstruct_hook=copy.deepcopy),
+    )
+    rest = make_dict_unstructure_fn_from_attrs(
+        [field for field in fields if field.name in options],
+        Tool,
+        converter,
+        **{name: hook for name, hook in options.items() if hasattr(fields, name)},
+    )
+
+    def unstructure_tool(tool: Tool) -> dict[str, Any]:
+        record = head(tool)
+        record["options"] = rest(tool)
+        return record
+
+    converter.register_unstructure_hook(Tool, unstructure_tool)
 
 
-def _qualname(obj: object) -> str | None:
+def _tokens(limiter: Any) -> Any:
+    return None if limiter is None else jsonable(limiter.total_tokens)
+
+
+def _qualname(obj: Callable[..., Any] | type | None) -> str | None:
     if obj is None:
         return None
     target = getattr(obj, "func", obj)  # functools.partial

@@ -344,15 +344,18 @@ async def test_callback_failures_are_isolated_logged_and_returned(
 
     history = MessageManager(on_message_added=[broken, broken_async, healthy])
     message = Instruction(content="u")
-    with caplog.at_level(logging.ERROR, logger="lionexec.conversation"):
+    with caplog.at_level(logging.ERROR, logger="lionexec"):
         failures = await history.a_add_message(message)
     assert ran == ["healthy"]
     assert [type(f.error) for f in failures] == [RuntimeError, ValueError]
-    assert failures[0] == CallbackFailure(broken, message, failures[0].error)
-    assert all(f.message is message for f in failures)
+    assert failures[0] == CallbackFailure(
+        where="message_callback", call_id=None, error=failures[0].error, culprit=repr(broken)
+    )
+    assert [f.culprit for f in failures] == [repr(broken), repr(broken_async)]
+    assert list(history.failures) == failures  # kept once, in the history's failure log
     assert list(history) == [message]
-    logged = [r for r in caplog.records if r.name == "lionexec.conversation"]
-    assert len(logged) == 2 and all(r.exc_info for r in logged)
+    logged = [r for r in caplog.records if r.name.startswith("lionexec")]
+    assert len(logged) == 2 and all(r.exc_info for r in logged)  # logged once each
 
 
 async def test_notify_after_record_action_reports_failures_and_leaves_the_pair_intact() -> None:
@@ -363,7 +366,9 @@ async def test_notify_after_record_action_reports_failures_and_leaves_the_pair_i
     request, response = pair(output=0)
     history.record_action(request, response)
     failures = await history.notify(request, response)
-    assert [f.message for f in failures] == [request, response]
+    # one failure per message, in order, each naming the call the message belongs to
+    assert [f.call_id for f in failures] == [request.call_id, request.call_id]
+    assert [f.where for f in failures] == ["message_callback"] * 2
     assert history.response_for(request) is response
     assert_linked(history)
 

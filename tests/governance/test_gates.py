@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 import trio
 
-from lionexec.governance import GateDenied, SessionObserver, ToolInvocation
+from lionexec import FailureLog, ReportedFailure
+from lionexec.governance import (
+    GateDenied,
+    SessionObserver,
+    SessionObserverStatistics,
+    SubscriberFailure,
+    ToolInvocation,
+)
 from lionexec.serialization import converter
 
 CALL = ToolInvocation("search", {"q": "trio"}, call_id="call_1", branch_id="b1")
@@ -203,17 +210,19 @@ async def test_subscriber_and_condition_failures_are_isolated_and_reported(
     observer.subscribe(object, broken_subscriber)
     observer.subscribe(broken_condition, got.append)
     observer.subscribe(object, got.append)
-    with caplog.at_level(logging.ERROR, logger="lionexec.governance"):
-        failures = await observer.emit("payload")
+    with caplog.at_level(logging.ERROR, logger="lionexec"):
+        failures = await observer.emit("payload", call_id="call_1")
     assert got == ["payload"]
     assert observer.records == ("payload",)
-    assert [(f.callable, type(f.error)) for f in failures] == [
-        (broken_route, KeyError),
-        (broken_subscriber, RuntimeError),
-        (broken_condition, ValueError),
+    assert [(f.culprit, type(f.error)) for f in failures] == [
+        (repr(broken_route), KeyError),
+        (repr(broken_subscriber), RuntimeError),
+        (repr(broken_condition), ValueError),
     ]
+    assert {(f.where, f.call_id) for f in failures} == {("observer", "call_1")}
+    assert all(type(f) is SubscriberFailure is ReportedFailure for f in failures)
     assert list(observer.failures) == failures
-    assert len([r for r in caplog.records if r.name == "lionexec.governance"]) == 3
+    assert len([r for r in caplog.records if r.name == "lionexec"]) == 3  # each logged once
 
 
 async def test_a_failing_denial_subscriber_does_not_change_the_verdict() -> None:
@@ -226,6 +235,7 @@ async def test_a_failing_denial_subscriber_does_not_change_the_verdict() -> None
     observer.gate(lambda invocation: False)
     assert await observer.authorize(CALL) is False
     assert len(observer.failures) == 1 and len(observer.denials) == 1
+    assert observer.failures[0].call_id == CALL.call_id
 
 
 async def test_cancellation_in_a_subscriber_propagates_after_the_payload_is_stored() -> None:
@@ -261,3 +271,39 @@ def test_gate_denied_serializes_for_logs() -> None:
         "reason": "the session gate raised X: y",
         "error": {"error": "RuntimeError", "message": "y"},
     }
+
+
+async def test_statistics_count_what_the_observer_holds() -> None:
+    observer = SessionObserver(failures=FailureLog(max_kept=1))
+    assert observer.statistics() == SessionObserverStatistics(
+        has_gate=False,
+        records=0,
+        denials=0,
+        subscriptions=0,
+        routes=0,
+        failures_total=0,
+        failures_dropped=0,
+    )
+
+    def broken(payload: Any) -> None:
+        raise RuntimeError("no")
+
+    observer.gate(lambda invocation: False)
+    observer.subscribe(GateDenied, broken)
+    observer.route(GateDenied, into="denied")
+    await observer.authorize(CALL)
+    await observer.authorize(CALL)
+    assert observer.statistics() == SessionObserverStatistics(
+        has_gate=True,
+        records=2,
+        denials=2,
+        subscriptions=1,
+        routes=1,
+        failures_total=2,
+        failures_dropped=1,
+    )
+
+
+def test_the_observer_takes_its_options_by_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        SessionObserver(FailureLog())  # type: ignore[misc]

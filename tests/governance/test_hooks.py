@@ -8,13 +8,16 @@ from typing import Any
 import pytest
 import trio
 
-from lionexec.conversation import Instruction, Message, MessageManager
+from lionexec import FailureLog, ReportedFailure
+from lionexec.conversation import ActionRequest, Instruction, Message, MessageManager
 from lionexec.governance import (
     MAX_KEPT_FAILURES,
     HookBus,
+    HookBusStatistics,
     HookFailure,
     HookPoint,
     PreHookResult,
+    SessionObserver,
     StopHook,
 )
 
@@ -126,7 +129,7 @@ async def test_a_raising_pre_handler_is_a_denial_value_not_an_exception(
     assert result.reason is not None
     assert "PermissionError: not on fridays" in result.reason and "guard" in result.reason
     assert ran == []
-    assert bus.failures == type(bus.failures)()  # a denial is not a failure
+    assert len(bus.failures) == 0  # a denial is not a failure
     assert any("denied" in r.getMessage() for r in caplog.records)
 
 
@@ -178,15 +181,16 @@ async def test_emit_isolates_logs_returns_and_keeps_failures(
     bus.on(HookPoint.TOOL_ERROR, broken)
     bus.on(HookPoint.TOOL_ERROR, broken_async)
     bus.on(HookPoint.TOOL_ERROR, lambda **_: ran.append("healthy"))
-    with caplog.at_level(logging.ERROR, logger="lionexec.hooks"):
+    with caplog.at_level(logging.ERROR, logger="lionexec"):
         failures = await bus.emit(HookPoint.TOOL_ERROR, call_id="c")
     assert ran == ["healthy"]
-    assert [(f.point, f.handler, type(f.error)) for f in failures] == [
-        (HookPoint.TOOL_ERROR, broken, RuntimeError),
-        (HookPoint.TOOL_ERROR, broken_async, KeyError),
+    assert [(f.where, f.call_id, f.culprit, type(f.error)) for f in failures] == [
+        ("hook:tool.error", "c", repr(broken), RuntimeError),
+        ("hook:tool.error", "c", repr(broken_async), KeyError),
     ]
+    assert all(type(f) is HookFailure is ReportedFailure for f in failures)
     assert list(bus.failures) == failures
-    assert [r.name for r in caplog.records] == ["lionexec.hooks"] * 2
+    assert [r.name for r in caplog.records] == ["lionexec"] * 2  # each logged once
 
 
 async def test_stop_hook_skips_the_remaining_handlers_of_emit() -> None:
@@ -228,15 +232,17 @@ async def test_kept_failures_are_bounded_and_keep_the_most_recent() -> None:
         raise RuntimeError(count)
 
     bus.on(HookPoint.TOOL_POST, broken)
-    logging.getLogger("lionexec.hooks").disabled = True
+    logging.getLogger("lionexec").disabled = True
     try:
         for count in range(MAX_KEPT_FAILURES + 3):  # noqa: B007 - read by the handler
             await bus.emit(HookPoint.TOOL_POST)
     finally:
-        logging.getLogger("lionexec.hooks").disabled = False
+        logging.getLogger("lionexec").disabled = False
     assert len(bus.failures) == MAX_KEPT_FAILURES
     assert str(bus.failures[0].error) == "3"
     assert str(bus.failures[-1].error) == str(MAX_KEPT_FAILURES + 2)
+    stats = bus.statistics()
+    assert (stats.failures_total, stats.failures_dropped) == (MAX_KEPT_FAILURES + 3, 3)
 
 
 async def test_a_failing_message_add_hook_leaves_the_history_consistent() -> None:
@@ -255,3 +261,64 @@ async def test_a_failing_message_add_hook_leaves_the_history_consistent() -> Non
     assert await history.a_add_message(message) == []  # the bus isolated it
     assert [len(r) for r in reported] == [1]
     assert list(history) == [message]
+
+
+async def test_a_message_add_failure_names_the_call_of_its_message() -> None:
+    bus = HookBus()
+    bus.on(HookPoint.MESSAGE_ADD, lambda **_: 1 / 0)
+    request = ActionRequest.create("f", {}, call_id="call_9")
+    [failure] = await bus.emit(HookPoint.MESSAGE_ADD, message=request)
+    assert (failure.where, failure.call_id) == ("hook:message.add", "call_9")
+    [failure] = await bus.emit(HookPoint.MESSAGE_ADD, message=Instruction(content="u"))
+    assert failure.call_id is None
+
+
+def test_statistics_count_handlers_per_point_and_failures() -> None:
+    bus = HookBus()
+
+    def handler(**_: Any) -> None: ...
+
+    assert bus.statistics() == HookBusStatistics(handlers={}, failures_total=0, failures_dropped=0)
+    bus.on(HookPoint.TOOL_PRE, handler)
+    bus.on(HookPoint.TOOL_POST, handler)
+    bus.on(HookPoint.TOOL_POST, handler)
+    bus.off(HookPoint.TOOL_PRE, handler)
+    stats = bus.statistics()
+    assert dict(stats.handlers) == {HookPoint.TOOL_POST: 2}
+    with pytest.raises(TypeError):
+        stats.handlers[HookPoint.TOOL_ERROR] = 1  # type: ignore[index]  # a snapshot
+
+
+async def test_one_shared_failure_log_keeps_and_logs_each_failure_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A branch shares one FailureLog between its bus, observer and history: a raising
+    # tool.post hook is then stored once and logged once, not once per component.
+    shared = FailureLog()
+    bus = HookBus(failures=shared)
+    observer = SessionObserver(failures=shared)
+    history = MessageManager(failures=shared)
+
+    def broken(*_: Any, **__: Any) -> None:
+        raise RuntimeError("broken")
+
+    bus.on(HookPoint.TOOL_POST, broken)
+    observer.subscribe(object, broken)
+    history.on_message_added.append(broken)
+    with caplog.at_level(logging.ERROR):
+        await bus.emit(HookPoint.TOOL_POST, call_id="c1")
+        await observer.emit("payload", call_id="c1")
+        await history.a_add_message(Instruction(content="u"))
+    assert [(f.where, f.call_id) for f in shared] == [
+        ("hook:tool.post", "c1"),
+        ("observer", "c1"),
+        ("message_callback", None),
+    ]
+    assert bus.failures is observer.failures is history.failures is shared
+    assert len([r for r in caplog.records if r.name.startswith("lionexec")]) == 3
+    assert shared.statistics().total == 3
+
+
+def test_the_bus_takes_its_options_by_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        HookBus(FailureLog())  # type: ignore[misc]

@@ -1,0 +1,246 @@
+"""Imports flow downward through the layers of DESIGN.md, never up, not even lazily.
+
+Every module of the package is parsed with :mod:`ast`; every ``import`` and ``from ... import``
+anywhere in it (module level, inside functions, inside ``try``) is checked against the layer
+order. Imports under ``if TYPE_CHECKING:`` never run, so they may name any layer (they exist
+for annotations only). A violation is reported by module and line.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from collections.abc import Iterator
+
+import attrs
+import pytest
+
+import lionexec
+
+PACKAGE_DIR = pathlib.Path(lionexec.__file__).parent
+
+#: Bottom helpers every layer may import (besides every private top-level module,
+#: ``lionexec._*``). They may import only one another.
+BOTTOM = frozenset({"lionexec.errors"})
+
+#: Layer rank of each top-level part of the package (DESIGN.md, "Layers"). A module may import
+#: its own part, the bottom helpers, and parts of strictly lower rank.
+RANKS: dict[str, int] = {
+    "engine": 1,
+    "tools": 2,
+    "governance": 3,
+    "conversation": 3,
+    "act": 4,
+    "journal": 5,
+    "models": 5,
+    "serialization": 6,
+    "testing": 6,
+    "mcp": 6,
+    "demo": 6,
+    "__main__": 6,
+}
+#: Edges may use one another (the CLI runs the demo); siblings below them may not.
+SHARED_RANK = {6}
+#: ``lionexec/__init__.py`` curates the public API from every part; nothing imports it.
+ROOT_RANK = 7
+
+
+def part_of(module: str) -> str | None:
+    """The part (``"engine"``, ``"serialization"``, ...) of a lionexec module, else None."""
+    if module == "lionexec":
+        return "lionexec"
+    if not module.startswith("lionexec."):
+        return None
+    part = module.split(".")[1]
+    if module in BOTTOM or (part.startswith("_") and part != "__main__"):
+        return "bottom"
+    return part
+
+
+def rank_of(part: str) -> int:
+    if part == "lionexec":
+        return ROOT_RANK
+    if part == "bottom":
+        return 0
+    if part not in RANKS:
+        raise AssertionError(
+            f"lionexec.{part} has no layer: add it to RANKS in tests/test_layering.py "
+            "(and to DESIGN.md's layers)"
+        )
+    return RANKS[part]
+
+
+def may_import(importer: str, imported: str) -> bool:
+    """Whether module *importer* may import module *imported* (both lionexec modules)."""
+    source, target = part_of(importer), part_of(imported)
+    assert source is not None and target is not None
+    if target == "bottom" or source == target:
+        return True
+    if target == "lionexec":
+        return False  # the root imports everything; importing it from inside is a cycle
+    source_rank, target_rank = rank_of(source), rank_of(target)
+    if source_rank == target_rank:
+        return source_rank in SHARED_RANK
+    return target_rank < source_rank
+
+
+def module_name(path: pathlib.Path) -> str:
+    relative = path.relative_to(PACKAGE_DIR.parent).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_package(name: str) -> bool:
+    relative = pathlib.Path(*name.split(".")[1:]) if "." in name else pathlib.Path()
+    return (PACKAGE_DIR / relative / "__init__.py").is_file()
+
+
+def is_module(name: str) -> bool:
+    if not name.startswith("lionexec"):
+        return False
+    relative = pathlib.Path(*name.split(".")[1:]) if "." in name else pathlib.Path()
+    return is_package(name) or (PACKAGE_DIR / relative).with_suffix(".py").is_file()
+
+
+@attrs.frozen
+class Import:
+    importer: str
+    imported: str
+    line: int
+    type_checking: bool
+
+
+class _Collector(ast.NodeVisitor):
+    def __init__(self, module: str, package: str) -> None:
+        self.module = module
+        self.package = package
+        self.found: list[Import] = []
+        self._type_checking = 0
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        guarded = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        )
+        if guarded:
+            self._type_checking += 1
+            for child in node.body:
+                self.visit(child)
+            self._type_checking -= 1
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def _add(self, imported: str, line: int) -> None:
+        self.found.append(Import(self.module, imported, line, self._type_checking > 0))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name == "lionexec" or alias.name.startswith("lionexec."):
+                self._add(alias.name, node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            base = self.package.split(".")
+            if node.level > 1:
+                base = base[: -(node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        if not (target == "lionexec" or target.startswith("lionexec.")):
+            return
+        for alias in node.names:
+            submodule = f"{target}.{alias.name}"
+            self._add(submodule if is_module(submodule) else target, node.lineno)
+
+
+def imports_of(source: str, module: str, *, is_init: bool = False) -> list[Import]:
+    package = module if is_init else module.rpartition(".")[0]
+    collector = _Collector(module, package)
+    collector.visit(ast.parse(source))
+    return collector.found
+
+
+def all_imports() -> Iterator[Import]:
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        module = module_name(path)
+        yield from imports_of(
+            path.read_text(encoding="utf-8"), module, is_init=path.name == "__init__.py"
+        )
+
+
+def violations(found: list[Import]) -> list[str]:
+    return [
+        f"{i.importer} (line {i.line}) imports {i.imported}"
+        for i in found
+        if not i.type_checking and not may_import(i.importer, i.imported)
+    ]
+
+
+def test_every_module_of_the_package_belongs_to_a_layer() -> None:
+    for path in PACKAGE_DIR.rglob("*.py"):
+        part = part_of(module_name(path))
+        assert part is not None
+        rank_of(part)
+
+
+def test_no_module_imports_a_higher_layer_not_even_lazily() -> None:
+    found = violations(list(all_imports()))
+    assert found == [], "imports against the layer order of DESIGN.md:\n" + "\n".join(found)
+
+
+# -- the checker itself -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("importer", "source", "expected"),
+    [
+        # a lazy import inside a function, upward: caught, with its line
+        (
+            "lionexec.engine.event",
+            "def f():\n    from lionexec.serialization import converter\n",
+            ["lionexec.engine.event (line 2) imports lionexec.serialization"],
+        ),
+        # a relative import two levels up, into a higher layer
+        (
+            "lionexec.tools.tool",
+            "from ..act import Branch\n",
+            ["lionexec.tools.tool (line 1) imports lionexec.act"],
+        ),
+        # the submodule form: `from lionexec import serialization`
+        (
+            "lionexec.act.log",
+            "def f():\n    from lionexec import serialization\n",
+            ["lionexec.act.log (line 2) imports lionexec.serialization"],
+        ),
+        # the root package from inside
+        ("lionexec.act.log", "import lionexec\n", ["lionexec.act.log (line 1) imports lionexec"]),
+        # siblings of one layer stay independent
+        (
+            "lionexec.governance.gates",
+            "from lionexec.conversation import Message\n",
+            ["lionexec.governance.gates (line 1) imports lionexec.conversation"],
+        ),
+        # allowed: downward, bottom helpers, own layer, type-checking only
+        (
+            "lionexec.act.branch",
+            "from lionexec.engine import Event\nfrom .._failures import FailureLog\n"
+            "from .log import EventLog\nfrom typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from lionexec.serialization import converter\n",
+            [],
+        ),
+        ("lionexec.serialization", "from .act import Branch\n", []),
+        # a bottom helper is bottom: it may not lean on a layer
+        (
+            "lionexec._failures",
+            "from lionexec.engine import Event\n",
+            ["lionexec._failures (line 1) imports lionexec.engine"],
+        ),
+        ("lionexec.__main__", "from .demo import main\n", []),
+    ],
+)
+def test_the_checker_finds_upward_imports(importer: str, source: str, expected: list[str]) -> None:
+    assert violations(imports_of(source, importer)) == expected
