@@ -109,11 +109,13 @@ class RateLimiter:
             longer (or non-finite) values are cut to it.
 
     Time is trio's clock (:func:`trio.current_time`), so ``MockClock`` drives it in tests;
-    the synchronous methods take an explicit *now* for use outside a trio run.
+    the synchronous methods take an explicit *now* for use outside a trio run (without one,
+    outside a run, the last time the limiter saw is used).
     """
 
     __slots__ = (
         "_granted",
+        "_last_now",
         "_pause_until",
         "_pauses",
         "_refused",
@@ -166,6 +168,18 @@ class RateLimiter:
             raise ConfigurationError("token_burst needs a token budget (tokens=...)")
         self._pause_until = -math.inf
         self._granted = self._refused = self._tokens_charged = self._pauses = 0
+        self._last_now = -math.inf
+
+    def _now(self, now: float | None) -> float:
+        """*now*, else trio's clock, else (outside trio) the last time this limiter saw."""
+        if now is None:
+            try:
+                now = trio.current_time()
+            except RuntimeError:
+                return self._last_now
+        if now > self._last_now:
+            self._last_now = now
+        return now
 
     def __repr__(self) -> str:
         return (
@@ -196,8 +210,7 @@ class RateLimiter:
                 burst (it could never be granted).
         """
         self.check(cost)
-        if now is None:
-            now = trio.current_time()
+        now = self._now(now)
         wait = self._pause_until - now
         if self._requests is not None:
             wait = max(wait, self._requests.wait(now, 1))
@@ -243,8 +256,7 @@ class RateLimiter:
         for value in (estimated, actual):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 return
-        if now is None:
-            now = trio.current_time()
+        now = self._now(now)
         delta = actual - estimated
         cell = self._tokens
         if delta > 0:
@@ -259,8 +271,7 @@ class RateLimiter:
         """Grant nothing for *seconds* (cut to ``max_pause``; non-positive or NaN is ignored)."""
         if not (seconds > 0):  # NaN too
             return
-        if now is None:
-            now = trio.current_time()
+        now = self._now(now)
         until = now + min(seconds, self.max_pause)
         if until > self._pause_until:
             self._pause_until = until
@@ -299,8 +310,7 @@ class RateLimiter:
 
     def statistics(self, *, now: float | None = None) -> RateLimiterStatistics:
         """Return a :class:`RateLimiterStatistics` snapshot."""
-        if now is None:
-            now = trio.current_time()
+        now = self._now(now)
         requests, tokens = self._requests, self._tokens
         return RateLimiterStatistics(
             period=self.period,
