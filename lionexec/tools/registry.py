@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import difflib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 from lionexec.errors import DuplicateToolError, ToolNotFoundError
 
 from .calling import FunctionCalling
-from .schema import anthropic_schema
+from .schema import SCHEMA_FORMATS, SchemaFormat, tool_schema
 from .tool import Tool
 
 __all__ = ["ActionManager", "ToolLike"]
@@ -87,17 +86,20 @@ class ActionManager:
         """
         return FunctionCalling.create(self.get(function), arguments)
 
-    def schemas(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]:
+    def schemas(self, format: SchemaFormat = "openai") -> list[dict[str, Any]]:
         """Every tool's schema, in registration order, as fresh copies.
 
-        ``"openai"``: ``{"type": "function", "function": {...}}``; ``"anthropic"``:
-        ``{"name", "description", "input_schema"}``.
+        ``"openai"``: ``{"type": "function", "function": {...}}`` (Chat Completions);
+        ``"anthropic"``: ``{"name", "description", "input_schema"}``; ``"responses"``:
+        ``{"type": "function", "name", "description", "parameters", "strict"}`` (Responses
+        API). Strict tools carry ``"strict": true`` in each.
+
+        Raises:
+            ValueError: an unknown *format*.
         """
-        if format == "openai":
-            return [copy.deepcopy(t.schema) for t in self._tools.values()]
-        if format == "anthropic":
-            return [copy.deepcopy(anthropic_schema(t.schema)) for t in self._tools.values()]
-        raise ValueError(f"unknown schema format {format!r}; expected 'openai' or 'anthropic'")
+        if format not in SCHEMA_FORMATS:  # also when no tool is registered
+            tool_schema({}, format)
+        return [tool_schema(t.schema, format) for t in self._tools.values()]
 
     @property
     def names(self) -> list[str]:

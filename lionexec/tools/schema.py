@@ -22,6 +22,7 @@ no annotation, ``Any``, ``object``         ``{}`` (anything)
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import enum
@@ -32,23 +33,34 @@ import types
 import typing
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
 from lionexec.errors import SchemaError
 
 from .docstrings import parse_docstring
+from .strict import strict_parameters
 
 __all__ = [
+    "SCHEMA_FORMATS",
     "Parameter",
+    "SchemaFormat",
     "anthropic_schema",
     "class_parameters",
     "openai_schema",
     "parameters_schema",
+    "responses_schema",
     "signature_parameters",
+    "tool_schema",
     "type_schema",
 ]
+
+#: The tool formats :func:`tool_schema` writes: Chat Completions function tools
+#: (``"openai"``), Anthropic Messages tools (``"anthropic"``) and Responses API function tools
+#: (``"responses"``).
+SchemaFormat: TypeAlias = Literal["openai", "anthropic", "responses"]
+SCHEMA_FORMATS: Final[tuple[SchemaFormat, ...]] = ("openai", "anthropic", "responses")
 
 _JSON_TYPES: Final[Mapping[type, str]] = {
     str: "string",
@@ -217,11 +229,14 @@ def parameters_schema(
 ) -> dict[str, Any]:
     """The ``parameters`` object schema for *params*.
 
-    Parameters with defaults are optional, unless *strict*, where every parameter is required
-    (the model must send exactly the declared keys). ``additionalProperties`` is ``false``
-    unless *additional* (the callable takes ``**kwargs``).
+    Parameters with defaults are optional. ``additionalProperties`` is ``false`` unless
+    *additional* (the callable takes ``**kwargs``). With *strict*, the schema follows the
+    providers' strict rules (:func:`~lionexec.tools.strict.strict_parameters`): every object
+    closed and all-required, optional parameters nullable; a parameter that cannot be strict
+    raises :class:`SchemaError` naming it.
     """
-    return _object_schema(params, (), "parameter", strict=strict, additional=additional)
+    schema = _object_schema(params, (), "parameter", additional=additional)
+    return strict_parameters(schema) if strict else schema
 
 
 def _object_schema(
@@ -229,7 +244,6 @@ def _object_schema(
     seen: tuple[type, ...],
     label: str,
     *,
-    strict: bool = False,
     additional: bool = False,
 ) -> dict[str, Any]:
     properties: dict[str, Any] = {}
@@ -244,7 +258,7 @@ def _object_schema(
         if not p.required and _is_json_scalar(p.default):
             prop = {**prop, "default": _scalar(p.default)}
         properties[p.name] = prop
-        if p.required or strict:
+        if p.required:
             required.append(p.name)
     schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
     if not additional:
@@ -253,24 +267,66 @@ def _object_schema(
 
 
 def openai_schema(
-    name: str, description: str | None, parameters: Mapping[str, Any]
+    name: str, description: str | None, parameters: Mapping[str, Any], *, strict: bool = False
 ) -> dict[str, Any]:
-    """The OpenAI function-tool shape: ``{"type": "function", "function": {...}}``."""
+    """The OpenAI function-tool shape: ``{"type": "function", "function": {...}}``.
+
+    *strict* adds ``"strict": true`` to the function; *parameters* must then already be strict
+    (:func:`~lionexec.tools.strict.strict_parameters`).
+    """
     function: dict[str, Any] = {"name": name}
     if description:
         function["description"] = description
     function["parameters"] = dict(parameters)
+    if strict:
+        function["strict"] = True
     return {"type": "function", "function": function}
 
 
 def anthropic_schema(openai: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert the OpenAI function shape to Anthropic's ``{name, description, input_schema}``."""
+    """Convert the OpenAI function shape to Anthropic's ``{name, description, input_schema}``.
+
+    A strict function becomes a tool with ``"strict": true``.
+    """
     function = openai["function"]
     schema: dict[str, Any] = {"name": function["name"]}
     if function.get("description"):
         schema["description"] = function["description"]
     schema["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
+    if function.get("strict") is True:
+        schema["strict"] = True
     return schema
+
+
+def responses_schema(openai: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert the OpenAI function shape to a Responses API function tool.
+
+    ``{"type": "function", "name", "description", "parameters", "strict"}``: the Responses
+    API wants ``strict`` stated either way.
+    """
+    function = openai["function"]
+    schema: dict[str, Any] = {"type": "function", "name": function["name"]}
+    if function.get("description"):
+        schema["description"] = function["description"]
+    schema["parameters"] = function.get("parameters") or {"type": "object", "properties": {}}
+    schema["strict"] = function.get("strict") is True
+    return schema
+
+
+def tool_schema(openai: Mapping[str, Any], format: SchemaFormat = "openai") -> dict[str, Any]:
+    """The tool described by the OpenAI function shape *openai*, in *format*, as a fresh copy.
+
+    Raises:
+        ValueError: *format* is not one of :data:`SCHEMA_FORMATS`.
+    """
+    if format == "openai":
+        return copy.deepcopy(dict(openai))
+    if format == "anthropic":
+        return copy.deepcopy(anthropic_schema(openai))
+    if format == "responses":
+        return copy.deepcopy(responses_schema(openai))
+    expected = ", ".join(repr(f) for f in SCHEMA_FORMATS)
+    raise ValueError(f"unknown schema format {format!r}; expected one of {expected}")
 
 
 def type_schema(hint: Any) -> dict[str, Any]:

@@ -16,14 +16,18 @@ import trio
 from lionexec.errors import ConfigurationError, SchemaError, ValidationError
 
 from .docstrings import parse_docstring
+from .jsonschema import SchemaValidator, compile_schema
 from .schema import (
     Parameter,
+    SchemaFormat,
     class_parameters,
     openai_schema,
     parameters_schema,
     signature_parameters,
+    tool_schema,
     type_schema,
 )
+from .strict import null_defaults, strict_parameters
 from .validation import argument_converter, describe_error
 
 __all__ = [
@@ -95,13 +99,17 @@ class Tool:
             ``func.__name__``. Must match :data:`TOOL_NAME_PATTERN`.
         description: defaults to the schema's, then the docstring's summary.
         schema: an explicit schema (the OpenAI function shape, or just its ``parameters``
-            object); it replaces the generated one, but arguments are still type-checked
-            against the signature where annotations allow.
+            object); it replaces the generated one. Arguments are validated against it as
+            JSON Schema, then still type-checked against the signature where annotations
+            allow. A ``"strict": true`` in it makes the tool :attr:`strict`.
         request_class: an attrs class (or dataclass) describing the arguments: the schema
             is derived from it and arguments are structured through it.
-        strict: the model must send exactly the declared parameters; every parameter is
-            listed as required. Otherwise the minimum-key rule holds: every required key
-            present, no unknown key (unless the callable takes ``**kwargs``).
+        strict: emit a strict schema (``"strict": true``; every object closed and
+            all-required, optional parameters nullable; see :mod:`lionexec.tools.strict`):
+            the model must send exactly the declared parameters, ``null`` for one it leaves
+            out. A parameter that cannot be strict raises :class:`SchemaError`. Otherwise
+            the minimum-key rule holds: every required key present, no unknown key (unless
+            the callable takes ``**kwargs``).
         preprocessor: ``preprocessor(arguments, **preprocessor_kwargs)`` returns the
             arguments to call with.
         postprocessor: ``postprocessor(response, **postprocessor_kwargs)`` returns the
@@ -149,6 +157,8 @@ class Tool:
     _func_async: bool = attrs.field(repr=False)
     _pre_async: bool = attrs.field(repr=False)
     _post_async: bool = attrs.field(repr=False)
+    _arguments_schema: SchemaValidator | None = attrs.field(repr=False)
+    _nulls: Callable[[dict[str, Any]], dict[str, Any]] | None = attrs.field(repr=False)
 
     def __init__(
         self,
@@ -185,6 +195,7 @@ class Tool:
         summary, docs = parse_docstring(inspect.getdoc(_doc_target(func)))
         explicit = _explicit_function(schema) if schema is not None else None
         name = _tool_name(func, name, explicit)
+        strict = strict or (explicit or {}).get("strict") is True  # a hand-written strict stays
         if description is None:
             description = (explicit or {}).get("description") or summary
 
@@ -200,9 +211,11 @@ class Tool:
         if explicit is not None:
             parameters = copy.deepcopy(dict(explicit.get("parameters") or _EMPTY_OBJECT))
         elif request_class is not None:
-            parameters = parameters_schema(class_parameters(request_class), strict=strict)
+            parameters = parameters_schema(class_parameters(request_class))
         else:
-            parameters = parameters_schema(signature_params, strict=strict, additional=var_keyword)
+            parameters = parameters_schema(signature_params, additional=var_keyword)
+        if strict:
+            parameters = strict_parameters(parameters, tool=name)
 
         properties = parameters.get("properties") or {}
         if subject is not None and subject not in properties:
@@ -224,7 +237,7 @@ class Tool:
             func_callable=func,
             name=name,
             description=description,
-            schema=openai_schema(name, description, parameters),
+            schema=openai_schema(name, description, parameters, strict=strict),
             request_class=request_class,
             strict=strict,
             preprocessor=preprocessor,
@@ -250,6 +263,15 @@ class Tool:
             func_async=is_async_callable(func),
             pre_async=is_async_callable(preprocessor),
             post_async=is_async_callable(postprocessor),
+            arguments_schema=compile_schema(parameters) if explicit is not None else None,
+            nulls=(
+                null_defaults(
+                    class_parameters(request_class) if request_class else signature_params,
+                    request_class,
+                )
+                if strict
+                else None
+            ),
         )
 
     # -- arguments --------------------------------------------------------------------------
@@ -259,6 +281,15 @@ class Tool:
         """The JSON Schema object of the arguments (``schema["function"]["parameters"]``)."""
         parameters: dict[str, Any] = self.schema["function"]["parameters"]
         return parameters
+
+    def schema_for(self, format: SchemaFormat = "openai") -> dict[str, Any]:
+        """This tool's schema in *format*, as a fresh copy.
+
+        ``"openai"`` (Chat Completions function tool), ``"anthropic"`` (Messages tool) or
+        ``"responses"`` (Responses API function tool); see
+        :func:`~lionexec.tools.schema.tool_schema`. Raises ValueError for another format.
+        """
+        return tool_schema(self.schema, format)
 
     @property
     def required(self) -> frozenset[str]:
@@ -274,6 +305,10 @@ class Tool:
         into the request class's fields or the signature's annotations; attrs and
         dataclass values become instances, enums members.
 
+        An explicit *schema* is checked first, as JSON Schema
+        (:mod:`lionexec.tools.jsonschema`). For a :attr:`strict` tool, ``null`` for a parameter
+        that may be left out means "not given": it becomes the parameter's default.
+
         Validating already-validated arguments returns an equal dict.
 
         Raises:
@@ -285,6 +320,10 @@ class Tool:
                 f"got {type(arguments).__name__}"
             )
         self._check_keys(arguments)
+        if self._arguments_schema is not None:
+            self._arguments_schema.validate(arguments, label=f"arguments for tool {self.name!r}")
+        if self._nulls is not None:
+            arguments = self._nulls(dict(arguments))
         if self.request_class is not None:
             try:
                 instance: Any = self.converter.structure(arguments, self.request_class)
