@@ -95,7 +95,8 @@ buffer is full is disconnected, not silently thinned out: it gets the events alr
 buffered, then an ``event: overflow`` and the end of the stream. Event ids are consecutive
 across the server, so a client can tell whether it missed anything and re-read the history
 after reconnecting. On shutdown every stream ends. (There is no keep-alive comment: a client
-that vanishes is noticed through ``http.disconnect``.)
+that vanishes is noticed through ``http.disconnect``.) While nobody is subscribed the server
+registers no hooks or message callbacks on its branches, so events cost nothing then.
 """
 
 from __future__ import annotations
@@ -233,6 +234,13 @@ class ServerConfig:
     def _check_port(self, _attribute: attrs.Attribute[Any], value: object) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
             raise ValueError(f"port must be an int from 0 to 65535, got {value!r}")
+
+    def __attrs_post_init__(self) -> None:
+        if self.page_size > self.max_page_size:
+            raise ValueError(
+                f"page_size ({self.page_size}) must not exceed max_page_size "
+                f"({self.max_page_size})"
+            )
 
 
 # -- strict JSON, both ways ----------------------------------------------------------------------
@@ -393,14 +401,25 @@ class EventHub:
     :meth:`publish` is synchronous: it puts the event into each matching subscriber's memory
     channel with ``send_nowait``. A subscriber whose buffer is full is dropped (its channel is
     closed, ``overflowed`` set): it reads what was buffered, then the end of the channel.
+
+    *on_watch* is called with ``True`` when the first subscriber arrives and ``False`` when
+    the last one leaves, so the app listens to its branches only while someone listens to it
+    (lionexec copies each message for every message callback; with nobody subscribed there
+    is no callback to copy for).
     """
 
-    def __init__(self, buffer: int = 256) -> None:
+    def __init__(self, buffer: int = 256, on_watch: Callable[[bool], None] | None = None) -> None:
         if buffer < 1:
             raise ValueError(f"a subscriber buffer holds at least 1 event, got {buffer}")
         self.buffer = buffer
         self._subscriptions: set[Subscription] = set()
         self._last_id = 0
+        self._on_watch = on_watch
+
+    @property
+    def watched(self) -> bool:
+        """Whether anyone is subscribed."""
+        return bool(self._subscriptions)
 
     @contextmanager
     def subscribe(self, conversation_id: str | None = None) -> Iterator[Subscription]:
@@ -408,6 +427,8 @@ class EventHub:
         send_channel, receive_channel = trio.open_memory_channel[ServerEvent](self.buffer)
         subscription = Subscription(conversation_id, send_channel, receive_channel)
         self._subscriptions.add(subscription)
+        if len(self._subscriptions) == 1 and self._on_watch is not None:
+            self._on_watch(True)
         try:
             yield subscription
         finally:
@@ -434,7 +455,10 @@ class EventHub:
             self._drop(subscription)
 
     def _drop(self, subscription: Subscription) -> None:
-        self._subscriptions.discard(subscription)
+        if subscription in self._subscriptions:
+            self._subscriptions.remove(subscription)
+            if not self._subscriptions and self._on_watch is not None:
+                self._on_watch(False)
         subscription.send_channel.close()
 
 
@@ -451,6 +475,8 @@ class Conversation:
     lock: trio.Lock = attrs.field(factory=trio.Lock)
     last_used: float = 0.0
     active: int = 0
+    #: Stops publishing this conversation's events; set while the hub has subscribers.
+    unwatch: Callable[[], None] | None = None
 
     def call_id(self, response: ActionResponse) -> str:
         request_id = response.content.action_request_id
@@ -473,8 +499,8 @@ def _seconds(duration: object) -> float | None:
     return duration if isinstance(duration, float) else None
 
 
-def _watch(conversation: Conversation, hub: EventHub) -> None:
-    """Publish the branch's hook and message events on *hub*."""
+def _watch(conversation: Conversation, hub: EventHub) -> Callable[[], None]:
+    """Publish the branch's hook and message events on *hub*; return what undoes that."""
     cid = conversation.id
 
     def on_post(
@@ -513,9 +539,17 @@ def _watch(conversation: Conversation, hub: EventHub) -> None:
             )
         hub.publish("message.add", cid, **data)
 
-    conversation.branch.hooks.on(HookPoint.TOOL_POST, on_post)
-    conversation.branch.hooks.on(HookPoint.TOOL_ERROR, on_error)
-    conversation.branch.messages.on_message_added.append(on_message)
+    hooks, callbacks = conversation.branch.hooks, conversation.branch.messages.on_message_added
+    hooks.on(HookPoint.TOOL_POST, on_post)
+    hooks.on(HookPoint.TOOL_ERROR, on_error)
+    callbacks.append(on_message)
+
+    def unwatch() -> None:
+        hooks.off(HookPoint.TOOL_POST, on_post)
+        hooks.off(HookPoint.TOOL_ERROR, on_error)
+        callbacks.remove(on_message)
+
+    return unwatch
 
 
 def _recorded_requests(messages: MessageManager, call_ids: set[str]) -> dict[str, ActionRequest]:
@@ -657,7 +691,7 @@ class App:
     ) -> None:
         self.config = config if config is not None else ServerConfig()
         self.tools = tuple(tools)
-        self.hub = EventHub(self.config.subscriber_buffer)
+        self.hub = EventHub(self.config.subscriber_buffer, on_watch=self._watch_all)
         self.conversations: OrderedDict[str, Conversation] = OrderedDict()
         self.limiter = trio.CapacityLimiter(self.config.max_concurrent_calls)
         token = self.config.token
@@ -694,7 +728,8 @@ class App:
         branch = Branch()
         branch.register_tools(self.tools)
         conversation = Conversation(conversation_id, branch)
-        _watch(conversation, self.hub)
+        if self.hub.watched:
+            conversation.unwatch = _watch(conversation, self.hub)
         self.conversations[conversation_id] = conversation
         self._touch(conversation)
         return conversation
@@ -724,6 +759,15 @@ class App:
         while True:
             await trio.sleep(self.config.sweep_interval)
             self.evict_idle()
+
+    def _watch_all(self, on: bool) -> None:
+        """Publish every conversation's events while the hub has subscribers (only then)."""
+        for conversation in self.conversations.values():
+            if on and conversation.unwatch is None:
+                conversation.unwatch = _watch(conversation, self.hub)
+            elif not on and conversation.unwatch is not None:
+                conversation.unwatch()
+                conversation.unwatch = None
 
     def _touch(self, conversation: Conversation) -> None:
         conversation.last_used = trio.current_time()

@@ -26,7 +26,7 @@ import pytest
 import trio
 import trio.testing
 
-from lionexec import MessageManager
+from lionexec import HookPoint, MessageManager
 from lionexec.serialization import converter
 
 SERVER_PATH = Path(__file__).resolve().parents[2] / "examples" / "server.py"
@@ -520,7 +520,13 @@ def test_token_comes_from_the_flag_or_the_environment() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("max_calls", 0), ("body_timeout", math.nan), ("idle_ttl", -1.0), ("port", 70000)],
+    [
+        ("max_calls", 0),
+        ("body_timeout", math.nan),
+        ("idle_ttl", -1.0),
+        ("port", 70000),
+        ("page_size", 2000),  # over max_page_size
+    ],
 )
 def test_config_refuses_bad_limits(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
@@ -684,3 +690,37 @@ async def test_a_reused_call_id_with_different_arguments_gets_409() -> None:
     assert conflict.json()["error"].startswith("tool call id 'x' is already recorded")
     assert (runs["i1"], runs["i2"], runs["i3"]) == (1, 0, 0)  # nothing of the batch ran
     assert len(app.conversations["i"].branch.messages) == 2
+
+
+# -- events cost nothing while nobody listens ----------------------------------------------------
+
+
+async def test_branches_are_watched_only_while_someone_subscribes() -> None:
+    """No subscriber, no message callbacks or hooks: lionexec copies nothing for them."""
+    app = make_app()
+
+    def watchers(cid: str) -> tuple[int, int]:
+        branch = app.conversations[cid].branch
+        return len(branch.messages.on_message_added), len(
+            branch.hooks.handlers_for(HookPoint.TOOL_POST)
+        )
+
+    def body(cid: str) -> dict[str, Any]:
+        return {"conversation_id": cid, "tool_calls": [call("counted", {"key": cid}, "1")]}
+
+    with trio.fail_after(BUDGET):
+        async with serving(app) as client:
+            assert (await client.post("/v1/act", json=body("quiet"))).status_code == 200
+            assert watchers("quiet") == (0, 0)
+            with app.hub.subscribe("loud") as subscription:
+                assert watchers("quiet") == (1, 1)  # existing conversations are watched
+                assert (await client.post("/v1/act", json=body("loud"))).status_code == 200
+                assert watchers("loud") == (1, 1)  # ...and new ones
+                kinds = []
+                while True:
+                    try:
+                        kinds.append(subscription.receive_channel.receive_nowait().type)
+                    except trio.WouldBlock:
+                        break
+            assert watchers("quiet") == watchers("loud") == (0, 0)
+    assert kinds == ["act.start", "tool.post", "message.add", "message.add", "act.end"]
