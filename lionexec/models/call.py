@@ -233,7 +233,8 @@ class ModelCall(Event):
                 self.execution.response = result
                 return
             try:
-                async with aclosing(_sse_chunks(response)) as chunks:
+                limit = self.endpoint.max_body_bytes
+                async with aclosing(_sse_chunks(response, limit)) as chunks:
                     async for chunk in chunks:
                         # After the end marker the rest is drained, not yielded: stopping
                         # early would leave httpx's nested body generators to the GC.
@@ -512,10 +513,17 @@ def parse_responses(body: Mapping[str, Any]) -> ModelResponse:
 # -- streams ----------------------------------------------------------------------------------
 
 
-async def _sse_chunks(response: httpx.Response) -> AsyncGenerator[Any, None]:
-    """Each server-sent event's data: parsed JSON, or the string ``"[DONE]"``."""
+async def _sse_chunks(response: httpx.Response, limit: int) -> AsyncGenerator[Any, None]:
+    """Each server-sent event's data: parsed JSON, or the string ``"[DONE]"``.
+
+    Raises :class:`MalformedResponseError` once the stream exceeds *limit* characters.
+    """
     data: list[str] = []
+    size = 0
     async for line in response.aiter_lines():
+        size += len(line) + 1
+        if size > limit:
+            raise MalformedResponseError(f"streamed response exceeds {limit} characters")
         if line == "":
             if data:
                 text = "\n".join(data)

@@ -221,3 +221,18 @@ async def test_usage_corrects_the_token_estimate(provider: LocalProvider) -> Non
     call = new_call(provider, limiter=limiter, estimated_tokens=500)
     await call.invoke()
     assert limiter.statistics().tokens_charged == 40
+
+
+@pytest.mark.filterwarnings("ignore:Async generator 'http:ResourceWarning")
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_response_over_the_size_limit_is_refused(
+    provider: LocalProvider, streaming: bool
+) -> None:
+    provider.add(Reply(text="x" * 5000, chunk_size=100))
+    assert provider.base_url is not None
+    endpoint = Endpoint(provider.base_url, max_body_bytes=2000)
+    call = ModelCall(endpoint=endpoint, payload={"model": "m"}, streaming=streaming)
+    await run(call)
+    assert call.status is EventStatus.FAILED
+    error = error_of(call)
+    assert isinstance(error, MalformedResponseError) and "exceeds 2000" in str(error)
