@@ -98,8 +98,10 @@ class SessionObserver:
     ``lionexec`` logger) and returned from :meth:`emit`; it never reaches the emitter, and
     never undoes the store. Cancellation propagates.
 
-    :meth:`authorize` and :meth:`emit` are checkpoints on every path: if the caller is already
-    cancelled they raise ``trio.Cancelled`` before asking the gate or storing anything.
+    :meth:`authorize` and :meth:`emit` are checkpoints on every path. A cancelled
+    :meth:`authorize` raises ``trio.Cancelled`` before asking the gate; a cancelled
+    :meth:`emit` still stores and routes its payload (synchronously), then raises before
+    calling any subscriber.
 
     Args:
         failures: where failures are reported; by default a :class:`~lionexec.FailureLog` of

@@ -133,16 +133,21 @@ async def test_a_raising_pre_handler_is_a_denial_value_not_an_exception(
     assert any("denied" in r.getMessage() for r in caplog.records)
 
 
-async def test_a_pre_handler_returning_false_denies_but_other_falsy_values_do_not() -> None:
-    bus = HookBus()
-
+async def test_a_pre_handler_allows_with_true_or_none_and_denies_with_anything_else() -> None:
+    # Fail closed (issue 11): a verdict that is neither True nor None, say "deny" or 0, denies.
     def returning(value: object) -> Any:
         return lambda **_: value
 
-    falsy: list[object] = [None, 0, "", []]
-    for value in falsy:
+    bus = HookBus()
+    for value in (None, True):
         bus.on(HookPoint.TOOL_PRE, returning(value))
     assert (await bus.run_pre()).allowed
+    for value in (0, "", [], "deny", "yes"):
+        odd = HookBus()
+        odd.on(HookPoint.TOOL_PRE, returning(value))
+        verdict = await odd.run_pre()
+        assert not verdict.allowed and verdict.error is None
+        assert verdict.reason is not None and repr(value) in verdict.reason
 
     async def refuses(**_: Any) -> bool:
         return False
