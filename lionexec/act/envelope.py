@@ -391,32 +391,52 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _hostile(arguments: Mapping[str, Any]) -> str | None:
-    """Why *arguments* cannot be accepted (too deep, non-finite, too long), or ``None``.
+    """Why *arguments* cannot be accepted (not JSON data, too deep, too long), or ``None``.
 
-    Iterative, so no nesting depth can raise :class:`RecursionError`; each container is
-    visited once, so shared or cyclic containers cannot make it loop.
+    Iterative, so no nesting depth can raise :class:`RecursionError`. A container is walked
+    once: one met again is checked by the height it was found to have, so shared containers
+    cost nothing more, and a container inside itself (a cycle) is refused.
     """
-    stack: list[tuple[object, int]] = [(arguments, 1)]
-    seen: set[int] = set()
+    too_deep = f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+    path: set[int] = set()  # the containers being walked: meeting one again is a cycle
+    heights: dict[int, int] = {}  # walked containers: how many levels they span
+    stack: list[tuple[Any, int, bool]] = [(arguments, 1, False)]
     while stack:
-        value, depth = stack.pop()
+        value, depth, leaving = stack.pop()
+        if leaving:
+            path.discard(id(value))
+            heights[id(value)] = 1 + max(
+                (heights.get(id(item), 0) for item in _items(value)), default=0
+            )
+            continue
         cls = type(value)
         if cls is str or cls is bool or value is None:
             continue
         if cls is float or isinstance(value, float):
-            if not math.isfinite(value):  # type: ignore[arg-type]
+            if not math.isfinite(value):
                 return "arguments hold a non-finite number (NaN or Infinity), which JSON has not"
             continue
         if cls is int or isinstance(value, int):
-            if value.bit_length() >= _MAX_INT_BITS:  # type: ignore[attr-defined]
+            if value.bit_length() >= _MAX_INT_BITS:
                 return "arguments hold an integer too long to print (over 4,300 digits)"
             continue
         if cls is dict or cls is list or isinstance(value, Mapping | list | tuple):
-            if depth > MAX_ARGUMENT_DEPTH:
-                return f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
-            if id(value) in seen:
+            key = id(value)
+            if key in path:
+                return "arguments contain themselves (a cycle), which JSON cannot"
+            if depth + heights.get(key, 1) - 1 > MAX_ARGUMENT_DEPTH:
+                return too_deep
+            if key in heights:
                 continue
-            seen.add(id(value))
-            items = value.values() if isinstance(value, Mapping) else value
-            stack.extend((item, depth + 1) for item in items)  # type: ignore[attr-defined]
+            path.add(key)
+            stack.append((value, depth, True))
+            stack.extend((item, depth + 1, False) for item in _items(value))
     return None
+
+
+def _items(container: Any) -> Iterable[Any]:
+    if type(container) is dict or isinstance(container, Mapping):
+        return container.values()
+    if isinstance(container, list | tuple):
+        return container
+    return ()

@@ -1,0 +1,225 @@
+"""Multi-turn loops with every outcome, exported to all three APIs and checked by their SDKs."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import trio
+
+from lionexec import AlcallParams, Branch, Instruction, System
+from lionexec.serialization import converter
+
+APIS = ["chat", "anthropic", "responses"]
+
+
+def reply(kit: SimpleNamespace, api: str, text: str, calls: list[tuple[str, str, str]]) -> Any:
+    """What a model of *api* returns: *text*, some reasoning, and *calls* (id, name, args)."""
+    if api == "chat":
+        return kit.chat_completion(text or None, *calls).choices[0].message
+    if api == "anthropic":
+        blocks: list[dict[str, Any]] = [
+            {"type": "thinking", "thinking": f"about {text!r}", "signature": "c2lnbmF0dXJl"}
+        ]
+        if text:
+            blocks.append({"type": "text", "text": text})
+        for call_id, name, arguments in calls:
+            try:  # NaN parses here (Python's json is lax): the model's object holds a NaN
+                value = json.loads(arguments or "{}")
+            except ValueError:
+                value = {"a": "not a number"}  # Anthropic sends objects, never broken strings
+            blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": value})
+        return kit.anthropic_message(*blocks)
+    items: list[dict[str, Any]] = [kit.reasoning(f"rs_{len(text)}", "thinking", "ZW5jcnlwdGVk")]
+    if text:
+        items.append(kit.output_message(text, f"msg_{len(text)}"))
+    items.extend(kit.function_call(c, n, a) for c, n, a in calls)
+    return kit.response(*items)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_loop_with_every_outcome_exports_valid_conversations(
+    api: str, branch: Branch, kit: SimpleNamespace, autojump_clock: trio.abc.Clock
+) -> None:
+    branch.messages.add_message(System(content="Use the tools."))
+    branch.messages.add_message(Instruction(content="Do the things."))
+
+    first = await branch.act(
+        reply(
+            kit,
+            api,
+            "Working on it.",
+            [
+                ("c1", "add", '{"a": 1, "b": 2}'),
+                ("c2", "fail", "{}"),
+                ("c3", "delete_all", "{}"),
+                ("c4", "no_such_tool", "{}"),
+                ("c5", "add", '{"a": 1, "b": '),
+                ("c6", "add", '{"a": NaN, "b": 1}'),
+                ("c7", "screenshot", "{}"),
+                ("c8", "measure", ""),
+            ],
+        )
+    )
+    assert kit.outcomes(first) == [
+        "completed",
+        "failed",
+        "denied",
+        "invalid",
+        "invalid",
+        "invalid",
+        "completed",
+        "completed",
+    ]
+    kit.check_all(branch)
+
+    (late,) = await branch.act(
+        reply(kit, api, "", [("c9", "slow", '{"seconds": 10}')]),
+        call_params=AlcallParams(timeout=1),
+    )
+    assert late.outcome.value == "timed_out"
+    branch.messages.add_message(Instruction(content="Try once more."))
+
+    with trio.move_on_after(1):
+        await branch.act(
+            reply(kit, api, "Again.", [("c10", "slow", '{"seconds": 10}'), ("c11", "add", "{}")])
+        )
+    cancelled = branch.messages.response_for(branch.messages.request_for_call_id("c10").id)
+    assert cancelled is not None and cancelled.outcome.value == "cancelled"
+
+    for call_id in ("c12", "c13"):  # two bare batches: two turns
+        await branch.act([{"function": "add", "arguments": {"a": 1, "b": 1}, "call_id": call_id}])
+    assert await branch.act(reply(kit, api, "All done.", [])) == []
+
+    kit.check_all(branch)
+    chat = branch.messages.to_openai()
+    assert [m["role"] for m in chat].count("assistant") == 6
+    assert chat[-1] == {"role": "assistant", "content": "All done."}
+    # A saved history exports the same conversation once loaded.
+    loaded = converter.structure(converter.unstructure(branch.messages), type(branch.messages))
+    assert loaded.to_openai() == chat
+    assert loaded.to_anthropic() == branch.messages.to_anthropic()
+    assert loaded.to_responses() == branch.messages.to_responses()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_reasoning_is_replayed_only_to_its_own_api(
+    api: str, branch: Branch, kit: SimpleNamespace
+) -> None:
+    await branch.act(reply(kit, api, "Adding.", [("c1", "add", '{"a": 1, "b": 2}')]))
+    anthropic_kinds = [b["type"] for b in branch.messages.to_anthropic()["messages"][0]["content"]]
+    responses_kinds = [i.get("type", "easy") for i in branch.messages.to_responses()]
+    if api == "anthropic":
+        assert anthropic_kinds == ["thinking", "text", "tool_use"]
+    else:
+        assert anthropic_kinds == ["text", "tool_use"]
+    if api == "responses":
+        assert responses_kinds == ["reasoning", "message", "function_call", "function_call_output"]
+    else:
+        assert responses_kinds == ["easy", "function_call", "function_call_output"]
+
+
+async def test_image_results_are_native_blocks(branch: Branch, kit: SimpleNamespace) -> None:
+    await branch.act(
+        [
+            {"function": "screenshot", "arguments": {}, "call_id": "shot"},
+            {"function": "add", "arguments": {"a": 1, "b": 2}, "call_id": "sum"},
+        ]
+    )
+    kit.check_all(branch)
+
+    (_, results) = branch.messages.to_anthropic()["messages"]
+    image = results["content"][0]["content"]
+    assert image == [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": _b64(kit.PNG)},
+        }
+    ]
+
+    outputs = [
+        i for i in branch.messages.to_responses() if i.get("type") == "function_call_output"
+    ]
+    assert outputs[0]["output"] == [
+        {
+            "type": "input_image",
+            "image_url": f"data:image/png;base64,{_b64(kit.PNG)}",
+            "detail": "auto",
+        }
+    ]
+    assert outputs[1]["output"] == "3"
+
+    # Chat Completions tool messages hold text only: the image follows in one user message.
+    chat = branch.messages.to_openai()
+    assert [m["role"] for m in chat] == ["assistant", "tool", "tool", "user"]
+    assert chat[1]["content"] == "[image/png image: attached below]"
+    assert chat[3]["content"] == [
+        {"type": "text", "text": "Attachments returned by tool call shot:"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_b64(kit.PNG)}"}},
+    ]
+
+
+async def test_mixed_parts_and_files(kit: SimpleNamespace) -> None:
+    from lionexec.conversation.parts import FilePart, ImagePart
+
+    pdf = b"%PDF-1.4 tiny"
+
+    async def report() -> list[object]:
+        """Text, an image and a PDF."""
+        return [
+            "Here it is:",
+            ImagePart(kit.PNG, "image/png"),
+            FilePart(pdf, "application/pdf", "r.pdf"),
+        ]
+
+    branch = Branch()
+    branch.register_tools(report)
+    await branch.act({"function": "report", "arguments": {}, "call_id": "r1"})
+    kit.check_all(branch)
+    content = branch.messages.to_anthropic()["messages"][1]["content"][0]["content"]
+    assert [block["type"] for block in content] == ["text", "image", "document"]
+    output = branch.messages.to_responses()[-1]["output"]
+    assert [part["type"] for part in output] == ["input_text", "input_image", "input_file"]
+    assert output[2]["filename"] == "r.pdf"
+    chat = branch.messages.to_openai()
+    assert chat[1]["content"] == (
+        "Here it is:\n[image/png image: attached below]\n"
+        "[application/pdf file r.pdf: attached below]"
+    )
+    assert [p["type"] for p in chat[2]["content"]] == ["text", "image_url", "file"]
+
+
+async def test_non_finite_and_huge_outputs_are_strict_json(
+    branch: Branch, kit: SimpleNamespace
+) -> None:
+    await branch.act({"function": "measure", "arguments": {}, "call_id": "m"})
+    kit.check_all(branch)
+    text = branch.messages.to_openai()[1]["content"]
+    assert json.loads(text) == {"nan": "NaN", "inf": "Infinity", "huge": "<int with 16610 bits>"}
+
+
+async def test_deep_and_cyclic_outputs_are_cut_with_markers(kit: SimpleNamespace) -> None:
+    async def tangle() -> object:
+        """A cyclic, very deep value."""
+        deep: list[object] = []
+        for _ in range(10_000):
+            deep = [deep]
+        cyclic: dict[str, object] = {"deep": deep}
+        cyclic["self"] = cyclic
+        return cyclic
+
+    branch = Branch()
+    branch.register_tools(tangle)
+    (done,) = await branch.act({"function": "tangle", "arguments": {}})
+    assert done.outcome.value == "completed"
+    kit.check_all(branch)
+    text = branch.messages.to_openai()[1]["content"]
+    assert "<circular reference>" in text and "<max depth exceeded>" in text
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode("ascii")
