@@ -114,6 +114,8 @@ class ProviderLog:
     chunks_sent: int = 0
     sent: list[bytes] = attrs.Factory(list)
     """The stream chunks sent, as bytes (every request's, in order)."""
+    arrivals: list[float] = attrs.Factory(list)
+    """When each request arrived (trio's clock), in order."""
     stalled: int = 0
 
 
@@ -201,6 +203,7 @@ class LocalProvider:
         except ValueError:
             body = {"unreadable": raw[:200].decode("utf-8", "replace")}
         self.log.requests.append(body)
+        self.log.arrivals.append(trio.current_time())
         self._touch()
         try:
             await self._answer(api, body, receive, send)
