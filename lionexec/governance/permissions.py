@@ -460,6 +460,23 @@ _WRAPPERS: Final[Mapping[str, tuple[frozenset[str], int, bool]]] = {
         0,
         True,
     ),
+    "busybox": (frozenset(), 0, False),
+    "toybox": (frozenset(), 0, False),
+    "pkexec": (frozenset({"--user"}), 0, False),
+    "run0": (frozenset({"-u", "-g", "-D", "--user", "--group", "--chdir"}), 0, True),
+    "runuser": (
+        frozenset(
+            {"-u", "-g", "-G", "-s", "-w", "-c", "--user", "--group", "--shell", "--command"}
+        ),
+        0,
+        False,
+    ),
+    "su": (frozenset({"-c", "-s", "-g", "-G", "-w", "--command", "--shell"}), 0, False),
+    "setpriv": (frozenset({"--reuid", "--regid", "--groups"}), 0, False),
+    "unshare": (frozenset(), 0, False),
+    "flock": (frozenset({"-w", "-E", "-c", "--timeout", "--conflict-exit-code"}), 1, False),
+    "strace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-E"}), 0, False),
+    "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u"}), 0, False),
     "xargs": (
         frozenset(
             {
@@ -487,7 +504,9 @@ _WRAPPERS: Final[Mapping[str, tuple[frozenset[str], int, bool]]] = {
     ),
 }
 #: Interpreters whose ``-c STRING`` is itself a command line.
-_SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "su", "runuser"})
+_SHELLS: Final = frozenset(
+    {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "su", "runuser", "flock"}
+)
 _SPLIT_STRING: Final = frozenset({"-S", "--split-string"})
 
 
@@ -575,14 +594,16 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
             result.deeper()
             _analyse(" ".join(argv[i + 1 :]), result, nested=True)
             return
-        if name in _SHELLS:
-            for j in range(i + 1, len(argv) - 1):
-                word = argv[j]
-                if word.startswith("-") and not word.startswith("--") and "c" in word:
+        if name in _SHELLS and any(
+            word == "--command" or (word[:1] == "-" and word[:2] != "--" and "c" in word)
+            for word in argv[i + 1 :]
+        ):
+            # Which operand is the command string depends on the shell's options: read
+            # every operand as one (only deny rules see these).
+            for word in argv[i + 1 :]:
+                if word[:1] not in ("-", "+"):
                     result.deeper()
-                    _analyse(argv[j + 1], result, nested=True)
-                    break
-            return
+                    _analyse(word, result, nested=True)
         wrapper = _WRAPPERS.get(name)
         if wrapper is None:
             return

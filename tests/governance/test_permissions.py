@@ -492,6 +492,13 @@ SPELLINGS = [
     "/sbin/mkfs -t ext4 /dev/sda",
     "kill -9 1",
     "chmod 777 x",
+    "busybox rm -rf /",
+    "sh -c -- 'rm -rf /'",
+    "bash -c -x 'kill 1'",
+    "runuser -u root -- rm -rf /",
+    "su -c 'rm -rf /' root",
+    "flock /tmp/lock -c 'rm -rf /'",
+    "strace -f -o /dev/null rm -rf /",
 ]
 
 

@@ -252,6 +252,7 @@ WRAPPERS = [
     "timeout -s KILL 5 ", "timeout --kill-after=1 5 ", "xargs ", "xargs -0 ", "xargs -n 1 ",
     "xargs -I {} ", "exec ", "exec -a name ", "stdbuf -oL ", "stdbuf -o L ", "setsid ",
     "ionice -c 3 ", "chroot / ", "X=1 ", "A=1 B=2 ", "! ", "coproc ", "watch -n 1 ",
+    "busybox ", "strace -f ", "flock /tmp/l ", "runuser -u root -- ", "pkexec ",
 ]  # fmt: skip
 
 
