@@ -312,6 +312,9 @@ class _Session:
                     raise error
                 retries += 1
         except BaseException:
+            if self.response is not None:
+                await _close(self.response)
+                self.response = None
             if own:
                 await _close(client)
             raise

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 import httpx
+import trio
 
 from lionexec.act import AlcallParams, Branch, Strategy, read_proposal
 from lionexec.conversation import (
@@ -23,6 +24,7 @@ from lionexec.conversation import (
     new_call_id,
 )
 from lionexec.engine import EventStatus, Processor
+from lionexec.errors import ConfigurationError
 
 from .call import Endpoint, ModelCall, ModelResponse, build_payload, text_delta
 from .errors import MalformedResponseError, ModelError
@@ -258,7 +260,8 @@ async def _loop(
     stream: bool,
 ) -> AsyncGenerator[RunEvent, None]:
     if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
+        await trio.lowlevel.checkpoint()
+        raise ConfigurationError(f"max_turns must be an integer >= 1, got {max_turns!r}")
     history = branch.messages
     if system is not None and not any(isinstance(m, System) for m in history):
         history.add_message(System(content=system, recipient=branch.name))

@@ -10,6 +10,7 @@ import openai.types.chat
 import pydantic
 import pytest
 import trio
+import trio.testing
 
 from lionexec.act import Branch
 from lionexec.conversation import ActionRequest, ActionResponse, AssistantResponse, Instruction
@@ -266,3 +267,15 @@ async def test_the_loop_on_the_responses_api(provider: LocalProvider) -> None:
     ]
     assert items[2]["call_id"] == items[3]["call_id"]
     assert_consistent(branch)
+
+
+async def test_run_is_a_checkpoint_on_its_error_path(provider: LocalProvider) -> None:
+    with trio.testing.assert_checkpoints(), pytest.raises(ValueError):
+        await run(new_branch(), model_for(provider), "x", max_turns=0)
+
+
+async def test_model_complete_raises_the_captured_error(provider: LocalProvider) -> None:
+    provider.add(Fail(429, "busy", retry_after=3))
+    with trio.testing.assert_checkpoints(), pytest.raises(ProviderError) as info:
+        await model_for(provider).complete([{"role": "user", "content": "x"}])
+    assert info.value.retry_after == 3.0
