@@ -1,0 +1,278 @@
+"""Tools of an MCP server as lionexec :class:`~lionexec.tools.Tool` objects (the ``mcp`` extra).
+
+:func:`load_tools` lists the tools of a connected MCP client (an ``mcp.ClientSession`` or an
+``mcp.Client``), every page of the listing, and wraps each in a :class:`~lionexec.tools.Tool`
+whose explicit schema is the server's ``inputSchema``. Registered on a branch, an MCP tool is
+governed and recorded like any other:
+
+* **names**: an MCP name may hold dots and slashes, or be longer than the 64 characters
+  providers accept. :func:`map_names` maps every name to :data:`~lionexec.tools.TOOL_NAME_PATTERN`
+  deterministically (the same listing always gives the same names) and reversibly (the
+  :attr:`McpToolset.names` table); the tool is called on the server by its own name;
+* **arguments** are validated against the server's JSON Schema before the call
+  (:mod:`lionexec.tools.jsonschema`): bad values end the call ``invalid`` and never reach
+  the server;
+* **errors**: a result with ``isError`` raises :class:`McpToolError` (carrying the content),
+  so the call is recorded ``failed``;
+* **output**: the result's structured content when the server sent some (and nothing but
+  text beside it); otherwise its content as plain dicts of content parts: a single text part
+  is just its string; several parts, or an image, are a list of ``{"type": "text", "text"}``,
+  ``{"type": "image", "data": <base64>, "mime_type"}``, ``{"type": "audio", "data",
+  "mime_type"}`` and ``{"type": "file", "data", "mime_type", "uri"}`` (an embedded binary
+  resource). A text resource is a text part with its ``uri``; a resource link is a text part
+  naming it.
+
+Only this module imports ``mcp``; install it with ``pip install lionexec[mcp]``. The MCP SDK
+runs on anyio, so it runs on trio.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final
+
+import attrs
+import mcp
+import mcp.types
+
+from lionexec.errors import ConfigurationError, LionexecError, SchemaError
+from lionexec.tools import TOOL_NAME_PATTERN, Tool
+
+__all__ = [
+    "McpError",
+    "McpToolError",
+    "McpToolset",
+    "load_tools",
+    "map_names",
+    "mcp_output",
+]
+
+#: The most ``tools/list`` pages :func:`load_tools` reads by default before giving up.
+MAX_PAGES: Final = 100
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
+_PREFIX: Final = re.compile(r"^[A-Za-z0-9_-]{0,40}$")
+_HASH_LENGTH: Final = 8
+
+
+class McpError(LionexecError):
+    """An MCP server answered in a way lionexec cannot use (a listing that never ends, ...)."""
+
+
+class McpToolError(McpError):
+    """An MCP tool reported an error (its result had ``isError: true``).
+
+    Raised inside the tool's call, so the call is recorded ``failed`` with this message.
+
+    Attributes:
+        tool: the tool's MCP name.
+        content: the result's content, as plain dicts of content parts (see the module).
+    """
+
+    def __init__(self, tool: str, content: list[dict[str, Any]]) -> None:
+        texts = [part["text"] for part in content if part.get("type") == "text"]
+        detail = "\n".join(texts) or "no details"
+        super().__init__(f"MCP tool {tool!r} failed: {detail}")
+        self.tool = tool
+        self.content = content
+
+
+def map_names(names: Iterable[str], *, prefix: str = "") -> dict[str, str]:
+    """Map MCP tool *names* to lionexec tool names: ``{lionexec name: MCP name}``.
+
+    Each name gets *prefix* (letters, digits, ``_``, ``-``; at most 40). A prefixed name that
+    already matches :data:`~lionexec.tools.TOOL_NAME_PATTERN` is kept. Otherwise every other
+    character becomes ``_`` (``github.search/code`` → ``github_search_code``); when that is
+    longer than 64 characters, or collides with another name, it is cut to 55 characters and
+    given ``_`` and 8 hex digits of the SHA-256 of the MCP name. The result depends only on
+    the set of names, never on their order, so it is stable across sessions. Repeated names
+    count once.
+
+    Raises:
+        ConfigurationError: a bad *prefix*, or (astronomically unlikely) two hashed names
+            that still collide.
+    """
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise ConfigurationError(
+            f"prefix {prefix!r} must be at most 40 letters, digits, '_' or '-'"
+        )
+    originals = list(dict.fromkeys(names))
+    kept = {prefix + n for n in originals if TOOL_NAME_PATTERN.match(prefix + n)}
+    sanitized: dict[str, list[str]] = {}
+    for n in originals:
+        if prefix + n not in kept:
+            sanitized.setdefault(_UNSAFE.sub("_", prefix + n), []).append(n)
+    chosen: dict[str, str] = {}  # MCP name -> lionexec name
+    for n in originals:
+        if prefix + n in kept:
+            chosen[n] = prefix + n
+    for safe, group in sanitized.items():
+        for n in group:
+            if len(group) == 1 and safe not in kept and TOOL_NAME_PATTERN.match(safe):
+                chosen[n] = safe
+            else:
+                digest = hashlib.sha256(n.encode("utf-8", "surrogatepass")).hexdigest()
+                chosen[n] = f"{(safe or 'tool')[:55]}_{digest[:_HASH_LENGTH]}"
+    mapping: dict[str, str] = {}
+    for n in originals:
+        name = chosen[n]
+        if name in mapping:
+            raise ConfigurationError(
+                f"MCP tools {mapping[name]!r} and {n!r} map to the same name {name!r}"
+            )
+        mapping[name] = n
+    return mapping
+
+
+@attrs.frozen(eq=False)
+class McpToolset:
+    """The tools :func:`load_tools` imported, in the server's order, and the name table.
+
+    Iterating gives the tools, so ``branch.register_tools(toolset)`` registers them all.
+    """
+
+    tools: tuple[Tool, ...]
+    #: lionexec name → MCP name, for every tool.
+    names: Mapping[str, str]
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self.tools)
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def mcp_name(self, name: str) -> str:
+        """The MCP name of the tool lionexec calls *name*; raises KeyError."""
+        return self.names[name]
+
+    def tool_name(self, mcp_name: str) -> str:
+        """The lionexec name of the MCP tool *mcp_name*; raises KeyError."""
+        for name, original in self.names.items():
+            if original == mcp_name:
+                return name
+        raise KeyError(mcp_name)
+
+
+async def load_tools(
+    session: mcp.ClientSession | mcp.Client,
+    *,
+    prefix: str = "",
+    max_pages: int = MAX_PAGES,
+) -> McpToolset:
+    """List every tool of *session* (all pages) and wrap each as a :class:`Tool`.
+
+    *session* is an initialized ``mcp.ClientSession`` or an entered ``mcp.Client``; the tools
+    call it, so it must stay open while they run. *prefix* goes before every name (for tools
+    of several servers on one branch). Blocks for the listing round trips; cancellation
+    propagates (nothing is kept).
+
+    Raises:
+        McpError: the listing did not end within *max_pages* pages, or repeated a cursor.
+        SchemaError: a tool's ``inputSchema`` is not a usable JSON Schema object (naming the
+            tool).
+    """
+    listed: dict[str, mcp.types.Tool] = {}
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(max_pages):
+        page = await _list_page(session, cursor)
+        for tool in page.tools:
+            listed.setdefault(tool.name, tool)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+        if cursor in seen:
+            raise McpError(f"the MCP server repeated the tools/list cursor {cursor!r}")
+        seen.add(cursor)
+    else:
+        raise McpError(f"the MCP tools/list did not end within {max_pages} pages")
+    names = map_names(listed, prefix=prefix)
+    tools = []
+    for name, original in names.items():
+        tools.append(_wrap(session, listed[original], name))
+    return McpToolset(tuple(tools), names)
+
+
+async def _list_page(
+    session: mcp.ClientSession | mcp.Client, cursor: str | None
+) -> mcp.types.ListToolsResult:
+    if isinstance(session, mcp.Client):
+        return await session.list_tools(cursor=cursor)
+    params = None if cursor is None else mcp.types.PaginatedRequestParams(cursor=cursor)
+    return await session.list_tools(params=params)
+
+
+def _wrap(session: mcp.ClientSession | mcp.Client, tool: mcp.types.Tool, name: str) -> Tool:
+    schema = tool.input_schema
+    try:
+        return Tool(
+            _McpCall(session, tool.name),
+            name=name,
+            description=tool.description or "",
+            schema=schema if isinstance(schema, Mapping) else {},
+        )
+    except (ConfigurationError, SchemaError) as exc:
+        raise SchemaError(f"cannot import MCP tool {tool.name!r}: {exc}") from None
+
+
+@attrs.frozen(eq=False)
+class _McpCall:
+    """Calls one MCP tool by its own name; the :class:`Tool`'s callable."""
+
+    session: mcp.ClientSession | mcp.Client = attrs.field(repr=False)
+    tool: str
+
+    async def __call__(self, **arguments: Any) -> Any:
+        result = await self.session.call_tool(self.tool, arguments)
+        if result.is_error:
+            raise McpToolError(self.tool, [_part(block) for block in result.content])
+        return mcp_output(result)
+
+
+def mcp_output(result: mcp.types.CallToolResult) -> Any:
+    """The output lionexec records for a successful ``CallToolResult`` (see the module)."""
+    parts = [_part(block) for block in result.content]
+    structured = result.structured_content
+    if structured is not None:
+        if all(part["type"] == "text" for part in parts):
+            return structured
+        if not any(part["type"] == "text" for part in parts):
+            parts.append({"type": "text", "text": json.dumps(structured, allow_nan=False)})
+        return parts
+    if not parts:
+        return None
+    if len(parts) == 1 and parts[0].keys() == {"type", "text"}:
+        return parts[0]["text"]
+    return parts
+
+
+def _part(block: Any) -> dict[str, Any]:
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return {"type": "text", "text": block.text}
+    if kind in ("image", "audio"):
+        return {"type": kind, "data": block.data, "mime_type": block.mime_type}
+    if kind == "resource":
+        resource = block.resource
+        uri = str(resource.uri)
+        if getattr(resource, "text", None) is not None:
+            part = {"type": "text", "text": resource.text, "uri": uri}
+            if resource.mime_type:
+                part["mime_type"] = resource.mime_type
+            return part
+        return {
+            "type": "file",
+            "data": resource.blob,
+            "mime_type": resource.mime_type or "application/octet-stream",
+            "uri": uri,
+        }
+    if kind == "resource_link":
+        return {
+            "type": "text",
+            "text": f"resource {block.name}: {block.uri}",
+            "uri": str(block.uri),
+        }
+    dump = block.model_dump(mode="json") if hasattr(block, "model_dump") else repr(block)
+    return {"type": "text", "text": json.dumps(dump, default=str)}
