@@ -2,13 +2,16 @@
 
 from .._public import publish as _publish
 from .export import NO_RESPONSE as NO_RESPONSE
+from .export import AnthropicExport as AnthropicExport
 from .export import result_text as result_text
 from .export import to_anthropic as to_anthropic
 from .export import to_openai as to_openai
+from .export import to_responses as to_responses
 from .history import CallbackFailure as CallbackFailure
 from .history import MessageCallback as MessageCallback
 from .history import MessageManager as MessageManager
 from .messages import OUTCOME_STATUS as OUTCOME_STATUS
+from .messages import TURN_APIS as TURN_APIS
 from .messages import ActionOutcome as ActionOutcome
 from .messages import ActionRequest as ActionRequest
 from .messages import ActionRequestContent as ActionRequestContent
@@ -21,28 +24,39 @@ from .messages import Message as Message
 from .messages import MessageRole as MessageRole
 from .messages import System as System
 from .messages import new_call_id as new_call_id
+from .parts import ContentPart as ContentPart
+from .parts import FilePart as FilePart
+from .parts import ImagePart as ImagePart
+from .parts import TextPart as TextPart
 
 __all__ = [
     "NO_RESPONSE",
     "OUTCOME_STATUS",
+    "TURN_APIS",
     "ActionOutcome",
     "ActionRequest",
     "ActionRequestContent",
     "ActionResponse",
     "ActionResponseContent",
+    "AnthropicExport",
     "AssistantResponse",
     "CallbackFailure",
+    "ContentPart",
     "ErrorInfo",
+    "FilePart",
+    "ImagePart",
     "Instruction",
     "Message",
     "MessageCallback",
     "MessageManager",
     "MessageRole",
     "System",
+    "TextPart",
     "new_call_id",
     "result_text",
     "to_anthropic",
     "to_openai",
+    "to_responses",
 ]
 
 _publish(__name__, globals())

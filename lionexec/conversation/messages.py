@@ -14,6 +14,7 @@ response together.
 from __future__ import annotations
 
 import enum
+import math
 import os
 import time
 import uuid
@@ -127,6 +128,11 @@ def _arguments(value: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _SHARED: Final[dict[str, Any]] = {}  # placeholder replaced at once in ActionResponse.create
+
+
+def _finite(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not math.isfinite(value):  # a saved history must stay strict JSON
+        raise ValueError(f"{attribute.name} must be a finite timestamp, not {value!r}")
 
 
 def _optional_uuid(value: uuid.UUID | str | None) -> uuid.UUID | None:
@@ -305,7 +311,7 @@ class Message:
     kind: ClassVar[str]
 
     id: uuid.UUID = attrs.field(factory=uuid4, validator=attrs.validators.instance_of(uuid.UUID))
-    created_at: float = attrs.field(factory=time.time, converter=float)
+    created_at: float = attrs.field(factory=time.time, converter=float, validator=_finite)
     sender: str | None = attrs.field(default=None, converter=_optional_str)
     recipient: str | None = attrs.field(default=None, converter=_optional_str)
 

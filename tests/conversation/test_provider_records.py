@@ -190,3 +190,13 @@ def test_unclaimed_requests_form_one_turn_per_batch() -> None:
         "function_call",
         "function_call_output",
     ]
+
+
+def test_a_message_timestamp_must_be_finite() -> None:
+    with pytest.raises(ValueError, match="created_at"):
+        AssistantResponse(created_at=math.nan)
+    with pytest.raises(Exception, match="AssistantResponse") as caught:  # cattrs wraps it
+        converter.structure(
+            {**converter.unstructure(AssistantResponse()), "created_at": "inf"}, AssistantResponse
+        )
+    assert "finite" in str(caught.value.exceptions[0])  # type: ignore[attr-defined]
