@@ -913,11 +913,14 @@ class App:
                 self.hub.publish("act.cancelled", cid, call_ids=cancelled)
             raise
         responses = [r for r in slots if r is not None]
-        statuses = [
-            {"call_id": conversation.call_id(r), "status": r.content.status.value}
-            for r in responses
-        ]
-        self.hub.publish("act.end", cid, results=statuses)
+        if self.hub.watched:
+            statuses = [
+                {"call_id": conversation.call_id(r), "status": r.content.status.value}
+                for r in responses
+            ]
+            self.hub.publish("act.end", cid, results=statuses)
+        else:
+            self.hub.publish("act.end", cid)  # nobody listens: only the event id advances
         return responses
 
     async def _run_fresh(
