@@ -518,6 +518,39 @@ def _basename(word: str) -> str:
     return posixpath.basename(word.rstrip("/")) or word
 
 
+def _unquoted_expansion(command: str) -> str | None:
+    """The expansion a shell would apply outside quotes (pathname or tilde), if any.
+
+    Only called on a line without ``$``, backticks or control operators, and that parsed.
+    """
+    quote = ""
+    escaped = False
+    word_start = True
+    for c in command:
+        if escaped:
+            escaped, word_start = False, False
+        elif quote == "'":
+            quote = "" if c == "'" else quote
+        elif quote == '"':
+            if c == "\\":
+                escaped = True
+            elif c == '"':
+                quote = ""
+        elif c == "\\":
+            escaped = True
+        elif c in "'\"":
+            quote, word_start = c, False
+        elif c in " \t":
+            word_start = True
+        elif c in "*?[":
+            return "an unquoted glob (pathname expansion)"
+        elif c == "~" and word_start:
+            return "a tilde expansion"
+        else:
+            word_start = False
+    return None
+
+
 def _tokens(command: str) -> list[str]:
     lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
@@ -678,10 +711,12 @@ class PermissionPolicy:
         denies ``sudo -u root /bin/rm -rf /``. *Allow* and *escalate* rules must match the
         whole line as written, wrappers, assignments and program paths included: ``"ls *"``
         admits neither ``sudo ls`` nor ``/tmp/x/ls``. A line containing any of
-        ``; & | ` $ < > ( ) { }``, a newline, ``\\r`` or NUL, or a glob where a program name
-        goes, that no deny rule matched, is denied unless an allow rule *without wildcards*
-        names the whole string exactly. A line that cannot be parsed (an unbalanced quote),
-        is empty, nests more than 32 programs, or is longer than 64 KiB is denied.
+        ``; & | ` $ < > ( ) { }``, a newline, ``\\r`` or NUL, a glob where a program name
+        goes, or an unquoted ``*``, ``?``, ``[`` or word-initial ``~`` (pathname and tilde
+        expansion), that no deny rule matched, is denied unless an allow rule *without
+        wildcards* names the whole string exactly. A line that cannot be parsed (an
+        unbalanced quote), is empty, nests more than 32 programs, or is longer than 64 KiB is
+        denied.
     ``"text"``
         A glob over the whole string (:func:`fnmatch.translate`: ``*`` matches anything). As
         for commands, a subject containing a shell control operator (:data:`SHELL_CONTROL`)
@@ -884,6 +919,9 @@ class PermissionPolicy:
             )
         if command.globbed:
             return self._operators(tool_name, action, "a glob in place of a program name")
+        expansion = _unquoted_expansion(action)
+        if expansion is not None:
+            return self._operators(tool_name, action, expansion)
         if len(command.written) != 1:  # pragma: no cover - only control operators split one
             return self._deny(tool_name, action, f"command {action!r} is not one command")
         [full] = command.written

@@ -529,9 +529,34 @@ def test_a_command_with_an_expansion_is_denied_unless_named_exactly(command: str
 def test_a_glob_in_place_of_a_program_name_is_denied(command: str) -> None:
     decision = PermissionPolicy(mode="rules", allow={"bash": ["*"]}).check("bash", command, {})
     assert decision.behavior == "deny" and "glob in place of a program name" in decision.reason
-    assert behavior(
-        PermissionPolicy(mode="rules", allow={"bash": ["ls *"]}), "bash", "ls *.py"
-    ) == ("allow")
+
+
+@pytest.mark.parametrize(
+    ("command", "expansion"),
+    [
+        ("tar cf out.tar *", "unquoted glob"),  # a file named --checkpoint-action=... is an option
+        ("ls *.py", "unquoted glob"),
+        ("ls [ab]", "unquoted glob"),
+        ("ls ?", "unquoted glob"),
+        ("ls ~", "tilde expansion"),
+        ("cat ~root/.ssh/id_rsa", "tilde expansion"),
+    ],
+)
+def test_pathname_and_tilde_expansion_are_denied_unless_named_exactly(
+    command: str, expansion: str
+) -> None:
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["ls *", "tar *", "cat *"]})
+    decision = policy.check("bash", command, {})
+    assert decision.behavior == "deny" and expansion in decision.reason
+    exact = PermissionPolicy(mode="rules", allow={"bash": ["ls *", command]})
+    if not any(c in command for c in "*?["):
+        assert exact.check("bash", command, {}).matched_rule == command
+
+
+@pytest.mark.parametrize("command", ["ls '*.py'", 'ls "~"', "grep 'a.*b' f", "ls a\\*b", "ls a~b"])
+def test_quoted_or_escaped_glob_and_tilde_characters_are_plain(command: str) -> None:
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["ls *", "grep *"]})
+    assert behavior(policy, "bash", command) == "allow"
 
 
 def test_an_unparseable_command_is_denied() -> None:

@@ -209,6 +209,8 @@ def command_lines(draw: st.DrawFn) -> str:
 
 
 CONTROL = set(";&|`$<>(){}\n\r\x00")
+#: An escaped character, a single-quoted or a double-quoted string (left to right).
+QUOTED = re.compile(r"\\.|'[^']*'|" + r'"(?:\\.|[^"\\])*"')
 
 
 def ref_command_argv(command: str) -> list[str] | None:
@@ -220,6 +222,10 @@ def ref_command_argv(command: str) -> list[str] | None:
     except ValueError:
         return None
     if not argv or any(c in argv[0] for c in "*?["):
+        return None
+    # pathname and tilde expansion: outside quotes and escapes only
+    bare = QUOTED.sub("Q", command)
+    if any(c in bare for c in "*?[") or re.search(r"(^|[ \t])~", bare):
         return None
     return argv
 
