@@ -36,6 +36,7 @@ from .engine import Unset as Unset
 from .errors import CallRejected as CallRejected
 from .errors import ConfigurationError as ConfigurationError
 from .errors import DuplicateToolError as DuplicateToolError
+from .errors import EventStateError as EventStateError
 from .errors import EventTypeError as EventTypeError
 from .errors import HistoryError as HistoryError
 from .errors import LionexecError as LionexecError
@@ -74,6 +75,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "EventLog",
+    "EventStateError",
     "EventStatus",
     "EventTypeError",
     "Execution",

@@ -21,12 +21,15 @@ __all__ = ["publish"]
 _PUBLIC_MODULES: set[str] = {"lionexec.errors", "lionexec.serialization", "lionexec.testing"}
 
 
-def publish(package: str, namespace: Mapping[str, Any]) -> None:
+def publish(package: str, namespace: Mapping[str, Any], *, include: tuple[str, ...] = ()) -> None:
     """Re-home the classes and functions in ``namespace["__all__"]`` to *package*.
 
-    Only objects defined in a private lionexec module below *package* are touched; names
-    whose home is already a public module (another package that published them, or
-    :mod:`lionexec.errors`) keep it. A class's own string
+    Only objects defined in a module directly inside *package* (``lionexec.engine.event``
+    for ``lionexec.engine``, ``lionexec._failures`` for ``lionexec``) are touched; names
+    whose home is a public module (such as :mod:`lionexec.errors`) keep it, and so do names
+    a subpackage exports (that subpackage publishes them itself). A module that is itself
+    the public home of names from a private module (as :mod:`lionexec.serialization` is for
+    :mod:`lionexec._jsonable`) names that module in *include*. A class's own string
     annotations are evaluated first, in the module that defined them, so
     ``typing.get_type_hints`` (and cattrs, which relies on it) still resolves them once the
     class names another module. Annotations that cannot be evaluated there (names imported
@@ -39,7 +42,7 @@ def publish(package: str, namespace: Mapping[str, Any]) -> None:
             continue
         home = getattr(obj, "__module__", "")
         if (
-            not home.startswith(package + ".")
+            (home.rpartition(".")[0] != package and home not in include)
             or home in _PUBLIC_MODULES
             or getattr(obj, "__name__", None) != name
         ):

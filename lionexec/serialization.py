@@ -29,6 +29,7 @@ from cattrs.preconf.json import make_converter as _make_json_converter
 from . import _unstructure
 from ._failures import ReportedFailure
 from ._jsonable import exception_record, jsonable
+from ._public import publish as _publish
 from .conversation import _serde as conversation_serde
 from .engine.event import NOT_SERIALIZED, Event
 from .engine.execution import Execution, UnsetType
@@ -109,3 +110,6 @@ _unstructure.register(converter)
 def dumps(value: Any) -> str:
     """Serialize any lionexec record (or plain value) to a JSON string."""
     return converter.dumps(value)
+
+
+_publish(__name__, globals(), include=("lionexec._jsonable",))

@@ -30,6 +30,7 @@ class EventStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
+#: The five statuses an event never leaves through :meth:`Event.invoke`.
 TERMINAL_STATUSES: Final[frozenset[EventStatus]] = frozenset(
     {
         EventStatus.COMPLETED,
