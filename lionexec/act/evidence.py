@@ -15,7 +15,9 @@ A call's evidence is its linked :class:`~lionexec.conversation.ActionRequest` /
 Before a call's tool is invoked, :meth:`Evidence.write_ahead` is awaited: the **write-ahead
 point**. Every sink's :meth:`EvidenceSink.write_ahead` runs there (a durable journal commits the
 request before the tool can have any effect), and the call waits for room in every sink's
-buffer, so invoked calls never overflow it.
+buffer, so invoked calls never overflow it. A sink may answer with a :class:`WriteAheadReply`:
+a recorded outcome (a completed idempotency key: the tool is not invoked, the recorded
+outcome is the call's) or attempts already made before a restart (counted in the call's).
 
 Overflow policy: *block at admission, drop with a report at the end*. Records of calls that
 never reach the write-ahead point (invalid, denied, or cancelled before they started) are
@@ -33,8 +35,14 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import trio
 
-from lionexec.conversation import ActionRequest, ActionResponse, MessageManager
+from lionexec.conversation import (
+    ActionRequest,
+    ActionResponse,
+    ActionResponseContent,
+    MessageManager,
+)
 from lionexec.errors import ConfigurationError
+from lionexec.governance import CallContext
 
 from .log import ActionLogRecord, EventLog
 
@@ -46,6 +54,7 @@ __all__ = [
     "SinkFeed",
     "SinkStatistics",
     "WriteAhead",
+    "WriteAheadReply",
 ]
 
 #: Records one sink may hold before calls wait at the write-ahead point.
@@ -61,12 +70,30 @@ class WriteAhead:
         request: the recorded request (already in the history).
         arguments: the validated, authorized (and transformed) arguments the tool will get.
         attempt: which attempt is about to start (1 for the first).
+        context: the call context (tool, idempotency key), when the transaction has one.
     """
 
     branch_id: str
     request: ActionRequest
     arguments: Any
     attempt: int
+    context: CallContext | None = None
+
+
+@attrs.frozen
+class WriteAheadReply:
+    """What a sink may answer at the write-ahead point (``None`` means: go on).
+
+    Attributes:
+        recorded: an outcome already recorded for this call's idempotency key: the tool is
+            not invoked and the call is answered with it (attempts ``0``).
+        prior_attempts: attempts made before this process took the call over (a journaled
+            call re-run after a crash); added to the call's attempt count. Given only for
+            ``attempt == 1``.
+    """
+
+    recorded: ActionResponseContent | None = None
+    prior_attempts: int = 0
 
 
 @attrs.frozen
@@ -82,8 +109,12 @@ class EvidenceRecord:
 class EvidenceSink(Protocol):
     """A destination for evidence that is written asynchronously (a file, a journal)."""
 
-    async def write_ahead(self, entry: WriteAhead) -> None:
-        """Called at the write-ahead point, before the tool runs; may block (a commit)."""
+    async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
+        """Called at the write-ahead point, before the tool runs; may block (a commit).
+
+        Returns ``None``, or a :class:`WriteAheadReply`. Raising fails the call (``failed``,
+        the tool not invoked).
+        """
 
     async def write(self, records: Sequence[EvidenceRecord]) -> None:
         """Write records taken from the feed, oldest first. Called by one task at a time."""
@@ -236,6 +267,13 @@ class SinkFeed:
         )
 
 
+def _combine(first: WriteAheadReply, second: WriteAheadReply) -> WriteAheadReply:
+    return WriteAheadReply(
+        recorded=first.recorded if first.recorded is not None else second.recorded,
+        prior_attempts=max(first.prior_attempts, second.prior_attempts),
+    )
+
+
 class _Overflow(Exception):
     def __init__(self, full: bool, capacity: int) -> None:
         what = "full" if full else "closed"
@@ -256,19 +294,24 @@ class Evidence:
         self.log = log
         self.feeds = tuple(feeds)
 
-    async def write_ahead(self, entry: WriteAhead) -> None:
+    async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
         """The write-ahead point, awaited just before a tool is invoked.
 
         Waits for room in every sink's buffer, then awaits every sink's
-        :meth:`EvidenceSink.write_ahead`. With no sinks it is a plain checkpoint.
-        Cancellation: the call is recorded ``cancelled`` by the transaction; the tool has not
-        run.
+        :meth:`EvidenceSink.write_ahead`. With no sinks it is a plain checkpoint. Returns
+        the sinks' replies combined (the first recorded outcome; the most prior attempts), or
+        ``None`` if none replied. Cancellation: the call is recorded ``cancelled`` by the
+        transaction; the tool has not run.
         """
+        reply: WriteAheadReply | None = None
         for feed in self.feeds:
             await feed.wait_writable(entry.request.id)
-            await feed.sink.write_ahead(entry)
+            answer = await feed.sink.write_ahead(entry)
+            if answer is not None:
+                reply = answer if reply is None else _combine(reply, answer)
         if not self.feeds:
             await trio.lowlevel.checkpoint()
+        return reply
 
     @trio.lowlevel.enable_ki_protection
     def record(

@@ -16,7 +16,7 @@ from lionexec.engine import EventStatus
 from lionexec.tools import FunctionCalling
 
 if TYPE_CHECKING:
-    from .evidence import EvidenceRecord, WriteAhead
+    from .evidence import EvidenceRecord, WriteAhead, WriteAheadReply
 
 __all__ = ["ActionLogRecord", "EventLog", "JsonlSink"]
 
@@ -87,8 +87,9 @@ class JsonlSink:
     def __repr__(self) -> str:
         return f"JsonlSink({str(self.path)!r})"
 
-    async def write_ahead(self, entry: WriteAhead) -> None:
+    async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
         """Nothing to do: the file holds outcomes only."""
+        return None
 
     async def write(self, records: Sequence[EvidenceRecord]) -> None:
         """Append the log records among *records* (one line each) and flush."""

@@ -73,6 +73,7 @@ __all__ = [
     "CallScope",
     "CallTransaction",
     "answer_unanswered",
+    "idempotency_key",
     "new_request",
 ]
 
@@ -288,6 +289,10 @@ class CallTransaction:
             return self._invalid(
                 ValidationError("arguments contain a non-finite number (NaN or Infinity)")
             )
+        try:
+            key = idempotency_key(self.scope.branch_name, proposal.call_id, tool, arguments)
+        except ValidationError as exc:
+            return self._invalid(exc)
         self.tool = tool
         self.arguments = arguments
         self.context = CallContext(
@@ -296,6 +301,7 @@ class CallTransaction:
             call_id=proposal.call_id,
             branch_id=self.scope.branch_name,
             tool=tool,
+            idempotency_key=key,
         )
         return True
 
@@ -394,9 +400,19 @@ class CallTransaction:
             self.attempts = 1
         while True:
             event = self.event
-            await scope.evidence.write_ahead(
-                WriteAhead(scope.branch_name, self.request, event.arguments, self.attempts)
+            reply = await scope.evidence.write_ahead(
+                WriteAhead(
+                    scope.branch_name, self.request, event.arguments, self.attempts, self.context
+                )
             )
+            if reply is not None:
+                if reply.recorded is not None:  # a completed idempotency key: not invoked
+                    self.event, self.attempts = None, 0
+                    recorded = reply.recorded
+                    output = snapshot(recorded.output)
+                    self.finish(recorded.outcome, output=output, error=recorded.error)
+                    return
+                self.attempts += reply.prior_attempts
             if params.timeout is None:
                 await event.invoke()
             else:
@@ -545,6 +561,23 @@ def _has_non_finite(value: object) -> bool:
     if cls is list or cls is tuple:
         return any(_has_non_finite(item) for item in value)  # type: ignore[attr-defined]
     return False
+
+
+def idempotency_key(branch_name: str, call_id: str, tool: Tool, arguments: dict[str, Any]) -> str:
+    """A call's idempotency key: the tool's own (``"<tool>:<key>"``) or ``"<branch>/<call id>"``.
+
+    Raises :class:`~lionexec.errors.ValidationError` if the tool's ``idempotency_key`` does
+    not return a non-empty string (the call is then ``invalid``).
+    """
+    derive = tool.idempotency_key
+    if derive is None:
+        return f"{branch_name}/{call_id}"
+    key = derive(snapshot(arguments))
+    if not isinstance(key, str) or not key:
+        raise ValidationError(
+            f"the idempotency_key of tool {tool.name!r} returned {key!r}, not a non-empty string"
+        )
+    return f"{tool.name}:{key}"
 
 
 def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None = None) -> None:

@@ -59,6 +59,10 @@ class CallContext:
         call_id: the tool-call id the model sees (see :attr:`ActionRequestContent.call_id`).
         branch_id: the branch the call runs in, if any.
         tool: the resolved tool, or ``None`` if none was resolved.
+        idempotency_key: the call's idempotency key, for the tool to pass downstream (a
+            payment API's ``Idempotency-Key``, say): the tool's own
+            (``Tool(idempotency_key=...)``, prefixed with the tool name) or, by default,
+            ``"<branch_id>/<call_id>"``. A durable journal runs a completed key at most once.
     """
 
     function: str
@@ -68,6 +72,7 @@ class CallContext:
     call_id: str
     branch_id: str | None = None
     tool: Tool | None = attrs.field(default=None, eq=False, hash=False)
+    idempotency_key: str | None = None
 
     @property
     def subject_argument(self) -> str | None:

@@ -7,7 +7,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn, TypeAlias
 
 import attrs
 import cattrs
@@ -32,11 +32,18 @@ from .validation import argument_converter, describe_error
 
 __all__ = [
     "DEFAULT_TOOL_THREADS",
+    "EFFECTS",
     "TOOL_NAME_PATTERN",
+    "Effect",
     "Tool",
     "current_tool_limiter",
     "is_async_callable",
 ]
+
+#: What repeating a call of a tool means (see ``Tool(effect=...)``).
+Effect: TypeAlias = Literal["pure", "idempotent", "keyed", "unsafe"]
+#: Every effect class, safest first.
+EFFECTS: Final[tuple[Effect, ...]] = ("pure", "idempotent", "keyed", "unsafe")
 
 #: What a provider accepts as a function name (OpenAI and Anthropic agree).
 TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -119,7 +126,19 @@ class Tool:
         limiter: the :class:`trio.CapacityLimiter` for this tool's worker threads; by
             default :func:`current_tool_limiter`.
         idempotent: calling twice with the same arguments is safe; the act layer retries
-            only idempotent tools.
+            only idempotent tools. ``True`` with no *effect* means ``effect="idempotent"``.
+        effect: what running the call again means, read by a durable journal's recovery
+            (see :data:`EFFECTS`): ``"pure"`` (no side effect), ``"idempotent"`` (repeating
+            it changes nothing more), ``"keyed"`` (safe to repeat when the call's idempotency
+            key is passed downstream) or ``"unsafe"`` (never repeated; the default unless
+            *idempotent*). The first three make the tool :attr:`idempotent`.
+        idempotency_key: derives the call's idempotency key from its validated arguments
+            (``idempotency_key(arguments) -> str``); by default a call's key is its branch id
+            and tool-call id. The key is in the call context
+            (:attr:`~lionexec.governance.CallContext.idempotency_key`).
+        reconcile: for an ``unsafe`` tool whose call was running when the process died:
+            ``reconcile(context)`` (sync or async) finds out what happened; see
+            :mod:`lionexec.journal`.
         subject: the argument a permission rule matches on (``"path"``, ``"command"``).
         subject_kind: how a permission policy reads the subject: ``"path"``, ``"command"``
             or ``"text"``; ``None`` lets the policy infer it (see
@@ -145,6 +164,9 @@ class Tool:
     inline: bool
     limiter: trio.CapacityLimiter | None
     idempotent: bool
+    effect: Effect
+    idempotency_key: Callable[[dict[str, Any]], str] | None
+    reconcile: Callable[..., Any] | None
     subject: str | None
     subject_kind: Literal["path", "command", "text"] | None
     context_param: str | None
@@ -176,6 +198,9 @@ class Tool:
         inline: bool = False,
         limiter: trio.CapacityLimiter | None = None,
         idempotent: bool = False,
+        effect: Effect | None = None,
+        idempotency_key: Callable[[dict[str, Any]], str] | None = None,
+        reconcile: Callable[..., Any] | None = None,
         subject: str | None = None,
         subject_kind: Literal["path", "command", "text"] | None = None,
         context_param: str | None = None,
@@ -230,6 +255,15 @@ class Tool:
                 f"subject_kind {subject_kind!r} of tool {name!r} must be 'path', 'command' or "
                 "'text', with a subject"
             )
+        if effect is None:
+            effect = "idempotent" if idempotent else "unsafe"
+        elif effect not in EFFECTS:
+            raise ConfigurationError(
+                f"effect {effect!r} of tool {name!r} must be one of {', '.join(EFFECTS)}"
+            )
+        for label, hook in (("idempotency_key", idempotency_key), ("reconcile", reconcile)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"{label} must be callable, got {type(hook).__name__}")
         aliases: dict[str, str] = {}
         if request_class is not None and attrs.has(request_class):
             aliases = {a.alias or a.name: a.name for a in attrs.fields(request_class)}
@@ -246,7 +280,10 @@ class Tool:
             postprocessor_kwargs=dict(postprocessor_kwargs or {}),
             inline=inline,
             limiter=limiter,
-            idempotent=idempotent,
+            idempotent=idempotent or effect != "unsafe",
+            effect=effect,
+            idempotency_key=idempotency_key,
+            reconcile=reconcile,
             subject=subject,
             subject_kind=subject_kind,
             context_param=context_param,

@@ -79,4 +79,5 @@ def test_a_context_serializes_for_logs_without_its_tool() -> None:
         "call_id": "c",
         "branch_id": None,
         "subject_argument": "command",
+        "idempotency_key": None,
     }

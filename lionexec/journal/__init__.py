@@ -1,0 +1,46 @@
+"""The durable journal (layer 5): conversations and calls that survive a restart.
+
+Backends: :class:`MemoryJournal` (one process), :class:`~lionexec.journal.sqlite.SqliteJournal`
+(one file; the embedded default) and ``lionexec.journal.postgres.PostgresJournal`` (needs the
+``postgres`` extra; import it from that module, or use :func:`open_journal` with a
+``postgresql://`` URL). See ``docs/journal.md`` for the guarantees.
+"""
+
+from .._public import publish as _publish
+from .api import Journal as Journal
+from .api import JournaledCall as JournaledCall
+from .api import JournalSink as JournalSink
+from .api import MemoryJournal as MemoryJournal
+from .api import open_journal as open_journal
+from .errors import IdempotencyKeyConflict as IdempotencyKeyConflict
+from .errors import JournalConnectionError as JournalConnectionError
+from .errors import JournalError as JournalError
+from .errors import JournalSchemaError as JournalSchemaError
+from .errors import NotAJournalError as NotAJournalError
+from .recovery import Applied as Applied
+from .recovery import NotApplied as NotApplied
+from .recovery import RecoveryReport as RecoveryReport
+from .recovery import Resolution as Resolution
+from .sql import SCHEMA_VERSION as SCHEMA_VERSION
+from .sqlite import SqliteJournal as SqliteJournal
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Applied",
+    "IdempotencyKeyConflict",
+    "Journal",
+    "JournalConnectionError",
+    "JournalError",
+    "JournalSchemaError",
+    "JournalSink",
+    "JournaledCall",
+    "MemoryJournal",
+    "NotAJournalError",
+    "NotApplied",
+    "RecoveryReport",
+    "Resolution",
+    "SqliteJournal",
+    "open_journal",
+]
+
+_publish(__name__, globals())

@@ -1,0 +1,553 @@
+"""The journal: one trio API over every backend (memory, SQLite, PostgreSQL).
+
+A :class:`Journal` keeps, durably (with a database backend), each journaled branch's history
+and every call that reached the write-ahead point, so that after a restart
+``await journal.branch(branch_id)`` returns the same conversation and
+:meth:`Journal.recover` gives each call that was running exactly one response.
+
+How it joins the act transaction: :meth:`Journal.branch` returns a
+:class:`~lionexec.act.Branch` whose evidence sinks include a :class:`JournalSink`. The sink
+
+* at the **write-ahead point** (before each attempt of a tool) commits the call's request
+  and every message of the history not yet journaled, and claims the call's idempotency key;
+  a key already completed answers the call with its recorded outcome (the tool does not run),
+  a key held by a call still running waits for it, a key used with other arguments fails the
+  call (:class:`~lionexec.journal.IdempotencyKeyConflict`);
+* when the drain service hands it **recorded outcomes**, commits the rest of the history
+  (responses included) and marks the calls done.
+
+**Group commit.** Every commit goes through one queue per journal: the first caller to find
+no commit running leads one, taking everything queued (write-aheads and outcomes of all
+branches) into one transaction; the others wait for it. So N concurrent calls pay a few
+transactions, not N.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+import trio
+
+from lionexec import _unstructure
+from lionexec._jsonable import jsonable
+from lionexec.act import Branch
+from lionexec.act.evidence import EvidenceRecord, WriteAhead, WriteAheadReply
+from lionexec.conversation import (
+    ActionRequest,
+    ActionResponse,
+    ActionResponseContent,
+    Message,
+    MessageManager,
+)
+from lionexec.errors import HistoryError
+from lionexec.tools import ActionManager, Tool
+
+from .backend import Backend, MemoryBackend
+from .errors import IdempotencyKeyConflict, JournalConnectionError, JournalError
+from .store import DONE, Batch, CallRow, Claim, MessageRow, OutcomeOp, RequestOp, Store
+
+if TYPE_CHECKING:
+    import os
+
+    from .recovery import RecoveryReport
+
+__all__ = ["Journal", "JournalSink", "JournaledCall", "MemoryJournal", "open_journal"]
+
+T = TypeVar("T")
+
+#: Longest wait between two looks at a key held by a call in another process.
+_POLL_MAX = 0.5
+
+
+def canonical_json(value: Any) -> str:
+    """*value* as compact, key-sorted strict JSON (how arguments are stored and compared)."""
+    return json.dumps(
+        jsonable(value), sort_keys=True, allow_nan=False, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def _dumps(record: Any) -> str:
+    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+
+
+@attrs.frozen(kw_only=True)
+class JournaledCall:
+    """A call the journal holds: it reached the write-ahead point at least once.
+
+    Attributes:
+        idempotency_key: its key.
+        branch_id: the branch it belongs to.
+        call_id: its tool-call id.
+        request_id: the id of its request message.
+        function: the tool name.
+        arguments: the normalized arguments it was invoked with.
+        effect: the tool's effect class when it was invoked.
+        attempts: invocations started (across restarts).
+        done: whether its outcome is recorded.
+        outcome: the recorded outcome's value, or ``None``.
+        requested_at: when it was first journaled (``time.time()``).
+        finished_at: when its outcome was, or ``None``.
+    """
+
+    idempotency_key: str
+    branch_id: str
+    call_id: str
+    request_id: str
+    function: str
+    arguments: Any
+    effect: str
+    attempts: int
+    done: bool
+    outcome: str | None
+    requested_at: float
+    finished_at: float | None
+
+    @classmethod
+    def from_row(cls, row: CallRow) -> JournaledCall:
+        return cls(
+            idempotency_key=row.key,
+            branch_id=row.branch_id,
+            call_id=row.call_id,
+            request_id=row.request_id,
+            function=row.function,
+            arguments=json.loads(row.arguments),
+            effect=row.effect,
+            attempts=row.attempts,
+            done=row.state == DONE,
+            outcome=row.outcome,
+            requested_at=row.requested_at,
+            finished_at=row.finished_at,
+        )
+
+
+@attrs.define(eq=False)
+class _Pending:
+    sink: JournalSink
+    op: RequestOp | None
+    claim: Claim | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class Journal:
+    """Durable conversations and calls behind one trio API (see the module docs).
+
+    Use it as ``async with SqliteJournal(path) as journal:`` (or
+    :func:`open_journal`), then ``branch = await journal.branch(branch_id)`` and
+    ``async with branch: await branch.act(...)``. Close the branches before the journal.
+
+    Args:
+        backend: where the journal is kept.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._open = False
+        self._closed = False
+        self._pending: list[_Pending] = []
+        self._committing = False
+        self._lot = trio.lowlevel.ParkingLot()
+        self._sinks: dict[str, JournalSink] = {}
+        self._key_events: dict[str, trio.Event] = {}
+        self._inflight: dict[tuple[str, str], str] = {}
+        #: Transactions committed, and write-aheads/outcome batches they carried.
+        self.commits = 0
+        self.committed_items = 0
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.backend.target}>"
+
+    @property
+    def target(self) -> str:
+        """The path or URL (without password) of this journal."""
+        return self.backend.target
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and migrate the schema. Raises :class:`~lionexec.journal.NotAJournalError`,
+        :class:`~lionexec.journal.JournalSchemaError` or
+        :class:`~lionexec.journal.JournalConnectionError` naming the target."""
+        if self._closed:
+            raise JournalError(f"{self!r} is closed")
+        if not self._open:
+            await self.backend.open()
+            self._open = True
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> Journal:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Disconnect. Idempotent. Branches still open can no longer commit."""
+        self._closed = True
+        if self._open:
+            self._open = False
+            await self.backend.aclose()
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def _run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
+        if not self._open:
+            raise JournalError(f"{self!r} is not open (use `async with journal:`)")
+        return await self.backend.run(fn, cancellable=cancellable)
+
+    # -- branches -----------------------------------------------------------------------------
+
+    async def branch(self, branch_id: uuid.UUID | str | None = None, **kwargs: Any) -> Branch:
+        """The journaled branch *branch_id*: its history as committed, journaled from now on.
+
+        ``None`` starts a new branch. Keyword arguments go to :class:`~lionexec.act.Branch`
+        (``registry=``, ``policy=``, ``sinks=`` more sinks, ...). Within one journal a branch
+        that is open (not yet closed) is returned as is. Enter the branch (``async with``)
+        before acting; leaving it commits what is left.
+        """
+        bid = _branch_uuid(branch_id)
+        name = str(bid)
+        sink = self._sinks.get(name)
+        if sink is not None and sink.branch is not None:
+            await trio.lowlevel.checkpoint()
+            return sink.branch
+        history = await self.history(name)
+        sink = JournalSink(self, name, history)
+        extra = tuple(kwargs.pop("sinks", ()))
+        branch = Branch(id=bid, messages=history, sinks=(sink, *extra), **kwargs)
+        sink.branch = branch
+        self._sinks[name] = sink
+        return branch
+
+    async def branch_ids(self) -> list[uuid.UUID]:
+        """Every journaled branch, oldest first."""
+        return [uuid.UUID(b) for b in await self._run(lambda store: store.branches())]
+
+    async def history(self, branch_id: uuid.UUID | str) -> MessageManager:
+        """A fresh copy of a branch's committed history (empty for an unknown branch).
+
+        Raises :class:`~lionexec.journal.JournalError` naming the branch and message position
+        if a stored message cannot be read.
+        """
+        name = str(_branch_uuid(branch_id))
+        rows = await self._run(lambda store: store.messages(name))
+        return load_history(name, rows)
+
+    async def calls(
+        self, branch_id: uuid.UUID | str | None = None, *, unfinished: bool = False
+    ) -> list[JournaledCall]:
+        """The journaled calls (of one branch, or all), oldest first."""
+        name = None if branch_id is None else str(_branch_uuid(branch_id))
+        rows = await self._run(lambda store: store.calls(name, unfinished))
+        return [JournaledCall.from_row(row) for row in rows]
+
+    async def export(self) -> dict[str, Any]:
+        """Everything in the journal as strict JSON data: each branch's history (linked, as
+        ``lionexec.serialization`` writes it) and every call."""
+        branches = []
+        for bid in await self.branch_ids():
+            history = await self.history(bid)
+            branches.append(
+                {"branch_id": str(bid), "history": _unstructure.converter.unstructure(history)}
+            )
+        calls = [_unstructure.converter.unstructure(c) for c in await self.calls()]
+        return {"target": self.target, "branches": branches, "calls": calls}
+
+    async def recover(
+        self,
+        tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
+        **branch_kwargs: Any,
+    ) -> RecoveryReport:
+        """Give every journaled call left without an outcome exactly one response.
+
+        See :func:`lionexec.journal.recovery.recover`.
+        """
+        from .recovery import recover
+
+        return await recover(self, tools, **branch_kwargs)
+
+    # -- the group commit ---------------------------------------------------------------------
+
+    async def _commit(self, sink: JournalSink, op: RequestOp | None) -> Claim | None:
+        """Queue *sink*'s unjournaled messages (and *op*) for the next group commit; wait."""
+        if not self._open:
+            raise JournalError(f"{self!r} is not open; close branches before their journal")
+        item = _Pending(sink, op)
+        self._pending.append(item)
+        try:
+            while not item.done:
+                if self._committing:
+                    await self._lot.park()
+                else:
+                    await self._lead()
+        except BaseException:
+            if not item.done and item in self._pending:
+                self._pending.remove(item)
+            raise
+        error = item.error
+        if error is not None:
+            if isinstance(error, JournalConnectionError):
+                raise JournalConnectionError(f"the group commit failed: {error}") from error
+            raise JournalError(f"the group commit failed: {error}") from error
+        return item.claim
+
+    async def _lead(self) -> None:
+        self._committing = True
+        items, self._pending = self._pending, []
+        batch = Batch()
+        staged: dict[JournalSink, int] = {}
+        try:
+            for item in items:
+                if item.sink not in staged:
+                    staged[item.sink] = item.sink._stage(batch)
+                if item.op is not None:
+                    batch.requests.append(item.op)
+            claims: list[Claim] = []
+            if batch:
+                with trio.CancelScope(shield=True):  # a commit others wait for ends whole
+                    claims = await self._run(lambda store: store.commit(batch), cancellable=False)
+            else:
+                await trio.lowlevel.checkpoint()
+        except BaseException as exc:
+            for sink, start in staged.items():
+                sink._unstage(start)
+            for item in items:
+                item.error, item.done = exc, True
+            if not isinstance(exc, Exception):
+                raise
+            return
+        finally:
+            self._committing = False
+            self._lot.unpark_all()
+        self.commits += 1
+        self.committed_items += len(items)
+        for sink in staged:
+            sink._registered = True
+        found = iter(claims)
+        for item in items:
+            if item.op is not None:
+                claim = item.claim = next(found)
+                if claim.mine:
+                    self._inflight[(item.op.branch_id, item.op.call_id)] = claim.row.key
+                    if claim.row.key not in self._key_events:
+                        self._key_events[claim.row.key] = trio.Event()
+            item.done = True
+        for outcome in batch.outcomes:
+            key = self._inflight.pop((outcome.branch_id, outcome.call_id), None)
+            if key is not None:
+                event = self._key_events.pop(key, None)
+                if event is not None:
+                    event.set()
+
+    async def _wait_done(self, key: str) -> CallRow:
+        """Wait until key *key* has an outcome (held here: its event; elsewhere: polling)."""
+        delay = 0.01
+        while True:
+            event = self._key_events.get(key)
+            if event is not None:
+                await event.wait()
+            else:
+                await trio.sleep(delay)
+                delay = min(delay * 2, _POLL_MAX)
+            row = await self._run(lambda store: store.call(key))
+            if row is not None and row.state == DONE:
+                return row
+
+
+class MemoryJournal(Journal):
+    """A journal in memory: the API of the durable ones, for one process and tests."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend())
+
+
+def open_journal(target: str | os.PathLike[str] | None = None, **options: Any) -> Journal:
+    """A journal for *target* (not yet open: use ``async with``).
+
+    ``None`` or ``":memory:"``: in memory; ``postgresql://...`` (or ``postgres://``):
+    PostgreSQL (needs the ``postgres`` extra); anything else: an SQLite file path.
+    *options* go to the backend's constructor.
+    """
+    if target is None or str(target) == ":memory:":
+        if options:
+            raise TypeError(f"an in-memory journal takes no options, got {sorted(options)}")
+        return MemoryJournal()
+    text = str(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresJournal
+
+        return PostgresJournal(text, **options)
+    if "://" in text:
+        raise JournalConnectionError(
+            f"unknown journal URL scheme in {text.split('://', 1)[0]!r}://...: use a file path "
+            "(SQLite), postgresql://... or ':memory:'"
+        )
+    from .sqlite import SqliteJournal
+
+    return SqliteJournal(text, **options)
+
+
+# -- the sink ---------------------------------------------------------------------------------
+
+
+class JournalSink:
+    """The evidence sink that journals one branch (made by :meth:`Journal.branch`).
+
+    It mirrors the branch's history, which only ever grows, into the journal: each commit
+    writes the messages added since the last one, in order.
+    """
+
+    def __init__(self, journal: Journal, branch_id: str, history: MessageManager) -> None:
+        self.journal = journal
+        self.branch_id = branch_id
+        self.history = history
+        self.branch: Branch | None = None
+        self._mirrored = len(history)
+        self._registered = len(history) > 0
+
+    def __repr__(self) -> str:
+        return f"JournalSink({self.journal.target!r}, branch={self.branch_id})"
+
+    async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
+        """Commit the request (and the history so far), claim the key; see the module docs.
+
+        Blocks for one group commit (and, for a key held by a running call, until that call
+        is answered). Cancellation while waiting: the call is recorded ``cancelled``; if its
+        request was already in a commit, that commit completes.
+        """
+        request = entry.request
+        context = entry.context
+        tool = context.tool if context is not None else None
+        key = context.idempotency_key if context is not None else None
+        key = key or f"{self.branch_id}/{request.call_id}"
+        arguments = canonical_json(entry.arguments)
+        op = RequestOp(
+            key=key,
+            branch_id=self.branch_id,
+            call_id=request.call_id,
+            request_id=str(request.id),
+            function=request.function,
+            arguments=arguments,
+            effect=tool.effect if tool is not None else "unsafe",
+            at=time.time(),
+        )
+        claim = await self.journal._commit(self, op)
+        assert claim is not None
+        if claim.mine:
+            if entry.attempt == 1 and claim.prior_attempts:
+                return WriteAheadReply(prior_attempts=claim.prior_attempts)
+            return None
+        row = claim.row
+        if row.arguments != arguments:
+            raise IdempotencyKeyConflict(
+                f"idempotency key {key!r} belongs to call {row.call_id!r} (branch "
+                f"{row.branch_id}) with arguments {_cut(row.arguments)}; call "
+                f"{request.call_id!r} (branch {self.branch_id}) passes other arguments "
+                f"{_cut(arguments)}",
+                key=key,
+                first_call_id=row.call_id,
+                call_id=request.call_id,
+            )
+        if row.state != DONE:
+            row = await self.journal._wait_done(key)
+        return WriteAheadReply(recorded=recorded_content(row))
+
+    async def write(self, records: Sequence[EvidenceRecord]) -> None:
+        """Commit the history written since the last commit (the records' responses)."""
+        await self.journal._commit(self, None)
+
+    async def flush(self) -> None:
+        """Commit every message of the history not yet journaled (messages added by hand)."""
+        await self.journal._commit(self, None)
+
+    async def aclose(self) -> None:
+        """Commit what is left; the journal forgets this branch (it can be opened again)."""
+        try:
+            if self.journal._open:
+                await self.journal._commit(self, None)
+            else:
+                await trio.lowlevel.checkpoint()
+        finally:
+            if self.journal._sinks.get(self.branch_id) is self:
+                del self.journal._sinks[self.branch_id]
+
+    # -- staging (on the trio thread, by the commit's leader) ---------------------------------
+
+    def _stage(self, batch: Batch) -> int:
+        start = self._mirrored
+        messages = self.history.messages[start:]
+        now = time.time()
+        if not self._registered:
+            batch.branches.append((self.branch_id, now))
+        branch_id = self.branch_id
+        for offset, message in enumerate(messages):
+            record = _unstructure.converter.unstructure(message)
+            if isinstance(message, ActionRequest):
+                record["content"]["action_response_id"] = None  # linked again on loading
+            body = _dumps(record)
+            batch.messages.append(
+                MessageRow(branch_id, start + offset, str(message.id), message.kind, body)
+            )
+            if isinstance(message, ActionResponse):
+                request_id = message.content.action_request_id
+                request = self.history[request_id] if request_id is not None else None
+                if isinstance(request, ActionRequest):
+                    batch.outcomes.append(
+                        OutcomeOp(
+                            branch_id=branch_id,
+                            call_id=request.content.call_id,
+                            outcome=message.content.outcome.value,
+                            response=body,
+                            at=now,
+                        )
+                    )
+        self._mirrored = start + len(messages)
+        return start
+
+    def _unstage(self, start: int) -> None:
+        self._mirrored = start
+
+
+def recorded_content(row: CallRow) -> ActionResponseContent:
+    """The response content recorded for a done call."""
+    assert row.response is not None
+    message = _unstructure.converter.structure(json.loads(row.response), Message)
+    assert isinstance(message, ActionResponse)
+    return message.content
+
+
+def load_history(branch_id: str, rows: Sequence[MessageRow]) -> MessageManager:
+    """Rebuild a history from its rows (responses link their requests again)."""
+    history = MessageManager()
+    for row in rows:
+        try:
+            message = _unstructure.converter.structure(json.loads(row.body), Message)
+            history.add_message(message)
+        except (ValueError, TypeError, KeyError, HistoryError, Exception) as exc:
+            raise JournalError(
+                f"message {row.seq} ({row.message_id}) of branch {branch_id} cannot be read: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    return history
+
+
+def _branch_uuid(branch_id: uuid.UUID | str | None) -> uuid.UUID:
+    if branch_id is None:
+        return uuid.uuid4()
+    if isinstance(branch_id, uuid.UUID):
+        return branch_id
+    try:
+        return uuid.UUID(str(branch_id))
+    except ValueError:
+        raise ValueError(f"a branch id is a UUID, not {branch_id!r}") from None
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

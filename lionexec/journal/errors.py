@@ -1,0 +1,68 @@
+"""The errors a journal raises; each names what was wrong."""
+
+from __future__ import annotations
+
+from lionexec.errors import LionexecError
+
+__all__ = [
+    "IdempotencyKeyConflict",
+    "JournalConnectionError",
+    "JournalError",
+    "JournalSchemaError",
+    "NotAJournalError",
+]
+
+
+class JournalError(LionexecError):
+    """A journal could not do what was asked; nothing committed before was lost."""
+
+
+class NotAJournalError(JournalError, ValueError):
+    """The file or database is not a lionexec journal (corrupt, or another program's).
+
+    Attributes:
+        target: the path or URL (password removed) that was opened.
+    """
+
+    def __init__(self, message: str, *, target: str) -> None:
+        super().__init__(message)
+        self.target = target
+
+
+class JournalSchemaError(JournalError):
+    """The journal was written by a newer lionexec (its schema version is unknown here).
+
+    Attributes:
+        found: the database's schema version.
+        supported: the newest version this lionexec knows.
+    """
+
+    def __init__(self, message: str, *, found: int, supported: int) -> None:
+        super().__init__(message)
+        self.found = found
+        self.supported = supported
+
+
+class JournalConnectionError(JournalError, ConnectionError):
+    """The database cannot be reached (a wrong URL, a server down, a connection lost).
+
+    A batch whose commit failed this way was not committed: its calls fail at the
+    write-ahead point without running, or (for outcomes) stay unanswered in the journal
+    until recovery.
+    """
+
+
+class IdempotencyKeyConflict(JournalError, ValueError):
+    """One idempotency key used by two calls with different arguments.
+
+    Attributes:
+        key: the idempotency key.
+        first_call_id: the call that holds the key.
+        call_id: the call that was refused.
+    """
+
+    def __init__(self, message: str, *, key: str, first_call_id: str, call_id: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.first_call_id = first_call_id
+        self.call_id = call_id

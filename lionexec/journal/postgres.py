@@ -1,0 +1,184 @@
+"""The PostgreSQL journal: psycopg 3 synchronous connections from a ``psycopg_pool`` pool,
+driven through ``trio.to_thread`` (async psycopg is asyncio-only).
+
+Needs the ``postgres`` extra (``pip install lionexec[postgres]``); this is the only module
+that imports psycopg.
+
+Each store call takes a pooled connection in a worker thread and runs in one transaction.
+Cancellation: a read (loading a branch, listing calls) is abandoned at once and its query is
+cancelled on the server (``connection.cancel_safe()``, bounded); a group commit is never
+abandoned half-way: its waiters wait for it to end (commits are short). Opening takes a
+transaction-scoped advisory lock while migrating, so several processes may open one database
+at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final, TypeVar
+
+import psycopg
+import trio
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from .api import Journal
+from .backend import Backend
+from .errors import JournalConnectionError, JournalError
+from .sql import SqlStore, current_version, migrate
+from .store import Store
+
+__all__ = ["PostgresBackend", "PostgresJournal", "redact"]
+
+T = TypeVar("T")
+
+#: The advisory lock id held while migrating (an arbitrary constant: "lionexec").
+MIGRATION_LOCK: Final = 0x6C696F6E65786563 & 0x7FFFFFFFFFFFFFFF
+
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+def redact(url: str) -> str:
+    """*url* without its password (for messages and logs)."""
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+class _Tx:
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = self.conn.execute(sql.replace("?", "%s"), params)
+        return list(cursor.fetchall()) if cursor.description is not None else []
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self.conn.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), rows)
+
+
+class PostgresBackend(Backend):
+    """See the module docs.
+
+    Args:
+        url: a libpq URL (``postgresql://user:password@host:port/dbname``).
+        min_size: connections the pool keeps open.
+        max_size: connections it may open (and worker threads it uses).
+        connect_timeout: seconds opening may wait for the first connection.
+    """
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 4, connect_timeout: float = 10.0
+    ) -> None:
+        self.url = url
+        self.target = redact(url)
+        self.min_size = min_size
+        self.max_size = max_size
+        self.connect_timeout = connect_timeout
+        self._pool: ConnectionPool | None = None
+        self._limiter: trio.CapacityLimiter | None = None
+
+    async def open(self) -> None:
+        self._limiter = trio.CapacityLimiter(self.max_size)
+        self._pool = await trio.to_thread.run_sync(self._open, limiter=self._limiter)
+
+    def _open(self) -> ConnectionPool:
+        try:
+            psycopg.conninfo.conninfo_to_dict(self.url)
+        except psycopg.Error as exc:
+            raise JournalConnectionError(f"not a PostgreSQL URL: {self.target} ({exc})") from exc
+        pool = ConnectionPool(
+            self.url,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            open=False,
+            kwargs={"autocommit": False, "connect_timeout": max(1, int(self.connect_timeout))},
+            name="lionexec-journal",
+        )
+        try:
+            pool.open(wait=True, timeout=self.connect_timeout)
+            with pool.connection() as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                row = conn.execute("SELECT to_regclass('lionexec_schema_version')").fetchone()
+                tx = _Tx(conn)
+                migrate(
+                    tx,
+                    current_version(tx, row is not None and row[0] is not None),
+                    target=self.target,
+                )
+        except PoolTimeout as exc:
+            pool.close()
+            raise JournalConnectionError(
+                f"cannot connect to PostgreSQL at {self.target} within {self.connect_timeout:g}s"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            pool.close()
+            raise JournalConnectionError(f"PostgreSQL at {self.target}: {exc}") from exc
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
+        pool = self._pool
+        if pool is None:
+            raise JournalError(f"the journal at {self.target} is not open")
+        used: list[psycopg.Connection[Any]] = []
+
+        def work() -> T:
+            try:
+                with pool.connection() as conn:
+                    used.append(conn)
+                    with conn.transaction():
+                        return fn(SqlStore(_Tx(conn)))
+            except PoolTimeout as exc:
+                raise JournalConnectionError(f"no connection to {self.target}: {exc}") from exc
+            except psycopg.OperationalError as exc:
+                raise JournalConnectionError(f"PostgreSQL at {self.target}: {exc}") from exc
+            except psycopg.IntegrityError as exc:
+                raise JournalError(
+                    f"{self.target}: another writer holds this branch's next message position "
+                    f"(one branch is journaled by one process at a time): {exc}"
+                ) from exc
+            except psycopg.Error as exc:
+                raise JournalError(f"{self.target}: {type(exc).__name__}: {exc}") from exc
+
+        if not cancellable:
+            return await trio.to_thread.run_sync(work, limiter=self._limiter)
+        try:
+            return await trio.to_thread.run_sync(
+                work, limiter=self._limiter, abandon_on_cancel=True
+            )
+        except trio.Cancelled:
+            if used:  # stop the abandoned query on the server (bounded cleanup)
+                with trio.CancelScope(shield=True) as scope:
+                    scope.deadline = trio.current_time() + self.connect_timeout
+                    await trio.to_thread.run_sync(_cancel, used[0], abandon_on_cancel=True)
+            raise
+
+    async def aclose(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await trio.to_thread.run_sync(pool.close)
+        else:
+            await trio.lowlevel.checkpoint()
+
+
+def _cancel(conn: psycopg.Connection[Any]) -> None:
+    with contextlib.suppress(Exception):  # the query may be over already
+        conn.cancel_safe(timeout=5.0)
+
+
+class PostgresJournal(Journal):
+    """A :class:`~lionexec.journal.Journal` in a PostgreSQL database (see the module)."""
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 4, connect_timeout: float = 10.0
+    ) -> None:
+        super().__init__(
+            PostgresBackend(
+                url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
+            )
+        )

@@ -1,0 +1,293 @@
+"""Recovery: every journaled request left without a response gets exactly one.
+
+Run :meth:`Journal.recover <lionexec.journal.Journal.recover>` once after opening a journal,
+before serving, with the tools. For each branch, each request of its committed history that
+has no response is resolved by what the journal knows of it and the tool's effect class
+(``Tool(effect=...)``, as recorded when the call was invoked):
+
+============================== ============================================================
+the call                       resolution
+============================== ============================================================
+never reached the write-ahead  it never ran. ``pure``/``idempotent``/``keyed``: run now
+commit (no call row)           (``rerun``); ``unsafe``: ``cancelled`` (``not_started``).
+``pure``, ``idempotent``,      run again through ``Branch.act`` with the same idempotency key
+``keyed``                      (``rerun``); the attempts count on from the journal's.
+``unsafe``, with a             ``tool.reconcile(context)`` finds out: :class:`Applied` →
+``reconcile`` hook             ``completed`` with its output (``reconciled``);
+                               :class:`NotApplied` → run once now (``rerun``); raising →
+                               ``interrupted`` (the hook's error named).
+``unsafe``                     ``interrupted``: "may or may not have taken effect"; never run.
+============================== ============================================================
+
+Re-runs go through the whole transaction again (validation, gate, policy, hooks), so a call
+may also end ``denied`` or ``invalid`` (a tool no longer registered). Recovery never rebuilds
+an event from a record (ADR-0003 D6): it proposes the journaled request again, or records a
+response for it.
+
+With several processes on one database, recover only when no other process is running calls
+(it cannot tell a call running elsewhere from one whose process died).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
+from lionexec.governance import CallContext
+from lionexec.tools import ActionManager, Tool, run_callable
+from lionexec.tools.runner import is_async_callable
+
+from .store import CallRow
+
+if TYPE_CHECKING:
+    from lionexec.act import Branch
+
+    from .api import Journal
+
+__all__ = ["Applied", "NotApplied", "RecoveryReport", "Resolution", "recover"]
+
+Action = Literal["rerun", "interrupted", "reconciled", "not_started", "left"]
+
+_SAFE = frozenset({"pure", "idempotent", "keyed"})
+
+INTERRUPTED_MESSAGE = (
+    "the process stopped while this call was running; it may or may not have taken effect"
+)
+NOT_STARTED_MESSAGE = "the process stopped before this call started; it did not run"
+
+
+@attrs.frozen
+class Applied:
+    """A reconcile hook's answer: the call took effect; *output* is its result."""
+
+    output: Any = None
+
+
+@attrs.frozen
+class NotApplied:
+    """A reconcile hook's answer: the call did not take effect (it is run once now)."""
+
+
+@attrs.frozen(kw_only=True)
+class Resolution:
+    """What recovery did with one unanswered call.
+
+    Attributes:
+        branch_id: the branch.
+        call_id: the tool-call id.
+        function: the tool name.
+        effect: the effect class it was judged by.
+        action: ``rerun``, ``interrupted``, ``reconciled``, ``not_started``, or ``left``
+            (no tools were given to re-run it).
+        outcome: the outcome of its response (``None`` when left).
+        attempts: the attempts its response counts.
+    """
+
+    branch_id: str
+    call_id: str
+    function: str
+    effect: str
+    action: Action
+    outcome: ActionOutcome | None
+    attempts: int
+
+
+@attrs.frozen
+class RecoveryReport:
+    """Every resolution, in the order the calls were found."""
+
+    resolutions: tuple[Resolution, ...]
+
+    def counts(self) -> dict[str, int]:
+        """How many calls each action resolved."""
+        counts: dict[str, int] = {}
+        for resolution in self.resolutions:
+            counts[resolution.action] = counts.get(resolution.action, 0) + 1
+        return counts
+
+
+async def recover(
+    journal: Journal,
+    tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
+    **branch_kwargs: Any,
+) -> RecoveryReport:
+    """Resolve every unanswered journaled request (see the module docs).
+
+    *tools*: the registry (or tools) to re-run calls with; ``None`` resolves only what needs
+    no tool (``unsafe`` calls) and leaves the rest unanswered (``left``). *branch_kwargs* go
+    to :meth:`Journal.branch` (``policy=``, ``hooks=``, ...). Branches open in this journal
+    are skipped (their calls are running, not lost).
+    """
+    registry = _registry(tools)
+    resolutions: list[Resolution] = []
+    for branch_id in await journal.branch_ids():
+        name = str(branch_id)
+        if name in journal._sinks:
+            continue
+        history = await journal.history(name)
+        if not history.unanswered():
+            continue
+        kwargs = dict(branch_kwargs)
+        if registry is not None:
+            kwargs["registry"] = registry
+        branch = await journal.branch(branch_id, **kwargs)
+        rows = {
+            row.call_id: row
+            for row in await journal._run(
+                lambda store, n=name: store.calls(n, True)  # type: ignore[misc]
+            )
+        }
+        async with branch:
+            resolutions.extend(await _recover_branch(branch, rows, registry))
+    return RecoveryReport(tuple(resolutions))
+
+
+async def _recover_branch(
+    branch: Branch, rows: dict[str, CallRow], registry: ActionManager | None
+) -> list[Resolution]:
+    resolutions: list[Resolution] = []
+    rerun: list[ActionRequest] = []
+    for request in branch.messages.unanswered():
+        row = rows.get(request.call_id)
+        tool = _tool(registry, request.function)
+        effect = row.effect if row is not None else (tool.effect if tool else "unsafe")
+        attempts = row.attempts if row is not None else 0
+        note = _Note(branch.name, request, effect, resolutions)
+        if effect in _SAFE:
+            if registry is None:
+                note("left", None, attempts)
+            else:
+                rerun.append(request)
+            continue
+        if row is None:
+            error = ErrorInfo("NotStarted", NOT_STARTED_MESSAGE)
+            _answer(branch, request, ActionOutcome.CANCELLED, 0, error=error)
+            note("not_started", ActionOutcome.CANCELLED, 0)
+            continue
+        if tool is not None and tool.reconcile is not None:
+            verdict = await _reconcile(tool, request, row)
+            if isinstance(verdict, Applied):
+                _answer(branch, request, ActionOutcome.COMPLETED, attempts, output=verdict.output)
+                note("reconciled", ActionOutcome.COMPLETED, attempts)
+                continue
+            if isinstance(verdict, NotApplied):
+                rerun.append(request)
+                continue
+            error = ErrorInfo("Interrupted", f"{INTERRUPTED_MESSAGE} (reconcile: {verdict})")
+        else:
+            error = ErrorInfo("Interrupted", INTERRUPTED_MESSAGE)
+        _answer(branch, request, ActionOutcome.INTERRUPTED, attempts, error=error)
+        note("interrupted", ActionOutcome.INTERRUPTED, attempts)
+    if rerun:
+        responses = await branch.act(rerun)
+        for request, response in zip(rerun, responses, strict=True):
+            row = rows.get(request.call_id)
+            tool = _tool(registry, request.function)
+            resolutions.append(
+                Resolution(
+                    branch_id=branch.name,
+                    call_id=request.call_id,
+                    function=request.function,
+                    effect=row.effect if row is not None else (tool.effect if tool else "unsafe"),
+                    action="rerun",
+                    outcome=response.outcome,
+                    attempts=response.content.attempts,
+                )
+            )
+    else:
+        await trio.lowlevel.checkpoint()
+    for sink in branch.sinks:
+        flush = getattr(sink, "flush", None)
+        if flush is not None:
+            await flush()
+    return resolutions
+
+
+@attrs.frozen
+class _Note:
+    """Appends one call's :class:`Resolution` to a list."""
+
+    branch_id: str
+    request: ActionRequest
+    effect: str
+    into: list[Resolution]
+
+    def __call__(self, action: Action, outcome: ActionOutcome | None, attempts: int) -> None:
+        self.into.append(
+            Resolution(
+                branch_id=self.branch_id,
+                call_id=self.request.call_id,
+                function=self.request.function,
+                effect=self.effect,
+                action=action,
+                outcome=outcome,
+                attempts=attempts,
+            )
+        )
+
+
+def _answer(
+    branch: Branch,
+    request: ActionRequest,
+    outcome: ActionOutcome,
+    attempts: int,
+    *,
+    output: Any = None,
+    error: ErrorInfo | None = None,
+) -> None:
+    response = ActionResponse.create(
+        request,
+        output=output,
+        error=error,
+        outcome=outcome,
+        attempts=attempts,
+        sender=request.function,
+        recipient=branch.name,
+    )
+    branch.messages.record_action(request, response)
+
+
+async def _reconcile(
+    tool: Tool, request: ActionRequest, row: CallRow
+) -> Applied | NotApplied | str:
+    """The hook's verdict, or a description of why it gave none."""
+    hook = tool.reconcile
+    assert hook is not None
+    context = CallContext(
+        function=tool.name,
+        arguments=json.loads(row.arguments),
+        call_id=request.call_id,
+        branch_id=row.branch_id,
+        tool=tool,
+        idempotency_key=row.key,
+    )
+    try:
+        verdict = await run_callable(
+            hook, is_async_callable(hook), (context,), {}, inline=False, limiter=tool.limiter
+        )
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(verdict, Applied | NotApplied):
+        return verdict
+    return f"the hook returned {type(verdict).__name__}, not Applied or NotApplied"
+
+
+def _registry(
+    tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
+) -> ActionManager | None:
+    if tools is None or isinstance(tools, ActionManager):
+        return tools
+    registry = ActionManager()
+    registry.register_tools(list(tools))
+    return registry
+
+
+def _tool(registry: ActionManager | None, name: str) -> Tool | None:
+    if registry is None or name not in registry:
+        return None
+    return registry.get(name)

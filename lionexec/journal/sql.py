@@ -1,0 +1,259 @@
+"""The schema both SQL backends share, its migrations, and the :class:`Store` over SQL.
+
+One schema design, written once in the SQL both SQLite and PostgreSQL accept (``TEXT``,
+``INTEGER``/``BIGINT``, ``DOUBLE PRECISION``, ``ON CONFLICT DO NOTHING``). The statements use
+``?`` placeholders; the PostgreSQL connection adapter turns them into ``%s``.
+
+Versions: ``lionexec_schema_version`` holds one row, the version the database is at.
+Opening a journal applies every migration newer than that, in order, each in its own
+transaction; a database at a version newer than :data:`SCHEMA_VERSION` is refused
+(:class:`~lionexec.journal.JournalSchemaError`) and left untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Protocol
+
+from .errors import JournalSchemaError
+from .store import DONE, REQUESTED, Batch, CallRow, Claim, MessageRow, claim_for, new_row
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlStore", "Tx", "migrate"]
+
+#: Each version's statements, oldest first. Never edit a released one: add a version.
+MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
+    (
+        1,
+        (
+            """CREATE TABLE lionexec_branches (
+                branch_id TEXT PRIMARY KEY,
+                created_at DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE lionexec_messages (
+                branch_id TEXT NOT NULL,
+                seq BIGINT NOT NULL,
+                message_id TEXT NOT NULL UNIQUE,
+                kind TEXT NOT NULL,
+                body TEXT NOT NULL,
+                PRIMARY KEY (branch_id, seq)
+            )""",
+            """CREATE TABLE lionexec_calls (
+                idempotency_key TEXT PRIMARY KEY,
+                branch_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                request_id TEXT NOT NULL,
+                function TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                effect TEXT NOT NULL,
+                attempts INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                outcome TEXT,
+                response TEXT,
+                requested_at DOUBLE PRECISION NOT NULL,
+                finished_at DOUBLE PRECISION,
+                UNIQUE (branch_id, call_id)
+            )""",
+            "CREATE INDEX lionexec_calls_state ON lionexec_calls (state, branch_id)",
+        ),
+    ),
+)
+
+#: The newest schema version this lionexec writes.
+SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
+
+_CALL_COLUMNS = (
+    "idempotency_key, branch_id, call_id, request_id, function, arguments, effect, attempts, "
+    "state, outcome, response, requested_at, finished_at"
+)
+_CHUNK = 400  # keys per IN (...) list: well under every placeholder limit
+
+
+class Tx(Protocol):
+    """One open transaction of a SQL connection (``?`` placeholders)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+
+def current_version(tx: Tx, has_table: bool) -> int:
+    if not has_table:
+        return 0
+    rows = tx.execute("SELECT version FROM lionexec_schema_version")
+    return int(rows[0][0]) if rows else 0
+
+
+def migrate(tx: Tx, version: int, *, target: str) -> list[int]:
+    """Apply every migration after *version* in *tx*; return the versions applied.
+
+    Raises :class:`JournalSchemaError` for a database newer than this lionexec.
+    """
+    if version > SCHEMA_VERSION:
+        raise JournalSchemaError(
+            f"the journal at {target} has schema version {version}; this lionexec knows "
+            f"versions up to {SCHEMA_VERSION}: upgrade lionexec to open it",
+            found=version,
+            supported=SCHEMA_VERSION,
+        )
+    applied = []
+    if version == 0:
+        tx.execute("CREATE TABLE lionexec_schema_version (version INTEGER NOT NULL)")
+        tx.execute("INSERT INTO lionexec_schema_version (version) VALUES (0)")
+    for number, statements in MIGRATIONS:
+        if number <= version:
+            continue
+        for statement in statements:
+            tx.execute(statement)
+        tx.execute("UPDATE lionexec_schema_version SET version = ?", (number,))
+        applied.append(number)
+    return applied
+
+
+def _call(row: Sequence[Any]) -> CallRow:
+    return CallRow(
+        key=row[0],
+        branch_id=row[1],
+        call_id=row[2],
+        request_id=row[3],
+        function=row[4],
+        arguments=row[5],
+        effect=row[6],
+        attempts=int(row[7]),
+        state=row[8],
+        outcome=row[9],
+        response=row[10],
+        requested_at=float(row[11]),
+        finished_at=None if row[12] is None else float(row[12]),
+    )
+
+
+class SqlStore:
+    """A :class:`~lionexec.journal.store.Store` over one SQL transaction."""
+
+    def __init__(self, tx: Tx) -> None:
+        self.tx = tx
+
+    def commit(self, batch: Batch) -> list[Claim]:
+        tx = self.tx
+        if batch.branches:
+            tx.executemany(
+                "INSERT INTO lionexec_branches (branch_id, created_at) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
+                batch.branches,
+            )
+        if batch.messages:
+            tx.executemany(
+                "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in batch.messages],
+            )
+        claims: list[Claim] = []
+        if batch.requests:
+            claims = self._claim(batch)
+        if batch.outcomes:
+            tx.executemany(
+                "UPDATE lionexec_calls SET state = ?, outcome = ?, response = ?, finished_at = ? "
+                "WHERE branch_id = ? AND call_id = ? AND state = ?",
+                [
+                    (DONE, o.outcome, o.response, o.at, o.branch_id, o.call_id, REQUESTED)
+                    for o in batch.outcomes
+                ],
+            )
+        return claims
+
+    def _claim(self, batch: Batch) -> list[Claim]:
+        tx = self.tx
+        placeholders = ", ".join("?" * 13)
+        tx.executemany(
+            f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) VALUES ({placeholders}) "
+            "ON CONFLICT DO NOTHING",
+            [_values(new_row(op)) for op in batch.requests],
+        )
+        keys = list(dict.fromkeys(op.key for op in batch.requests))
+        rows: dict[str, CallRow] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for raw in tx.execute(
+                f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key IN ({marks})",
+                chunk,
+            ):
+                row = _call(raw)
+                rows[row.key] = row
+        claims = []
+        counted: dict[str, int] = {}
+        for op in batch.requests:
+            held = rows.get(op.key)
+            if held is None:  # this call holds another key (its key derivation changed)
+                found = tx.execute(
+                    f"SELECT {_CALL_COLUMNS} FROM lionexec_calls "
+                    "WHERE branch_id = ? AND call_id = ?",
+                    (op.branch_id, op.call_id),
+                )
+                held = _call(found[0])
+            row = held
+            claim, after = claim_for(op, row)
+            rows[row.key] = after
+            if claim.mine:
+                counted[row.key] = after.attempts
+            claims.append(claim)
+        if counted:
+            tx.executemany(
+                "UPDATE lionexec_calls SET attempts = ? WHERE idempotency_key = ?",
+                [(attempts, key) for key, attempts in counted.items()],
+            )
+        return claims
+
+    def branches(self) -> list[str]:
+        rows = self.tx.execute(
+            "SELECT branch_id FROM lionexec_branches ORDER BY created_at, branch_id"
+        )
+        return [row[0] for row in rows]
+
+    def messages(self, branch_id: str) -> list[MessageRow]:
+        rows = self.tx.execute(
+            "SELECT branch_id, seq, message_id, kind, body FROM lionexec_messages "
+            "WHERE branch_id = ? ORDER BY seq",
+            (branch_id,),
+        )
+        return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
+        where, params = [], []
+        if branch_id is not None:
+            where.append("branch_id = ?")
+            params.append(branch_id)
+        if unfinished:
+            where.append("state = ?")
+            params.append(REQUESTED)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = self.tx.execute(
+            f"SELECT {_CALL_COLUMNS} FROM lionexec_calls{clause} "
+            "ORDER BY requested_at, idempotency_key",
+            params,
+        )
+        return [_call(row) for row in rows]
+
+    def call(self, key: str) -> CallRow | None:
+        rows = self.tx.execute(
+            f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
+        )
+        return _call(rows[0]) if rows else None
+
+
+def _values(row: CallRow) -> tuple[Any, ...]:
+    return (
+        row.key,
+        row.branch_id,
+        row.call_id,
+        row.request_id,
+        row.function,
+        row.arguments,
+        row.effect,
+        row.attempts,
+        row.state,
+        row.outcome,
+        row.response,
+        row.requested_at,
+        row.finished_at,
+    )

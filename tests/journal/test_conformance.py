@@ -1,0 +1,481 @@
+"""One conformance suite, run against every journal backend (memory, SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from lionexec.act import Branch
+from lionexec.conversation import ActionOutcome, AssistantResponse, Instruction, System
+from lionexec.governance import CallContext, PermissionPolicy
+from lionexec.journal import Applied, Journal, JournalError, NotApplied
+from lionexec.tools import Tool
+
+from .conftest import JournalFactory
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def act_and_close(branch: Branch, calls: Any, **kwargs: Any) -> list[Any]:
+    async with branch:
+        return await branch.act(calls, **kwargs)
+
+
+# -- histories ---------------------------------------------------------------------------------
+
+
+async def test_a_restarted_journal_returns_the_same_history(journals: JournalFactory) -> None:
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            branch.messages.add_message(System(content="be exact"))
+            branch.messages.add_message(Instruction(content="add some numbers"))
+            await branch.act(
+                [
+                    {"function": "add", "arguments": {"a": 1, "b": 2}},
+                    {"function": "add", "arguments": {"a": "x", "b": 2}},  # invalid
+                    {"function": "nope", "arguments": {}},  # unknown tool: invalid
+                ]
+            )
+            turn = {
+                "role": "assistant",
+                "content": "calling",
+                "tool_calls": [
+                    {
+                        "call_id": "call_turn",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": '{"a": 5, "b": 5}'},
+                    }
+                ],
+            }
+            await branch.act(turn)
+        expected = branch.messages
+        branch_id = branch.id
+    async with journals.new() as journal:
+        again = await journal.branch(branch_id)
+        assert again.messages == expected
+        assert again.messages.to_openai() == expected.to_openai()
+        assert again.messages.to_anthropic() == expected.to_anthropic()
+        assert again.messages.to_responses() == expected.to_responses()
+        assert any(isinstance(m, AssistantResponse) for m in again.messages)
+        assert await journal.branch_ids() == [branch_id]
+        # the restored branch goes on: more calls append after the restored messages
+        again.register_tools(add)
+        [response] = await act_and_close(again, {"function": "add", "arguments": {"a": 2, "b": 2}})
+        assert response.output == 4
+    async with journals.new() as journal:
+        assert len(await journal.history(branch_id)) == len(expected) + 2
+
+
+async def test_messages_added_by_hand_are_journaled_on_flush_and_close(
+    journals: JournalFactory,
+) -> None:
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        async with branch:
+            branch.messages.add_message(Instruction(content="one"))
+        branch_id = branch.id
+    async with journals.new() as journal:
+        [message] = (await journal.history(branch_id)).messages
+        assert isinstance(message, Instruction) and message.content == "one"
+        assert len(await journal.history(uuid.uuid4())) == 0
+
+
+async def test_an_open_branch_is_returned_as_is(journals: JournalFactory) -> None:
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        assert await journal.branch(branch.id) is branch
+        async with branch:
+            pass
+        assert await journal.branch(branch.id) is not branch
+
+
+# -- write-ahead -------------------------------------------------------------------------------
+
+
+async def test_the_request_is_committed_before_the_tool_runs(journals: JournalFactory) -> None:
+    seen: list[Any] = []
+    async with journals.new() as journal:
+
+        async def look(x: int) -> int:
+            async with journals.new() as other:  # another reader: what is committed
+                seen.extend(await other.calls(unfinished=True))
+            return x
+
+        branch = await journal.branch()
+        branch.register_tools(Tool(look))
+        [response] = await act_and_close(branch, {"function": "look", "arguments": {"x": 1}})
+        assert response.output == 1
+        [call] = seen
+        assert (call.function, call.arguments, call.done, call.attempts) == (
+            "look",
+            {"x": 1},
+            False,
+            1,
+        )
+        [done] = await journal.calls()
+        assert (done.done, done.outcome, done.attempts) == (True, "completed", 1)
+
+
+async def test_concurrent_calls_share_commits(journals: JournalFactory) -> None:
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        calls = [{"function": "add", "arguments": {"a": i, "b": 0}} for i in range(60)]
+        responses = await act_and_close(branch, calls)
+        assert [r.output for r in responses] == list(range(60))
+        # 60 write-aheads and 60 outcomes share transactions (a database commit gathers
+        # everything queued while the previous one ran; in memory a commit is instant)
+        assert journal.commits < (60 if journals.kind == "memory" else 30), journal.commits
+        assert len(await journal.calls()) == 60
+
+
+async def test_denied_calls_are_journaled_in_the_history_without_a_call(
+    journals: JournalFactory,
+) -> None:
+    async with journals.new() as journal:
+        branch = await journal.branch(policy=PermissionPolicy.deny_all())
+        branch.register_tools(add)
+        [response] = await act_and_close(
+            branch, {"function": "add", "arguments": {"a": 1, "b": 1}}
+        )
+        assert response.outcome is ActionOutcome.DENIED
+        assert await journal.calls() == []
+        history = await journal.history(branch.id)
+        assert history.messages[-1].content.outcome is ActionOutcome.DENIED  # type: ignore[attr-defined]
+
+
+# -- idempotency keys ----------------------------------------------------------------------------
+
+
+async def test_every_call_has_a_key_in_its_context(journals: JournalFactory) -> None:
+    keys: list[str | None] = []
+
+    def charge(amount: int, ctx: CallContext) -> str:
+        keys.append(ctx.idempotency_key)
+        return "ok"
+
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(Tool(charge, context_param="ctx"))
+        await act_and_close(
+            branch, {"function": "charge", "arguments": {"amount": 1}, "call_id": "call_1"}
+        )
+        assert keys == [f"{branch.id}/call_1"]
+        [call] = await journal.calls()
+        assert call.idempotency_key == keys[0]
+
+
+async def test_a_completed_key_returns_the_recorded_response_without_running(
+    journals: JournalFactory,
+) -> None:
+    runs: list[int] = []
+
+    def transfer(transfer_id: str, amount: int) -> dict[str, Any]:
+        runs.append(amount)
+        return {"transfer": transfer_id, "amount": amount}
+
+    tool = Tool(transfer, effect="keyed", idempotency_key=lambda args: args["transfer_id"])
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(tool)
+        [first] = await act_and_close(
+            branch, {"function": "transfer", "arguments": {"transfer_id": "t1", "amount": 5}}
+        )
+    async with journals.new() as journal:  # after a restart, from another branch
+        other = await journal.branch()
+        other.register_tools(tool)
+        [second] = await act_and_close(
+            other, {"function": "transfer", "arguments": {"transfer_id": "t1", "amount": 5}}
+        )
+    assert runs == [5]
+    assert second.outcome is ActionOutcome.COMPLETED
+    assert second.output == first.output == {"transfer": "t1", "amount": 5}
+    assert second.content.attempts == 0
+
+
+async def test_a_key_reused_with_other_arguments_fails_naming_both_calls(
+    journals: JournalFactory,
+) -> None:
+    runs: list[int] = []
+
+    def transfer(transfer_id: str, amount: int) -> int:
+        runs.append(amount)
+        return amount
+
+    tool = Tool(transfer, effect="keyed", idempotency_key=lambda args: args["transfer_id"])
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(tool)
+        async with branch:
+            await branch.act(
+                {
+                    "function": "transfer",
+                    "arguments": {"transfer_id": "t", "amount": 1},
+                    "call_id": "call_a",
+                }
+            )
+            [bad] = await branch.act(
+                {
+                    "function": "transfer",
+                    "arguments": {"transfer_id": "t", "amount": 2},
+                    "call_id": "call_b",
+                }
+            )
+    assert runs == [1]
+    assert bad.outcome is ActionOutcome.FAILED
+    assert bad.error is not None and bad.error.type == "IdempotencyKeyConflict"
+    assert "'call_a'" in bad.error.message and "'call_b'" in bad.error.message
+
+
+async def test_a_key_in_flight_is_waited_for_and_runs_once(journals: JournalFactory) -> None:
+    runs: list[int] = []
+    release, waiting = trio.Event(), trio.Event()
+
+    async def slow(order: int) -> int:
+        runs.append(order)
+        await release.wait()
+        return order
+
+    tool = Tool(slow, effect="keyed", idempotency_key=lambda args: "same")
+    async with journals.new() as journal:
+        wait_done = journal._wait_done
+
+        async def spy(key: str) -> Any:
+            waiting.set()
+            return await wait_done(key)
+
+        journal._wait_done = spy  # type: ignore[method-assign]
+        branch = await journal.branch()
+        branch.register_tools(tool)
+        async with branch, trio.open_nursery() as nursery:
+            results: list[Any] = []
+
+            async def act() -> None:
+                results.extend(await branch.act({"function": "slow", "arguments": {"order": 7}}))
+
+            nursery.start_soon(act)
+            nursery.start_soon(act)
+            await waiting.wait()  # the second call waits for the first
+            release.set()
+    assert runs == [7]
+    assert sorted(r.output for r in results) == [7, 7]
+
+
+# -- recovery ------------------------------------------------------------------------------------
+
+
+async def crashed_call(
+    journals: JournalFactory, tool: Tool, arguments: dict[str, Any]
+) -> tuple[uuid.UUID, str]:
+    """Journal a call whose tool runs and the process "dies" before the outcome commit.
+
+    The tool itself closes the journal, so nothing after its write-ahead reaches it.
+    """
+    journal = journals.new()
+    await journal.open()
+    original = tool.func_callable
+
+    async def dying(**kwargs: Any) -> Any:
+        await journal.aclose()
+        return original(**kwargs)
+
+    stand_in = Tool(
+        dying,
+        name=tool.name,
+        schema=tool.schema,
+        effect=tool.effect,
+        idempotency_key=tool.idempotency_key,
+    )
+    branch = await journal.branch()
+    branch.register_tools(stand_in)
+    async with branch:
+        await branch.act({"function": tool.name, "arguments": arguments, "call_id": "call_x"})
+    return branch.id, "call_x"
+
+
+@pytest.mark.parametrize("effect", ["pure", "idempotent", "keyed"])
+async def test_recovery_reruns_safe_calls_counting_attempts(
+    journals: JournalFactory, effect: str
+) -> None:
+    runs: list[int] = []
+
+    def work(n: int) -> int:
+        runs.append(n)
+        return n * 10
+
+    tool = Tool(work, effect=effect)  # type: ignore[arg-type]
+    branch_id, call_id = await crashed_call(journals, tool, {"n": 4})
+    assert runs == [4]
+    async with journals.new() as journal:
+        [pending] = await journal.calls(unfinished=True)
+        assert (pending.call_id, pending.attempts, pending.effect) == (call_id, 1, effect)
+        report = await journal.recover([tool])
+        assert report.counts() == {"rerun": 1}
+        [resolution] = report.resolutions
+        assert (resolution.outcome, resolution.attempts) == (ActionOutcome.COMPLETED, 2)
+        assert runs == [4, 4]
+        history = await journal.history(branch_id)
+        assert history.unanswered() == []
+        [response] = history.responses()
+        assert (response.output, response.content.attempts) == (40, 2)
+        assert await journal.calls(unfinished=True) == []
+        again = await journal.recover([tool])  # nothing left: recovery is idempotent
+        assert again.resolutions == ()
+
+
+async def test_recovery_never_reruns_an_unsafe_call(journals: JournalFactory) -> None:
+    runs: list[int] = []
+
+    def pay(n: int) -> int:
+        runs.append(n)
+        return n
+
+    tool = Tool(pay)
+    assert tool.effect == "unsafe"
+    branch_id, _ = await crashed_call(journals, tool, {"n": 1})
+    async with journals.new() as journal:
+        report = await journal.recover([tool])
+        assert report.counts() == {"interrupted": 1}
+        history = await journal.history(branch_id)
+        [response] = history.responses()
+        assert response.outcome is ActionOutcome.INTERRUPTED
+        assert response.error is not None and "may or may not" in response.error.message
+        assert response.content.attempts == 1
+    assert runs == [1]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "action", "outcome", "runs_after"),
+    [
+        (Applied({"found": True}), "reconciled", ActionOutcome.COMPLETED, 1),
+        (NotApplied(), "rerun", ActionOutcome.COMPLETED, 2),
+        (ValueError("ledger down"), "interrupted", ActionOutcome.INTERRUPTED, 1),
+    ],
+)
+async def test_a_reconcile_hook_finds_out_what_happened(
+    journals: JournalFactory, verdict: Any, action: str, outcome: ActionOutcome, runs_after: int
+) -> None:
+    runs: list[int] = []
+    asked: list[CallContext] = []
+
+    def pay(n: int) -> dict[str, bool]:
+        runs.append(n)
+        return {"found": False}
+
+    async def reconcile(context: CallContext) -> Any:
+        asked.append(context)
+        if isinstance(verdict, Exception):
+            raise verdict
+        return verdict
+
+    tool = Tool(pay, reconcile=reconcile)
+    branch_id, call_id = await crashed_call(journals, tool, {"n": 3})
+    async with journals.new() as journal:
+        report = await journal.recover([tool])
+        [resolution] = report.resolutions
+        assert (resolution.action, resolution.outcome) == (action, outcome)
+        [context] = asked
+        assert (context.call_id, dict(context.arguments)) == (call_id, {"n": 3})
+        assert context.idempotency_key == f"{branch_id}/{call_id}"
+        [response] = (await journal.history(branch_id)).responses()
+        assert response.outcome is outcome
+        if action == "reconciled":
+            assert response.output == {"found": True}
+        if action == "interrupted":
+            assert response.error is not None and "ledger down" in response.error.message
+    assert len(runs) == runs_after
+
+
+async def test_requests_that_never_reached_the_write_ahead_did_not_run(
+    journals: JournalFactory,
+) -> None:
+    """A request journaled (by another call's commit) whose own write-ahead never committed."""
+    runs: list[str] = []
+
+    def safe(tag: str) -> str:
+        runs.append(tag)
+        return tag
+
+    def unsafe(tag: str) -> str:
+        runs.append(tag)
+        return tag
+
+    tools = [Tool(safe, effect="pure"), Tool(unsafe)]
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        async with branch:
+            for name in ("safe", "unsafe"):
+                branch.messages.add_message(
+                    __import__("lionexec").ActionRequest.create(name, {"tag": name})
+                )
+        branch_id = branch.id
+    async with journals.new() as journal:
+        report = await journal.recover(tools)
+        actions = {r.function: (r.action, r.outcome) for r in report.resolutions}
+        assert actions == {
+            "safe": ("rerun", ActionOutcome.COMPLETED),
+            "unsafe": ("not_started", ActionOutcome.CANCELLED),
+        }
+        assert (await journal.history(branch_id)).unanswered() == []
+    assert runs == ["safe"]
+
+
+async def test_recovery_without_tools_leaves_safe_calls_for_later(
+    journals: JournalFactory,
+) -> None:
+    tool = Tool(add, effect="pure")
+    await crashed_call(journals, tool, {"a": 1, "b": 2})
+    async with journals.new() as journal:
+        report = await journal.recover(None)
+        assert report.counts() == {"left": 1}
+        assert len(await journal.calls(unfinished=True)) == 1
+        report = await journal.recover([tool])
+        assert report.counts() == {"rerun": 1}
+
+
+# -- lifecycle -----------------------------------------------------------------------------------
+
+
+async def test_a_closed_journal_refuses_work_by_name(journals: JournalFactory) -> None:
+    journal = journals.new()
+    with pytest.raises(JournalError, match="not open"):
+        await journal.calls()
+    async with journal:
+        pass
+    with pytest.raises(JournalError, match="closed"):
+        await journal.open()
+
+
+async def test_public_async_functions_checkpoint(journals: JournalFactory) -> None:
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        async with branch:
+            pass
+        for call in (
+            journal.branch_ids,
+            journal.calls,
+            lambda: journal.history(branch.id),
+            lambda: journal.branch(branch.id),
+        ):
+            with trio.testing.assert_checkpoints():
+                await call()
+
+
+def test_the_journal_is_a_branch_sink() -> None:
+    from lionexec.act import EvidenceSink
+    from lionexec.conversation import MessageManager
+    from lionexec.journal import JournalSink, MemoryJournal
+
+    assert isinstance(
+        JournalSink(MemoryJournal(), str(uuid.uuid4()), MessageManager()), EvidenceSink
+    )
+    assert Journal.__doc__
