@@ -262,7 +262,7 @@ def outcomes(responses: Iterable[Any]) -> list[str]:
     return [r.outcome.value for r in responses]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kit() -> SimpleNamespace:
     """The helpers above, for the test modules (conftest is not importable by name)."""
     return SimpleNamespace(

@@ -8,8 +8,19 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lionexec import AlcallParams, Branch, Instruction, System
+from lionexec.conversation import (
+    OUTCOME_STATUS,
+    ActionOutcome,
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    ErrorInfo,
+    MessageManager,
+)
 from lionexec.serialization import converter
 
 APIS = ["chat", "anthropic", "responses"]
@@ -223,3 +234,61 @@ def _b64(data: bytes) -> str:
     import base64
 
     return base64.b64encode(data).decode("ascii")
+
+
+PNG_BYTES = bytes.fromhex("89504e470d0a1a0a0000000d49484452")
+
+
+class Huge(int):
+    """An int too long to print, with a repr hypothesis can show."""
+
+    def __repr__(self) -> str:
+        return f"<int of {self.bit_length()} bits>"
+
+
+OUTPUTS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.floats()
+    | st.integers()
+    | st.just(Huge(10**5000))
+    | st.text()
+    | st.binary(max_size=8)
+    | st.just(PNG_BYTES),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=12,
+)
+OUTCOMES = st.sampled_from([o for o in ActionOutcome if o in OUTCOME_STATUS])
+
+
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(OUTCOMES, OUTPUTS, st.booleans()), min_size=1, max_size=4),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_any_history_exports_valid_strict_conversations(
+    kit: SimpleNamespace, batches: list[list[tuple[ActionOutcome, object, bool]]]
+) -> None:
+    history = MessageManager([System(content="s"), Instruction(content="u")])
+    for n, batch in enumerate(batches):
+        requests = [ActionRequest.create("f", {"v": n}) for _ in batch]
+        claimed = n % 2 == 0  # every other batch is claimed by an assistant turn
+        if claimed:
+            history.add_message(AssistantResponse(content=f"turn {n}", tool_calls=requests))
+        for request in requests:
+            history.add_message(request)
+        for request, (outcome, output, answered) in zip(requests, batch, strict=True):
+            if not answered:
+                continue  # exported with a "no response recorded" error result
+            if outcome is ActionOutcome.COMPLETED:
+                response = ActionResponse.create(request, output=output)
+            else:
+                error = ErrorInfo("E", str(output)[:20])
+                response = ActionResponse.create(request, outcome=outcome, error=error)
+            history.add_message(response)
+    kit.check_chat(history.to_openai())
+    kit.check_anthropic(history.to_anthropic())
+    kit.check_responses(history.to_responses())
+    kit.strict(converter.unstructure(history))
