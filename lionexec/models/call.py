@@ -40,7 +40,7 @@ __all__ = [
     "text_delta",
 ]
 
-Api = Literal["chat", "responses"]
+Api = Literal["chat", "responses", "anthropic"]
 
 #: The finish reasons a :class:`ModelResponse` may carry (Responses statuses are mapped onto
 #: them); any other value received is an :class:`UnknownFinishReasonError`.
@@ -52,7 +52,18 @@ _CHAT_FINISH: Final = {
     "content_filter": "content_filter",
     "function_call": "tool_calls",
 }
-_PATHS: Final = {"chat": "/chat/completions", "responses": "/responses"}
+_PATHS: Final = {"chat": "/chat/completions", "responses": "/responses", "anthropic": "/messages"}
+_ANTHROPIC_FINISH: Final = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+#: The ``anthropic-version`` header sent to an Anthropic Messages endpoint.
+ANTHROPIC_VERSION: Final = "2023-06-01"
+#: ``max_tokens`` sent to an Anthropic Messages endpoint when the parameters name none.
+ANTHROPIC_MAX_TOKENS: Final = 4096
 _FEEDBACK_HEADERS = ("retry-after", "retry-after-ms")
 _CLOSE_GRACE: Final = 1.0
 
@@ -62,9 +73,11 @@ class Endpoint:
     """Where and how to send requests.
 
     Attributes:
-        base_url: e.g. ``"https://api.openai.com/v1"`` or a local provider's URL.
-        api_key: sent as ``Authorization: Bearer ...``; never serialized or shown.
-        api: ``"chat"`` (Chat Completions) or ``"responses"``.
+        base_url: e.g. ``"https://api.openai.com/v1"``, ``"https://api.anthropic.com/v1"`` or a
+            local provider's URL.
+        api_key: sent as ``Authorization: Bearer ...`` (``x-api-key`` for Anthropic); never
+            serialized or shown.
+        api: ``"chat"`` (Chat Completions), ``"responses"`` or ``"anthropic"`` (Messages).
         headers: extra request headers.
         timeout: seconds for connecting and between bytes read (httpx semantics), or ``None``.
         max_body_bytes: the largest response body read (default 16 MiB); more is an error.
@@ -72,7 +85,9 @@ class Endpoint:
 
     base_url: str = attrs.field(validator=attrs.validators.instance_of(str))
     api_key: str | None = attrs.field(default=None, repr=False)
-    api: Api = attrs.field(default="chat", validator=attrs.validators.in_(("chat", "responses")))
+    api: Api = attrs.field(
+        default="chat", validator=attrs.validators.in_(("chat", "responses", "anthropic"))
+    )
     headers: Mapping[str, str] = attrs.field(factory=dict)
     timeout: float | None = 60.0
     max_body_bytes: int = 16 * 1024 * 1024
@@ -83,9 +98,14 @@ class Endpoint:
         return self.base_url.rstrip("/") + _PATHS[self.api]
 
     def request_headers(self) -> dict[str, str]:
-        headers = {"accept": "application/json", **self.headers}
-        if self.api_key:
+        headers = {"accept": "application/json"}
+        if self.api == "anthropic":
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+            if self.api_key:
+                headers["x-api-key"] = self.api_key
+        elif self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
+        headers.update(self.headers)
         return headers
 
 
@@ -416,8 +436,12 @@ def _shape(condition: bool, what: str, body: object) -> None:
 
 def _tool_call(call_id: object, name: object, arguments: object, body: object) -> dict[str, Any]:
     _shape(isinstance(name, str) and bool(name), "tool call name", body)
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments) if isinstance(arguments, Mapping) else "{}"
+    if arguments is None:
+        arguments = "{}"
+    elif not isinstance(arguments, str):
+        # Not a JSON object (a list, a number): passed on as JSON, so that act() answers the
+        # call ``invalid`` naming the problem instead of running it without arguments.
+        arguments = json.dumps(arguments)
     return {
         "id": call_id if isinstance(call_id, str) and call_id else None,
         "type": "function",
@@ -434,7 +458,11 @@ def parse_body(api: Api, raw: bytes | str) -> ModelResponse:
     """
     body = _loads(raw)
     _shape(isinstance(body, Mapping), "JSON object", body)
-    return parse_chat(body) if api == "chat" else parse_responses(body)
+    if api == "chat":
+        return parse_chat(body)
+    if api == "responses":
+        return parse_responses(body)
+    return parse_anthropic(body)
 
 
 def parse_chat(body: Mapping[str, Any]) -> ModelResponse:
@@ -513,6 +541,38 @@ def parse_responses(body: Mapping[str, Any]) -> ModelResponse:
     )
 
 
+def parse_anthropic(body: Mapping[str, Any]) -> ModelResponse:
+    """Read an Anthropic Messages response object."""
+    if body.get("type") == "error":
+        raise ProviderError(200, dict(body))
+    content: Any = body.get("content")
+    _shape(isinstance(content, list), "content list", body)
+    texts: list[str] = []
+    tool_calls = []
+    for block in content:
+        _shape(isinstance(block, Mapping), "content block object", body)
+        kind = block.get("type")
+        if kind == "text":
+            text: Any = block.get("text")
+            _shape(isinstance(text, str), "text", body)
+            texts.append(text)
+        elif kind == "tool_use":
+            tool_calls.append(
+                _tool_call(block.get("id"), block.get("name"), block.get("input"), body)
+            )
+    finish = body.get("stop_reason")
+    if finish not in _ANTHROPIC_FINISH:
+        raise UnknownFinishReasonError(finish)
+    return ModelResponse(
+        text="".join(texts),
+        tool_calls=tuple(tool_calls),
+        finish_reason=_ANTHROPIC_FINISH[finish],
+        usage=_usage(body.get("usage")),
+        model=_str_or_none(body.get("model")),
+        id=_str_or_none(body.get("id")),
+    )
+
+
 # -- streams ----------------------------------------------------------------------------------
 
 
@@ -564,6 +624,7 @@ class _Assembler:
     id: str | None = None
     done: bool = False
     final: ModelResponse | None = None
+    input_tokens: int = 0
 
     def feed(self, chunk: Any) -> bool:
         """Take one chunk; return ``True`` for the end marker and anything after the end
@@ -577,8 +638,10 @@ class _Assembler:
         self.chunks += 1
         if self.api == "chat":
             self._chat(chunk)
-        else:
+        elif self.api == "responses":
             self._responses(chunk)
+        else:
+            self._anthropic(chunk)
         return False
 
     def _chat(self, chunk: Mapping[str, Any]) -> None:
@@ -620,7 +683,47 @@ class _Assembler:
         elif kind in ("error", "response.failed"):
             raise ProviderError(200, dict(chunk))
 
+    def _anthropic(self, chunk: Mapping[str, Any]) -> None:
+        kind = chunk.get("type")
+        if kind == "message_start":
+            message = chunk.get("message")
+            if isinstance(message, Mapping):
+                self.model = _str_or_none(message.get("model"))
+                self.id = _str_or_none(message.get("id"))
+                self.input_tokens = _int((message.get("usage") or {}).get("input_tokens"))
+        elif kind == "content_block_start":
+            block: Any = chunk.get("content_block")
+            _shape(isinstance(block, Mapping), "content block", chunk)
+            if block.get("type") == "tool_use":
+                partial = self.calls.setdefault(_int(chunk.get("index")), _PartialCall())
+                partial.id = _str_or_none(block.get("id"))
+                partial.name = str(block.get("name") or "")
+            elif block.get("type") == "text" and isinstance(block.get("text"), str):
+                self.text.append(block["text"])
+        elif kind == "content_block_delta":
+            delta: Any = chunk.get("delta")
+            _shape(isinstance(delta, Mapping), "delta object", chunk)
+            if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+                self.text.append(delta["text"])
+            elif delta.get("type") == "input_json_delta":
+                partial = self.calls.setdefault(_int(chunk.get("index")), _PartialCall())
+                if isinstance(delta.get("partial_json"), str):
+                    partial.arguments.append(delta["partial_json"])
+        elif kind == "message_delta":
+            delta = chunk.get("delta")
+            if isinstance(delta, Mapping) and "stop_reason" in delta:
+                self.finish = delta.get("stop_reason")
+            usage = chunk.get("usage")
+            if isinstance(usage, Mapping):
+                self.usage = Usage(self.input_tokens, _int(usage.get("output_tokens")))
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise ProviderError(200, dict(chunk))
+
     def result(self) -> ModelResponse:
+        if self.api == "anthropic":
+            return self._assembled(_ANTHROPIC_FINISH, "message_stop")
         if self.api == "responses":
             if self.final is None:
                 raise StreamTruncatedError(
@@ -628,20 +731,23 @@ class _Assembler:
                     chunks=self.chunks,
                 )
             return self.final
+        return self._assembled(_CHAT_FINISH, "[DONE]")
+
+    def _assembled(self, finishes: Mapping[str, str], marker: str) -> ModelResponse:
         if not self.done:
             raise StreamTruncatedError(
-                f"stream ended after {self.chunks} chunks without [DONE]", chunks=self.chunks
+                f"stream ended after {self.chunks} chunks without {marker}", chunks=self.chunks
             )
-        if self.finish not in _CHAT_FINISH:
+        if self.finish not in finishes:
             raise UnknownFinishReasonError(self.finish)
         calls = tuple(
-            _tool_call(p.id, p.name, "".join(p.arguments), {"stream": True})
+            _tool_call(p.id, p.name, "".join(p.arguments) or "{}", {"stream": True})
             for _, p in sorted(self.calls.items())
         )
         return ModelResponse(
             text="".join(self.text),
             tool_calls=calls,
-            finish_reason=_CHAT_FINISH[str(self.finish)],
+            finish_reason=finishes[str(self.finish)],
             usage=self.usage,
             model=self.model,
             id=self.id,
@@ -649,12 +755,19 @@ class _Assembler:
 
 
 def text_delta(chunk: Any) -> str:
-    """The assistant text a stream chunk adds (Chat Completions or Responses), or ``""``."""
+    """The assistant text a stream chunk adds (any of the three APIs), or ``""``."""
     if not isinstance(chunk, Mapping):
         return ""
-    if chunk.get("type") == "response.output_text.delta":
+    kind = chunk.get("type")
+    if kind == "response.output_text.delta":
         delta = chunk.get("delta")
         return delta if isinstance(delta, str) else ""
+    if kind == "content_block_delta":
+        block = chunk.get("delta")
+        if isinstance(block, Mapping) and block.get("type") == "text_delta":
+            text = block.get("text")
+            return text if isinstance(text, str) else ""
+        return ""
     choices = chunk.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
         delta = choices[0].get("delta")
@@ -678,17 +791,27 @@ def build_payload(
 
     For ``"responses"`` the messages become ``input`` items (assistant tool calls become
     ``function_call`` items, tool results ``function_call_output`` items) and the tools are
-    flattened. *params* (``temperature``, ``max_tokens``, ...) are passed through.
+    flattened. For ``"anthropic"`` system messages become ``system``, assistant tool calls
+    ``tool_use`` blocks, tool results ``tool_result`` blocks of a user turn, and
+    ``max_tokens`` defaults to :data:`ANTHROPIC_MAX_TOKENS`. *params* (``temperature``,
+    ``max_tokens``, ...) are passed through.
     """
     payload: dict[str, Any] = {"model": model}
     if api == "chat":
         payload["messages"] = [dict(m) for m in messages]
         if tools:
             payload["tools"] = [dict(t) for t in tools]
-    else:
+    elif api == "responses":
         payload["input"] = _responses_input(messages)
         if tools:
             payload["tools"] = [_responses_tool(t) for t in tools]
+    else:
+        system, payload["messages"] = _anthropic_messages(messages)
+        if system:
+            payload["system"] = system
+        if tools:
+            payload["tools"] = [_anthropic_tool(t) for t in tools]
+        payload["max_tokens"] = ANTHROPIC_MAX_TOKENS
     payload.update(params)
     return payload
 
@@ -726,4 +849,65 @@ def _responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     function = tool.get("function")
     if tool.get("type") == "function" and isinstance(function, Mapping):
         return {"type": "function", **function}
+    return dict(tool)
+
+
+def _anthropic_messages(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[str, list[dict[str, Any]]]:
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def put(role: str, blocks: list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in messages:
+        role, content = message.get("role"), message.get("content")
+        if role == "system":
+            system.append(content if isinstance(content, str) else json.dumps(content))
+        elif role == "tool":
+            text = content if isinstance(content, str) else json.dumps(content)
+            put(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": message.get("tool_call_id"),
+                        "content": text,
+                    }
+                ],
+            )
+        else:
+            blocks: list[dict[str, Any]] = []
+            if isinstance(content, str) and content:
+                blocks.append({"type": "text", "text": content})
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", {})
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = {}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id"),
+                        "name": function.get("name"),
+                        "input": arguments if isinstance(arguments, dict) else {},
+                    }
+                )
+            if blocks:
+                put("assistant" if role == "assistant" else "user", blocks)
+    return "\n\n".join(system), out
+
+
+def _anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    if tool.get("type") == "function" and isinstance(function, Mapping):
+        spec = {"name": function.get("name"), "input_schema": function.get("parameters") or {}}
+        if function.get("description"):
+            spec["description"] = function["description"]
+        return spec
     return dict(tool)

@@ -5,9 +5,9 @@ Needs ``hypercorn`` (and the ``http`` extra for the client side). Start it in a 
     provider = LocalProvider([Reply(text="hi")])
     base_url = await nursery.start(provider.serve)   # "http://127.0.0.1:<port>/v1"
 
-It answers ``POST /v1/chat/completions`` and ``POST /v1/responses``, streaming server-sent
-events when the request says ``"stream": true``. Each request takes the next step of the
-script (or *default* when the script is used up):
+It answers ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/messages``
+(Anthropic), streaming server-sent events when the request says ``"stream": true``. Each
+request takes the next step of the script (or *default* when the script is used up):
 
 * :class:`Reply`: a completion (text, tool calls, finish reason, usage), whole or streamed;
 * :class:`Fail`: an HTTP error status, e.g. ``429`` with ``Retry-After``, or ``500``;
@@ -188,7 +188,12 @@ class LocalProvider:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        api = {"/v1/chat/completions": "chat", "/v1/responses": "responses"}.get(path)
+        routes = {
+            "/v1/chat/completions": "chat",
+            "/v1/responses": "responses",
+            "/v1/messages": "anthropic",
+        }
+        api = routes.get(path)
         raw = b""
         while True:
             message = await receive()
@@ -245,7 +250,8 @@ class LocalProvider:
         self.log.statuses.append(200)
         reply = step if isinstance(step, Reply) else step.reply
         self._ids += 1
-        ident = f"{'chatcmpl' if api == 'chat' else 'resp'}-{self._ids}"
+        prefix = {"chat": "chatcmpl", "responses": "resp", "anthropic": "msg"}[api]
+        ident = f"{prefix}-{self._ids}"
         if not stream:
             payload = json.dumps(self._whole(api, ident, reply)).encode()
             if isinstance(step, Disconnect | Stall):
@@ -344,6 +350,8 @@ class LocalProvider:
                     "total_tokens": tokens_in + tokens_out,
                 },
             }
+        if api == "anthropic":
+            return self._anthropic_whole(ident, reply, calls)
         output: list[dict[str, Any]] = []
         if reply.text:
             output.append(
@@ -386,9 +394,102 @@ class LocalProvider:
             result["incomplete_details"] = {"reason": "max_output_tokens"}
         return result
 
+    def _anthropic_whole(
+        self, ident: str, reply: Reply, calls: list[tuple[str, str, str]]
+    ) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for call_id, name, args in calls:
+            try:
+                arguments = json.loads(args)
+            except ValueError:
+                arguments = args  # scripted malformed arguments, sent as a string
+            content.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+        finish = self._finish(reply)
+        stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}.get(
+            finish, finish
+        )
+        tokens_in, tokens_out = reply.usage
+        return {
+            "id": ident,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+        }
+
+    def _anthropic_chunks(self, ident: str, reply: Reply, pieces: list[str]) -> list[bytes]:
+        whole = self._anthropic_whole(ident, reply, self._calls(reply))
+        start = {**whole, "content": [], "stop_reason": None}
+        start["usage"] = {"input_tokens": reply.usage[0], "output_tokens": 0}
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+        index = 0
+        if pieces:
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                }
+            )
+            events += [
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": piece},
+                }
+                for piece in pieces
+            ]
+            events.append({"type": "content_block_stop", "index": 0})
+            index = 1
+        for block in whole["content"]:
+            if block["type"] != "tool_use":
+                continue
+            args = (
+                block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            )
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": block["id"],
+                        "name": block["name"],
+                        "input": {},
+                    },
+                }
+            )
+            half = len(args) // 2
+            for part in (args[:half], args[half:]):
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": part},
+                    }
+                )
+            events.append({"type": "content_block_stop", "index": index})
+            index += 1
+        events.append(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": reply.usage[1]},
+            }
+        )
+        events.append({"type": "message_stop"})
+        return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
     def _chunks(self, api: str, ident: str, reply: Reply) -> list[bytes]:
         size = max(1, reply.chunk_size)
         pieces = [reply.text[i : i + size] for i in range(0, len(reply.text), size)]
+        if api == "anthropic":
+            return self._anthropic_chunks(ident, reply, pieces)
         if api == "responses":
             events: list[dict[str, Any]] = [
                 {"type": "response.output_text.delta", "delta": piece} for piece in pieces

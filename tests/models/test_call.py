@@ -86,19 +86,65 @@ async def test_stream_yields_the_server_chunks_unchanged(provider: LocalProvider
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-async def test_responses_api(provider: LocalProvider, streaming: bool) -> None:
-    provider.add(Reply(text="via responses", tool_calls=[("lookup", {"q": "x"})]))
-    call = new_call(provider, api="responses", streaming=streaming)
+@pytest.mark.parametrize(
+    ("api", "field", "last"),
+    [("responses", "input", "response.completed"), ("anthropic", "messages", "message_stop")],
+)
+async def test_responses_and_anthropic_apis(
+    provider: LocalProvider, streaming: bool, api: str, field: str, last: str
+) -> None:
+    provider.add(Reply(text="via " + api, tool_calls=[("lookup", {"q": "x"})], usage=(3, 4)))
+    call = new_call(provider, api=api, streaming=streaming)
     chunks = await run(call)
     assert call.status is EventStatus.COMPLETED, call.execution.error
     response = call.response
     assert isinstance(response, ModelResponse)
-    assert response.text == "via responses"
-    assert response.tool_calls[0]["function"]["name"] == "lookup"
+    assert response.text == "via " + api
+    assert response.tool_calls[0]["function"] == {"name": "lookup", "arguments": '{"q": "x"}'}
     assert response.finish_reason == "tool_calls"
-    assert "input" in provider.log.requests[0]
+    assert response.usage is not None and response.usage.total_tokens == 7
+    assert field in provider.log.requests[0]
     if streaming:
-        assert chunks[-1]["type"] == "response.completed"
+        assert chunks[-1]["type"] == last
+    else:
+        assert chunks == []
+
+
+async def test_anthropic_request_shape(provider: LocalProvider) -> None:
+    provider.add(Reply("ok"))
+    assert provider.base_url is not None
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "t2", "type": "function", "function": {"name": "f", "arguments": "["}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "1"},
+        {"role": "tool", "tool_call_id": "t2", "content": "2"},
+    ]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    payload = build_payload("anthropic", "claude", messages, tools=tools)
+    assert payload["system"] == "be brief" and payload["max_tokens"] > 0
+    assert [m["role"] for m in payload["messages"]] == ["user", "assistant", "user"]
+    assert [b["tool_use_id"] for b in payload["messages"][2]["content"]] == ["t1", "t2"]
+    assert payload["tools"] == [{"name": "f", "input_schema": {"type": "object"}}]
+    import anthropic.types
+    import pydantic
+
+    adapter = pydantic.TypeAdapter(anthropic.types.MessageParam)
+    for message in payload["messages"]:
+        adapter.validate_python(message)
+    endpoint = Endpoint(provider.base_url, api="anthropic", api_key="sk-ant")
+    assert endpoint.request_headers()["x-api-key"] == "sk-ant"
+    assert "authorization" not in endpoint.request_headers()
+    call = ModelCall(endpoint=endpoint, payload=payload)
+    await call.invoke()
+    assert call.status is EventStatus.COMPLETED
 
 
 FAILURES = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -250,6 +251,29 @@ async def test_the_loop_through_a_rate_limited_processor(provider: LocalProvider
     stats = processor.statistics()
     assert stats.completed == 2 and stats.limits.granted == 2
     assert stats.limits.tokens_charged == 2 * 17  # estimates corrected to reported usage
+    assert_consistent(branch)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_loop_on_the_anthropic_api(provider: LocalProvider, stream: bool) -> None:
+    provider.add(Reply("hm", tool_calls=[("add", {"a": 1, "b": 2}), ("add", "[1]")]), Reply("3"))
+    branch = new_branch()
+    model = model_for(provider, api="anthropic")
+    if stream:
+        async for event in run_stream(branch, model, "1 + 2?", system="sys"):
+            result = event
+    else:
+        result = await run(branch, model, "1 + 2?", system="sys")
+    assert isinstance(result, LoopResult) and result.text == "3"
+    second = provider.log.requests[1]
+    assert second["system"] == "sys"
+    roles = [m["role"] for m in second["messages"]]
+    # Roles alternate (the unreadable call is exported as an assistant turn of its own).
+    assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles))
+    outcomes = sorted(r.content.outcome.value for r in branch.messages.responses())
+    assert outcomes == ["completed", "invalid"]
+    for message in second["messages"]:
+        ANTHROPIC_MESSAGE.validate_python(message)
     assert_consistent(branch)
 
 
