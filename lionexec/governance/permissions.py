@@ -291,16 +291,23 @@ def _compile(source: str, kind: SubjectKind, basename: bool = False) -> _Pattern
 
 
 def _segment_regex(glob: str) -> str:
-    """A regular expression for one path segment: ``*`` and ``?`` never cross ``/``."""
-    out: list[str] = []
+    """A regular expression for one path segment (segments never contain ``/``).
+
+    ``*`` is any run of characters, ``?`` one character, ``[...]`` (``[!...]``) one character
+    of (not of) a set; an unclosed ``[`` is literal. The chunks between stars are matched
+    lazily inside atomic groups, as :func:`fnmatch.translate` does, so no pattern backtracks
+    catastrophically on a long hostile segment.
+    """
+    pieces: list[str] = []  # "" is a star
     i, n = 0, len(glob)
     while i < n:
         c = glob[i]
         i += 1
         if c == "*":
-            out.append("[^/]*")
+            if not pieces or pieces[-1]:
+                pieces.append("")
         elif c == "?":
-            out.append("[^/]")
+            pieces.append(".")
         elif c == "[":
             j = i
             if j < n and glob[j] in "!^":
@@ -310,7 +317,7 @@ def _segment_regex(glob: str) -> str:
             while j < n and glob[j] != "]":
                 j += 1
             if j >= n:  # no closing bracket: a literal "["
-                out.append(re.escape(c))
+                pieces.append(re.escape(c))
                 continue
             inner = glob[i:j]
             i = j + 1
@@ -318,9 +325,24 @@ def _segment_regex(glob: str) -> str:
             if negate:
                 inner = inner[1:]
             inner = inner.replace("\\", "\\\\").replace("[", "\\[")
-            out.append(f"[^/{inner}]" if negate else f"(?:(?!/)[{inner}])")
+            pieces.append(f"[^{inner}]" if negate else f"[{inner}]")
         else:
-            out.append(re.escape(c))
+            pieces.append(re.escape(c))
+    out: list[str] = []
+    k = 0
+    while k < len(pieces) and pieces[k]:
+        out.append(pieces[k])
+        k += 1
+    while k < len(pieces):
+        k += 1  # the star
+        chunk: list[str] = []
+        while k < len(pieces) and pieces[k]:
+            chunk.append(pieces[k])
+            k += 1
+        if k == len(pieces):  # the last star: its chunk ends the segment
+            out.append(".*" + "".join(chunk))
+        else:
+            out.append(f"(?>.*?{''.join(chunk)})")
     return "".join(out)
 
 
