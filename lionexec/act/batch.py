@@ -115,6 +115,9 @@ async def fan_out(
     one), unless *return_exceptions* puts it in its slot. Cancellation of the caller cancels
     every call and propagates.
     """
+    if not items:
+        await trio.lowlevel.checkpoint()
+        return []
     results: list[Any] = [None] * len(items)
     throttle = Throttle(throttle_period)
     if max_concurrent == 1 or len(items) == 1:

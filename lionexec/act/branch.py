@@ -366,10 +366,6 @@ class Branch:
     def _check_new(self, proposals: list[Proposal], requests: list[ActionRequest]) -> None:
         """Refuse, before anything is recorded, calls that could not get one new response."""
         history = self.messages
-        find = getattr(history, "request_for_call_id", None)
-        if find is None:  # TEMPORARY until MessageManager.request_for_call_id lands
-            index = {r.call_id: r for r in history.requests()}
-            find = index.get
         seen: set[uuid.UUID] = set()
         for proposal, request in zip(proposals, requests, strict=True):
             call_id = proposal.call_id
@@ -390,7 +386,7 @@ class Branch:
                     f"action request {request.id} appears twice in one batch", call_id=call_id
                 )
             seen.add(request.id)
-            existing = find(call_id)
+            existing = history.request_for_call_id(call_id)
             if existing is not None and existing is not request:
                 raise DuplicateCallError(
                     f"call id {call_id!r} is already in this history (request {existing.id}); "

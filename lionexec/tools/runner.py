@@ -79,6 +79,7 @@ async def run_callable(
         # the common case: a plain coroutine, awaited directly (act rows of nox -s bench)
         result = fn(*args, **kwargs)
     elif inline:
+        await trio.lowlevel.checkpoint()  # trio's rule: a public coroutine always yields
         result = fn(*args, **kwargs)
     else:
         (result,) = await trio.to_thread.run_sync(
