@@ -176,3 +176,21 @@ class CallRejected(LionexecError):
     def __init__(self, outcome: str, reason: str) -> None:
         super().__init__(reason)
         self.outcome = outcome
+
+
+class NotInTrioError(LionexecError, RuntimeError):
+    """A lionexec coroutine was awaited outside a trio run (for instance under ``asyncio.run``).
+
+    Raised before anything is recorded.
+    """
+
+
+def require_trio(what: str) -> None:
+    """Raise :class:`NotInTrioError` naming *what* unless running inside trio."""
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        raise NotInTrioError(
+            f"{what} must run inside trio: lionexec is a trio library. Run it with "
+            "trio.run(main), or from anyio with anyio.run(main, backend='trio')."
+        ) from None
