@@ -17,6 +17,7 @@ from lionexec.errors import ConfigurationError, SchemaError, ValidationError
 
 from .docstrings import parse_docstring
 from .jsonschema import SchemaValidator, compile_schema
+from .runner import is_async_callable, run_callable
 from .schema import (
     Parameter,
     SchemaFormat,
@@ -30,15 +31,7 @@ from .schema import (
 from .strict import null_defaults, strict_parameters
 from .validation import argument_converter, describe_error
 
-__all__ = [
-    "DEFAULT_TOOL_THREADS",
-    "EFFECTS",
-    "TOOL_NAME_PATTERN",
-    "Effect",
-    "Tool",
-    "current_tool_limiter",
-    "is_async_callable",
-]
+__all__ = ["EFFECTS", "TOOL_NAME_PATTERN", "Effect", "Tool"]
 
 #: What repeating a call of a tool means (see ``Tool(effect=...)``).
 Effect: TypeAlias = Literal["pure", "idempotent", "keyed", "unsafe"]
@@ -47,46 +40,6 @@ EFFECTS: Final[tuple[Effect, ...]] = ("pure", "idempotent", "keyed", "unsafe")
 
 #: What a provider accepts as a function name (OpenAI and Anthropic agree).
 TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-#: Worker threads all tools of one trio run may occupy at once, unless a tool brings its own
-#: limiter. Matches trio's own default thread limit.
-DEFAULT_TOOL_THREADS: Final = 40
-
-_TOOL_LIMITER: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar(
-    "lionexec.tool_limiter"
-)
-
-
-def current_tool_limiter() -> trio.CapacityLimiter:
-    """The limiter shared by every tool without one of its own, in the current trio run.
-
-    It holds :data:`DEFAULT_TOOL_THREADS` tokens and is separate from trio's default thread
-    limiter, so tools cannot starve other ``trio.to_thread`` users (or the reverse). Like any
-    trio object it belongs to one run, so it is created per run on first use; adjust
-    ``total_tokens`` on it to resize.
-    """
-    try:
-        return _TOOL_LIMITER.get()
-    except LookupError:
-        limiter = trio.CapacityLimiter(DEFAULT_TOOL_THREADS)
-        _TOOL_LIMITER.set(limiter)
-        return limiter
-
-
-def is_async_callable(obj: object) -> bool:
-    """Whether calling *obj* returns a coroutine, judged from its declaration.
-
-    Sees through :func:`functools.partial` and recognises ``async def`` functions, bound
-    async methods and objects whose ``__call__`` is ``async def``.
-    """
-    while isinstance(obj, functools.partial):
-        obj = obj.func
-    if inspect.iscoroutinefunction(obj):
-        return True
-    if isinstance(obj, type) or inspect.isfunction(obj) or inspect.ismethod(obj):
-        return False
-    return inspect.iscoroutinefunction(getattr(obj, "__call__", None))  # noqa: B004
-
 
 def _no_kwargs() -> dict[str, Any]:
     return {}
@@ -431,48 +384,49 @@ class Tool:
 
     # -- running ----------------------------------------------------------------------------
 
-    async def _preprocess(self, arguments: dict[str, Any]) -> Any:
-        assert self.preprocessor is not None
-        return await self._run(
-            self.preprocessor, self._pre_async, arguments, **self.preprocessor_kwargs
-        )
+    async def transform(self, arguments: dict[str, Any]) -> Any:
+        """Run the :attr:`preprocessor` on *arguments* (per the sync policy); return its result.
 
-    async def _call(self, arguments: Mapping[str, Any]) -> Any:
-        return await self._run(self.func_callable, self._func_async, **arguments)
-
-    async def _postprocess(self, response: Any) -> Any:
-        assert self.postprocessor is not None
-        return await self._run(
-            self.postprocessor, self._post_async, response, **self.postprocessor_kwargs
-        )
-
-    async def _run(
-        self, fn: Callable[..., Any], declared_async: bool, /, *args: Any, **kwargs: Any
-    ) -> Any:
-        """Call *fn* per the sync policy (DELTAS A4); return its result, awaited if awaitable.
-
-        Async-declared callables run on the trio thread; sync ones in a worker thread under
-        the tool's limiter, or inline when :attr:`inline`. A cancelled offload is abandoned at
-        once: the thread keeps its limiter token until it really returns, and its result is
-        dropped.
+        The caller checks the result: the act transaction revalidates it (schema and policy).
         """
-        if declared_async or self.inline:
-            result = fn(*args, **kwargs)
-        else:
-            (result,) = await trio.to_thread.run_sync(
-                functools.partial(_boxed, fn, args, kwargs),
-                abandon_on_cancel=True,
-                limiter=self.limiter if self.limiter is not None else current_tool_limiter(),
-            )
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        assert self.preprocessor is not None
+        return await run_callable(
+            self.preprocessor,
+            self._pre_async,
+            (arguments,),
+            self.preprocessor_kwargs,
+            inline=self.inline,
+            limiter=self.limiter,
+        )
+
+    async def call(self, arguments: Mapping[str, Any]) -> Any:
+        """Call :attr:`func_callable` with *arguments* as keywords (per the sync policy)."""
+        return await run_callable(
+            self.func_callable,
+            self._func_async,
+            (),
+            arguments,
+            inline=self.inline,
+            limiter=self.limiter,
+        )
+
+    async def postprocess(self, response: Any) -> Any:
+        """Run the :attr:`postprocessor` on *response*; return what it returns."""
+        assert self.postprocessor is not None
+        return await run_callable(
+            self.postprocessor,
+            self._post_async,
+            (response,),
+            self.postprocessor_kwargs,
+            inline=self.inline,
+            limiter=self.limiter,
+        )
 
     # -- records ----------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible record: name, description, schema and options; no callables."""
-        from lionexec.serialization import converter
+        from lionexec._unstructure import converter
 
         record: dict[str, Any] = converter.unstructure(self, Tool)
         return record
@@ -490,11 +444,6 @@ class Tool:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tool:
         return self
-
-
-def _boxed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any]:
-    """Call *fn* in a worker thread; boxed so trio lets a returned coroutine through."""
-    return (fn(*args, **kwargs),)
 
 
 _EMPTY_OBJECT: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
