@@ -7,7 +7,7 @@ By default it talks to lionexec's scripted local provider (an OpenAI-compatible 
 
 With ``OPENAI_BASE_URL`` and/or ``OPENAI_API_KEY`` set it talks to that endpoint instead
 (``OPENAI_MODEL`` picks the model, default ``gpt-4o-mini``; ``OPENAI_API=responses`` uses the
-Responses API)::
+Responses API, ``OPENAI_API=anthropic`` Anthropic's Messages API)::
 
     OPENAI_API_KEY=sk-... python examples/agent.py "How many words are in 'to be or not'?"
 
@@ -23,6 +23,7 @@ import json
 import os
 import sys
 from contextlib import aclosing
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -38,6 +39,10 @@ from lionexec.models import (
     ToolResult,
     run_stream,
 )
+from lionexec.models.call import Api
+
+if TYPE_CHECKING:
+    from lionexec.models.testing import Reply
 
 QUESTION = "What is 19 + 23, and how many words are in 'the quick brown fox'?"
 
@@ -57,9 +62,9 @@ def delete_file(path: str) -> str:
     raise AssertionError("the policy denies this tool")
 
 
-def script() -> list[object]:
+def script() -> list[Reply]:
     """What the local provider answers: two tool turns (one denied call), then the answer."""
-    from lionexec.models.testing import Reply
+    from lionexec.models.testing import Reply  # needs hypercorn, like the local provider
 
     return [
         Reply(
@@ -117,7 +122,11 @@ async def main(argv: list[str]) -> None:
     question = " ".join(argv) or QUESTION
     base_url = os.environ.get("OPENAI_BASE_URL")
     api_key = os.environ.get("OPENAI_API_KEY")
-    api = "responses" if os.environ.get("OPENAI_API") == "responses" else "chat"
+    apis: dict[str, Api] = {"chat": "chat", "responses": "responses", "anthropic": "anthropic"}
+    name = os.environ.get("OPENAI_API", "chat")
+    if name not in apis:
+        raise SystemExit(f"OPENAI_API must be chat, responses or anthropic, not {name!r}")
+    api = apis[name]
     if base_url or api_key:
         endpoint = Endpoint(base_url or "https://api.openai.com/v1", api_key=api_key, api=api)
         model = Model(endpoint=endpoint, name=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
@@ -125,7 +134,7 @@ async def main(argv: list[str]) -> None:
     else:
         from lionexec.models.testing import LocalProvider
 
-        provider = LocalProvider(script())  # type: ignore[arg-type]
+        provider = LocalProvider(script())
         async with trio.open_nursery() as nursery:
             base = await nursery.start(provider.serve)
             model = Model(endpoint=Endpoint(base, api=api), name="local-model")
