@@ -1,0 +1,178 @@
+"""Bad input: each a named error, and nothing committed is lost."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+
+from lionexec.conversation import ActionOutcome
+from lionexec.journal import (
+    SCHEMA_VERSION,
+    JournalConnectionError,
+    JournalSchemaError,
+    NotAJournalError,
+    SqliteJournal,
+    open_journal,
+)
+from lionexec.tools import Tool
+
+from .conftest import JournalFactory, PostgresServer
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+async def test_a_garbage_file_is_not_a_journal(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not SQLite at all, just some bytes " * 100)
+    with pytest.raises(NotAJournalError, match="garbage.db") as info:
+        async with SqliteJournal(path):
+            pass
+    assert info.value.target == str(path)
+    assert path.read_bytes().startswith(b"this is not SQLite")  # untouched
+
+
+async def test_a_foreign_sqlite_database_is_not_a_journal(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+    with pytest.raises(NotAJournalError, match="another program.*users"):
+        async with SqliteJournal(path):
+            pass
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert tables == {"users"}  # nothing was created in it
+
+
+async def test_a_directory_is_not_a_journal(tmp_path: Path) -> None:
+    with pytest.raises(NotAJournalError, match="directory"):
+        async with SqliteJournal(tmp_path):
+            pass
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(journals: JournalFactory) -> None:
+    if journals.kind == "memory":
+        pytest.skip("the memory journal has no schema")
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            await branch.act({"function": "add", "arguments": {"a": 1, "b": 2}})
+        backend = journal.backend
+        await backend.run(
+            lambda store: store.tx.execute(  # type: ignore[attr-defined]
+                "UPDATE lionexec_schema_version SET version = ?", (SCHEMA_VERSION + 1,)
+            )
+        )
+    with pytest.raises(JournalSchemaError, match=f"version {SCHEMA_VERSION + 1}") as info:
+        async with journals.new():
+            pass
+    assert (info.value.found, info.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+
+
+async def test_migrations_are_applied_once_and_recorded(journals: JournalFactory) -> None:
+    if journals.kind == "memory":
+        pytest.skip("the memory journal has no schema")
+    for _ in range(2):
+        async with journals.new() as journal:
+            rows = await journal.backend.run(
+                lambda store: store.tx.execute("SELECT version FROM lionexec_schema_version")  # type: ignore[attr-defined]
+            )
+            assert rows == [(SCHEMA_VERSION,)]
+
+
+async def test_a_wrong_url_is_a_connection_error_naming_it() -> None:
+    with pytest.raises(JournalConnectionError, match="mysql"):
+        open_journal("mysql://localhost/db")
+    journal = open_journal("postgresql://nobody:secret@127.0.0.1:1/nothing", connect_timeout=1)
+    with pytest.raises(JournalConnectionError, match="127.0.0.1:1") as info:
+        async with journal:
+            pass
+    assert "secret" not in str(info.value)  # the password is never in a message
+
+
+async def test_a_lost_connection_fails_the_call_unrun_and_keeps_what_was_committed(
+    postgres_server: PostgresServer,
+) -> None:
+    import psycopg
+
+    from lionexec.journal.postgres import PostgresJournal
+
+    url = postgres_server.create_database()
+    runs: list[int] = []
+
+    def work(n: int) -> int:
+        runs.append(n)
+        return n
+
+    async with PostgresJournal(url, min_size=1, max_size=1) as journal:
+        branch = await journal.branch()
+        branch.register_tools(Tool(work))
+        async with branch:
+            [first] = await branch.act({"function": "work", "arguments": {"n": 1}})
+            await branch.sinks[0].flush()  # type: ignore[attr-defined]  # its outcome too
+            dbname = url.rsplit("/", 1)[1]
+            with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (dbname,),
+                )
+                for _ in range(100):  # termination is asynchronous: wait until it is done
+                    row = admin.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)
+                    ).fetchone()
+                    if row is not None and row[0] == 0:
+                        break
+                    await trio.sleep(0.02)
+            later = [
+                (await branch.act({"function": "work", "arguments": {"n": n}}))[0]
+                for n in range(2, 6)
+            ]
+        assert first.outcome is ActionOutcome.COMPLETED
+        failed = [r for r in later if r.outcome is ActionOutcome.FAILED]
+        sink_failures = [f for f in branch.failures if f.where == "sink"]
+        assert failed or sink_failures  # the lost connection was noticed, by a call or a sink
+        for response in failed:  # a call whose request could not be committed never ran
+            assert response.error is not None and response.error.type == "JournalConnectionError"
+            assert response.arguments["n"] not in runs
+        assert later[-1].outcome is ActionOutcome.COMPLETED  # the pool reconnected
+    async with PostgresJournal(
+        url
+    ) as journal:  # nothing committed was lost, nothing ran unjournaled
+        calls = {c.arguments["n"]: c for c in await journal.calls()}
+        assert set(calls) == set(runs)
+        assert all(c.done for c in calls.values())
+        history = await journal.history(branch.id)
+        assert history == branch.messages
+
+
+async def test_cancelling_a_query_cancels_it_on_the_server(
+    postgres_server: PostgresServer,
+) -> None:
+    import psycopg
+
+    from lionexec.journal.postgres import PostgresJournal
+
+    url = postgres_server.create_database()
+    async with PostgresJournal(url) as journal:
+        with trio.move_on_after(0.3) as scope:
+            await journal.backend.run(
+                lambda store: store.tx.execute("SELECT pg_sleep(30)")  # type: ignore[attr-defined]
+            )
+        assert scope.cancelled_caught
+        with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
+            for _ in range(50):
+                rows = admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%%' "
+                    "AND state = 'active'"
+                ).fetchone()
+                if rows is not None and rows[0] == 0:
+                    break
+                await trio.sleep(0.05)
+            assert rows is not None and rows[0] == 0
+        # the pool's connection is usable again
+        assert await journal.calls() == []
