@@ -1,9 +1,19 @@
-"""Total conversion of arbitrary Python values to JSON-compatible data.
+"""Total conversion of arbitrary Python values to strict JSON data.
 
 This is the observational half of serialization (ADR-0003 D3): it turns whatever an event
 produced into something a log can hold, and it never raises. The cattrs converter in
 :mod:`lionexec.serialization` delegates here for values whose type is not known in advance
 (responses, arguments, errors).
+
+What it returns is *strict* JSON data: ``json.dumps(jsonable(x), allow_nan=False)`` succeeds
+for every ``x``, with or without ``ensure_ascii``, and the text encodes as UTF-8. Values strict
+JSON cannot hold are rendered as strings:
+
+* ``nan``, ``inf`` and ``-inf`` become ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (the
+  spellings of the JavaScript and Python JSON dialects, as strings);
+* an int with more decimal digits than ``sys.get_int_max_str_digits()`` (4,300 by default;
+  Python refuses to print it) becomes ``"<int with N bits>"``: its digits are never computed;
+* a lone surrogate in a string (``"\\ud800"`` is valid JSON input) becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -11,7 +21,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
+import functools
+import math
 import pathlib
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
@@ -20,7 +33,10 @@ import attrs
 
 __all__ = [
     "CIRCULAR",
+    "INFINITY",
     "MAX_DEPTH",
+    "NAN",
+    "NEG_INFINITY",
     "UNSERIALIZABLE",
     "JSONValue",
     "exception_record",
@@ -38,41 +54,62 @@ UNSERIALIZABLE: Final = "<unserializable>"
 CIRCULAR: Final = "<circular reference>"
 MAX_DEPTH_MARKER: Final = "<max depth exceeded>"
 
-_PRIMITIVES: Final = frozenset({type(None), bool, int, float, str})
 _CONTAINERS: Final = frozenset({dict, list, tuple})
+NAN: Final = "NaN"
+INFINITY: Final = "Infinity"
+NEG_INFINITY: Final = "-Infinity"
+# Ints below this many bits have at most 603 digits, fewer than any limit Python allows
+# (sys.int_info.str_digits_check_threshold is 640): no need to look the limit up.
+_SMALL_INT_BITS: Final = 2000
 
 
 def jsonable(value: object) -> JSONValue:
-    """Return a JSON-compatible rendering of *value*; never raises.
+    """Return a strict-JSON rendering of *value*; never raises.
 
-    Simple values are returned as they are; mappings, sequences, sets, attrs instances and
-    dataclasses are converted recursively; exceptions become ``{"error", "message"}`` records;
-    a value reached again through its own contents becomes ``"<circular reference>"``; nesting
-    deeper than :data:`MAX_DEPTH` becomes ``"<max depth exceeded>"``; anything else becomes
-    ``"<unserializable>"``.
+    Strings, bools, ``None``, finite floats and printable ints are returned as they are (the
+    exceptions are listed in the module docstring); mappings, sequences, sets, attrs instances
+    and dataclasses are converted recursively (mapping keys become strings); exceptions
+    become ``{"error", "message"}`` records; a value reached again through its own contents
+    becomes ``"<circular reference>"``; nesting deeper than :data:`MAX_DEPTH` becomes
+    ``"<max depth exceeded>"``; anything else, or a container whose conversion raised (a
+    hostile ``__iter__``, ``__eq__`` or property), becomes ``"<unserializable>"``.
     """
-    if type(value) in _PRIMITIVES:
+    cls = type(value)
+    if cls is str:
+        return _text(value)  # type: ignore[arg-type]
+    if cls is bool or value is None:
         return value
     try:
         return _convert(value, 0, set())
-    except Exception:  # a hostile __iter__, __eq__ or property; still never raise
+    except Exception:  # even the marker logic failed (say, RecursionError); still never raise
         return UNSERIALIZABLE
 
 
 def _convert(value: object, depth: int, path: set[int]) -> JSONValue:
     cls = type(value)
-    if cls in _PRIMITIVES:
+    if cls is str:
+        return _text(value)  # type: ignore[arg-type]
+    if cls is bool or value is None:
         return value
+    if cls is int:
+        return _int(value)  # type: ignore[arg-type]
+    if cls is float:
+        return _float(value)  # type: ignore[arg-type]
     if cls in _CONTAINERS:
         return _enter(value, depth, path)
     if isinstance(value, enum.Enum):
         return _convert(value.value, depth, path)
-    if isinstance(value, bool | int | float | str):  # subclasses of the primitives
-        return value
+    # Subclasses of the primitives (bool has none): json.dumps reads them as their base type.
+    if isinstance(value, int):
+        return _int(value)
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, str):
+        return _text(value)
     if isinstance(value, BaseException):
         return _exception(value, depth, path)
     if isinstance(value, uuid.UUID | pathlib.PurePath):
-        return str(value)
+        return _text(str(value))  # a path may hold surrogate escapes
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
         return value.isoformat()
     return _enter(value, depth, path)
@@ -90,6 +127,8 @@ def _enter(value: object, depth: int, path: set[int]) -> JSONValue:
     path.add(key)
     try:
         return _convert_container(value, depth + 1, path)
+    except Exception:  # a hostile container: only this value is lost, not its parent
+        return UNSERIALIZABLE
     finally:
         path.discard(key)
 
@@ -118,19 +157,54 @@ def _convert_container(value: object, depth: int, path: set[int]) -> JSONValue:
     return UNSERIALIZABLE
 
 
+def _float(value: float) -> float | str:
+    if math.isfinite(value):
+        return value
+    return NAN if math.isnan(value) else (INFINITY if value > 0 else NEG_INFINITY)
+
+
+def _int(value: int) -> int | str:
+    bits = value.bit_length()
+    if bits < _SMALL_INT_BITS:
+        return value
+    limit = sys.get_int_max_str_digits()
+    if limit == 0 or abs(value) < _power_of_ten(limit):  # at most `limit` digits
+        return value
+    return f"<int with {bits} bits>"
+
+
+@functools.lru_cache(maxsize=4)
+def _power_of_ten(exponent: int) -> int:
+    return int(10**exponent)
+
+
+def _text(value: str) -> str:
+    """*value*, with any lone surrogate replaced by U+FFFD (so it encodes as UTF-8)."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # Pairs written as two code points are joined, lone halves become U+FFFD.
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
 def _key(key: object) -> str:
     if isinstance(key, str):
-        return key
+        return _text(key)
     if isinstance(key, enum.Enum):
-        return str(key.value)
+        return _key(key.value)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(_int(key))
     return _safe_str(key)
 
 
 def _safe_str(value: object) -> str:
     try:
-        return str(value)
+        return _text(str(value))
     except Exception:
-        return f"<unprintable {type(value).__name__}>"
+        return f"<unprintable {_text(type(value).__name__)}>"
 
 
 def exception_record(exc: BaseException) -> dict[str, JSONValue]:
@@ -152,7 +226,10 @@ def _exception(exc: BaseException, depth: int, path: set[int]) -> dict[str, JSON
         return {"error": "CircularReference", "message": CIRCULAR}
     if depth >= MAX_DEPTH:
         return {"error": "MaxDepthExceeded", "message": MAX_DEPTH_MARKER}
-    record: dict[str, JSONValue] = {"error": type(exc).__name__, "message": _safe_str(exc)}
+    record: dict[str, JSONValue] = {
+        "error": _text(type(exc).__name__),
+        "message": _safe_str(exc),
+    }
     if isinstance(exc, BaseExceptionGroup):
         path.add(key)
         try:
