@@ -59,3 +59,21 @@ def docs(session: nox.Session) -> None:
     """Build the documentation strictly (every warning is an error) into docs/_build/html."""
     session.install(".", *nox.project.dependency_groups(PYPROJECT, "docs"))
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session
+def crash(session: nox.Session) -> None:
+    """The journal's full crash matrix: every kill point x effect class x SQLite/PostgreSQL.
+
+    Subprocesses SIGKILLed at each point, then recovery (tests/journal/test_crash.py; the
+    test suite runs a sample). Needs PostgreSQL server binaries (initdb, pg_ctl).
+    """
+    session.install(".[postgres]", *TEST_DEPS)
+    session.run(
+        "pytest",
+        "tests/journal/test_crash.py",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"LIONEXEC_CRASH_MATRIX": "full"},
+    )

@@ -29,7 +29,7 @@ def add(a: int, b: int) -> int:
 async def test_a_garbage_file_is_not_a_journal(tmp_path: Path) -> None:
     path = tmp_path / "garbage.db"
     path.write_bytes(b"this is not SQLite at all, just some bytes " * 100)
-    with pytest.raises(NotAJournalError, match="garbage.db") as info:
+    with pytest.raises(NotAJournalError, match=r"garbage\.db") as info:
         async with SqliteJournal(path):
             pass
     assert info.value.target == str(path)
@@ -40,7 +40,7 @@ async def test_a_foreign_sqlite_database_is_not_a_journal(tmp_path: Path) -> Non
     path = tmp_path / "app.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
-    with pytest.raises(NotAJournalError, match="another program.*users"):
+    with pytest.raises(NotAJournalError, match=r"another program.*users"):
         async with SqliteJournal(path):
             pass
     with sqlite3.connect(path) as conn:
@@ -89,7 +89,7 @@ async def test_a_wrong_url_is_a_connection_error_naming_it() -> None:
     with pytest.raises(JournalConnectionError, match="mysql"):
         open_journal("mysql://localhost/db")
     journal = open_journal("postgresql://nobody:secret@127.0.0.1:1/nothing", connect_timeout=1)
-    with pytest.raises(JournalConnectionError, match="127.0.0.1:1") as info:
+    with pytest.raises(JournalConnectionError, match=r"127\.0\.0\.1:1") as info:
         async with journal:
             pass
     assert "secret" not in str(info.value)  # the password is never in a message
