@@ -273,10 +273,11 @@ async def _loop(
         messages = history.to_openai()
         if stream:
             call = model.call(messages, tools=tools, streaming=True)
-            async for chunk in call.stream():
-                delta = text_delta(chunk)
-                if delta:
-                    yield TextDelta(delta)
+            async with aclosing(call.stream()) as chunks:  # closed (and cancelled) if we are
+                async for chunk in chunks:
+                    delta = text_delta(chunk)
+                    if delta:
+                        yield TextDelta(delta)
             response = _result(call)
         else:
             response = await model.complete(messages, tools=tools)

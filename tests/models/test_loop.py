@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any
 
 import anthropic.types
@@ -303,3 +304,16 @@ async def test_model_complete_raises_the_captured_error(provider: LocalProvider)
     with trio.testing.assert_checkpoints(), pytest.raises(ProviderError) as info:
         await model_for(provider).complete([{"role": "user", "content": "x"}])
     assert info.value.retry_after == 3.0
+
+
+@pytest.mark.filterwarnings("ignore:Async generator 'http:ResourceWarning")
+async def test_closing_the_stream_mid_text_closes_the_model_call(provider: LocalProvider) -> None:
+    provider.add(Stall(Reply("x" * 64, chunk_size=4), after_chunks=3))
+    branch = new_branch()
+    async with aclosing(run_stream(branch, model_for(provider), "x")) as events:
+        async for event in events:
+            assert isinstance(event, TextDelta)
+            break
+    with trio.fail_after(5):
+        await provider.wait_for(lambda log: log.disconnects == 1)
+    assert_consistent(branch)
