@@ -6,6 +6,7 @@ import fnmatch
 import itertools
 import json
 import pathlib
+import shlex
 from typing import Any
 
 import pytest
@@ -718,3 +719,27 @@ async def test_traversal_is_denied_end_to_end_through_branch_act(tmp_path: pathl
     assert outcomes == ["completed"] + ["denied"] * (len(attempts) - 1)
     assert responses[0].output == "public"
     assert all("SECRET" not in repr(r.output) for r in responses)
+
+
+# -- hostile sizes --------------------------------------------------------------------------
+
+
+def test_a_long_hostile_segment_does_not_make_a_multi_star_rule_backtrack() -> None:
+    # A naive translation ("[^/]*a[^/]*a...") would take effectively forever here.
+    policy = PermissionPolicy(mode="rules", allow={"read_file": ["/d/a*a*a*a*a*a*b"]})
+    decision = policy.check("read_file", "/d/" + "a" * 200_000, {}, kind="path")
+    assert decision.behavior == "deny"
+    assert policy.check("read_file", "/d/" + "a" * 1_000 + "b", {}, kind="path").allowed
+
+
+def test_a_command_too_long_or_too_deeply_nested_is_denied() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["*"]})
+    decision = policy.check("bash", "ls " + "x" * 70_000, {})
+    assert decision.behavior == "deny" and "longer than" in decision.reason
+    nested = "ls"
+    for _ in range(6):
+        nested = f"sh -c {shlex.quote(nested)}"
+    assert behavior(policy, "bash", nested) == "allow"
+    decision = policy.check("bash", "eval " * 40 + "ls", {})
+    assert decision.behavior == "deny" and "too deeply" in decision.reason
+    assert behavior(policy, "bash", "nice " * 40 + "ls") == "deny"
