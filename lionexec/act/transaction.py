@@ -551,8 +551,8 @@ class CallTransaction:
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))
         if hooks.handlers_for(HookPoint.MESSAGE_ADD):
-            for message in (request, response):
-                await hooks.emit(HookPoint.MESSAGE_ADD, message=_detached_message(message))
+            await hooks.emit(HookPoint.MESSAGE_ADD, message=_detached_message(request))
+            await hooks.emit(HookPoint.MESSAGE_ADD, message=_detached_message(response))
 
 
 def _has_non_finite(value: object) -> bool:
