@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 import httpx
@@ -273,7 +273,9 @@ async def _loop(
         messages = history.to_openai()
         if stream:
             call = model.call(messages, tools=tools, streaming=True)
-            async with aclosing(call.stream()) as chunks:  # closed (and cancelled) if we are
+            # Closed (the call cancelled, its connection dropped) if this generator is.
+            stream = cast(AsyncGenerator[Any, None], call.stream())
+            async with aclosing(stream) as chunks:
                 async for chunk in chunks:
                     delta = text_delta(chunk)
                     if delta:
