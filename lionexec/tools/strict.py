@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import json
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -49,9 +50,10 @@ _SHAPES: Final = ("type", "anyOf", "oneOf", "allOf", "enum", "const", "$ref")
 def strict_parameters(parameters: Mapping[str, Any], *, tool: str | None = None) -> dict[str, Any]:
     """A strict copy of the *parameters* object schema (see the module docstring).
 
-    Properties missing from an object's ``required`` become required and nullable; a
-    ``"default": null`` is dropped (it says nothing a nullable type does not). A schema that is
-    already strict comes back equal.
+    Properties missing from an object's ``required`` become required and nullable, and their
+    description says which default ``null`` stands for. ``default`` keywords are dropped: some
+    strict endpoints refuse them, and in a strict schema every property is sent anyway. A
+    schema that is already strict comes back equal.
 
     Raises:
         SchemaError: naming the parameter (``'filters.tags'``, ``'points[]'``) that cannot be
@@ -105,8 +107,7 @@ def _strict(schema: Any, path: tuple[str, ...], tool: str | None) -> Any:
             schema[key] = [
                 sub if sub == _NULL else _strict(sub, path, tool) for sub in schema[key]
             ]
-    if "default" in schema and schema["default"] is None:
-        del schema["default"]
+    schema.pop("default", None)
     return schema
 
 
@@ -130,8 +131,13 @@ def _strict_object(schema: dict[str, Any], path: tuple[str, ...], tool: str | No
     properties = dict(properties or {})
     required = set(schema.get("required") or ())
     for name, sub in properties.items():
+        default = sub.get("default") if isinstance(sub, dict) else None
         strict_sub = _strict(sub, (*path, name), tool)
         if name not in required and not accepts_null(strict_sub):
+            if default is not None:
+                note = f"null means the default, {json.dumps(default, default=str)}"
+                text = strict_sub.get("description")
+                strict_sub["description"] = f"{text} ({note})" if text else note.capitalize()
             strict_sub = _nullable(strict_sub)
         properties[name] = strict_sub
     schema["properties"] = properties
