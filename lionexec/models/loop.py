@@ -274,8 +274,8 @@ async def _loop(
         if stream:
             call = model.call(messages, tools=tools, streaming=True)
             # Closed (the call cancelled, its connection dropped) if this generator is.
-            stream = cast(AsyncGenerator[Any, None], call.stream())
-            async with aclosing(stream) as chunks:
+            body = cast(AsyncGenerator[Any, None], call.stream())
+            async with aclosing(body) as chunks:
                 async for chunk in chunks:
                     delta = text_delta(chunk)
                     if delta:
