@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import anyio
 import mcp.types
 from mcp.server.mcpserver import Image, MCPServer
 from pydantic import Field
@@ -43,6 +44,12 @@ def build() -> MCPServer:
     def picture() -> Image:
         """A tiny PNG."""
         return Image(data=PNG, format="png")
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleeps (on the server's clock)."""
+        await anyio.sleep(seconds)
+        return "woke"
 
     @server.tool(name="a.b")
     def dotted() -> str:

@@ -12,13 +12,15 @@ from typing import Any
 
 import mcp.types
 import pytest
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client._memory import InMemoryTransport
 from mcp.server import Server
 
-from lionexec import Branch
+from lionexec import AlcallParams, Branch
 from lionexec.errors import ConfigurationError, SchemaError
 from lionexec.mcp import McpError, McpToolError, load_tools, map_names, mcp_output
 from lionexec.tools import TOOL_NAME_PATTERN
@@ -77,6 +79,7 @@ async def test_tools_are_imported_with_their_schemas_and_safe_names(
         "a_b",
         server_app.LONG_NAME,
         "mixed",
+        "slow",
     }
     assert toolset.tool_name("a_b") == "a_b"  # already valid: kept
     assert toolset.tool_name("a.b").startswith("a_b_")  # collides: hashed
@@ -165,6 +168,29 @@ async def test_over_stdio(tmp_path: pathlib.Path) -> None:
     assert added.output == {"result": 5}
     assert picture.output[0]["data"] == base64.b64encode(server_app.PNG).decode()
     assert (bad.outcome.value, exploded.outcome.value) == ("invalid", "failed")
+
+
+async def test_a_slow_call_times_out_and_is_recorded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with memory_session() as session:
+        branch = Branch()
+        branch.register_tools(await load_tools(session))
+        slow, quick = await branch.act(
+            [
+                {"function": "slow", "arguments": {"seconds": 600}},
+                {"function": "slow", "arguments": {"seconds": 1}},
+            ],
+            call_params=AlcallParams(timeout=10),
+        )
+    assert (slow.outcome.value, quick.outcome.value) == ("timed_out", "completed")
+    assert quick.output == {"result": "woke"}
+
+
+async def test_load_tools_is_a_checkpoint() -> None:
+    async with memory_session() as session:
+        with trio.testing.assert_checkpoints():
+            await load_tools(session)
 
 
 async def test_prefix_namespaces_the_tools() -> None:
