@@ -1,4 +1,8 @@
-"""``python -m lionexec demo``: run lionexec's demo."""
+"""``python -m lionexec demo``: run lionexec's demo.
+
+``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal
+(see :mod:`lionexec.journal.cli`).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,15 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "journal":
+        from .journal.cli import main as journal_main
+
+        return journal_main(args[1:])
     if not args or args[0] != "demo":
-        print("usage: python -m lionexec demo", file=sys.stderr)
+        print(
+            "usage: python -m lionexec demo | journal show|export|recover PATH_OR_URL",
+            file=sys.stderr,
+        )
         return 2
     from .demo import main as demo_main
 

@@ -1,0 +1,118 @@
+"""``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal.
+
+* ``show``: branches (messages, unanswered requests) and calls (by outcome; the unfinished).
+* ``export``: everything, as one strict JSON document on stdout.
+* ``recover [--tools module:attribute]``: resolve every unanswered call (see
+  :mod:`lionexec.journal.recovery`); the attribute is an ``ActionManager`` or a list of tools.
+  Without ``--tools`` only calls that need no tool are resolved (``unsafe`` ones); the others
+  are listed as ``left``.
+
+Exit status: 0 done, 1 the journal refused (a named error on stderr), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+import trio
+
+from .api import Journal, open_journal
+from .errors import JournalError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lionexec journal")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("show", "summarize the branches and calls"),
+        ("export", "print everything as strict JSON"),
+        ("recover", "give every unanswered call exactly one response"),
+    ):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("target", metavar="PATH_OR_URL")
+        if name == "recover":
+            command.add_argument("--tools", metavar="MODULE:ATTRIBUTE", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run the command in *argv*; return the exit status."""
+    stdout = out if out is not None else sys.stdout
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    target: str = args.target
+    if "://" not in target and target != ":memory:" and not os.path.exists(target):
+        print(f"error: no journal at {target}", file=sys.stderr)
+        return 1
+    try:
+        tools = _load(args.tools) if getattr(args, "tools", None) else None
+    except (ImportError, AttributeError, ValueError) as exc:
+        print(f"error: --tools {args.tools}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(_run, args.command, target, tools, stdout)
+    except JournalError as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _run(command: str, target: str, tools: Any, out: TextIO) -> None:
+    async with open_journal(target) as journal:
+        if command == "show":
+            await _show(journal, out)
+        elif command == "export":
+            data = await journal.export()
+            out.write(json.dumps(data, allow_nan=False, indent=2, ensure_ascii=False) + "\n")
+        else:
+            report = await journal.recover(tools)
+            for r in report.resolutions:
+                outcome = r.outcome.value if r.outcome is not None else "-"
+                out.write(
+                    f"{r.branch_id} {r.call_id} {r.function} [{r.effect}] {r.action} -> "
+                    f"{outcome} (attempts {r.attempts})\n"
+                )
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts().items()))
+            out.write(f"recovered {len(report.resolutions)} calls: {counts or 'nothing to do'}\n")
+
+
+async def _show(journal: Journal, out: TextIO) -> None:
+    out.write(f"journal {journal.target}\n")
+    branch_ids = await journal.branch_ids()
+    out.write(f"branches: {len(branch_ids)}\n")
+    for branch_id in branch_ids:
+        history = await journal.history(branch_id)
+        out.write(
+            f"  {branch_id}: {len(history)} messages, {len(history.requests())} calls, "
+            f"{len(history.unanswered())} unanswered\n"
+        )
+    calls = await journal.calls()
+    outcomes = collections.Counter(c.outcome or "unfinished" for c in calls)
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    out.write(f"calls: {len(calls)} ({summary or 'none'})\n")
+    for call in calls:
+        if not call.done:
+            out.write(
+                f"  unfinished: {call.branch_id} {call.call_id} {call.function} "
+                f"[{call.effect}] attempts {call.attempts}\n"
+            )
+
+
+def _load(spec: str) -> Any:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ValueError("expected MODULE:ATTRIBUTE")
+    value: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value

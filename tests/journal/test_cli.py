@@ -1,0 +1,126 @@
+"""``python -m lionexec journal show|export|recover``."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from lionexec.journal import SqliteJournal
+from lionexec.journal.cli import main
+from lionexec.tools import Tool
+
+TOOLS = [Tool(lambda n: n, name="safe", effect="pure"), Tool(lambda n: n, name="unsafe")]
+
+
+def crashed_journal(path: Path) -> str:
+    """A journal with two calls whose process "died" after their request commits."""
+
+    async def build() -> str:
+        journal = SqliteJournal(path)
+        await journal.open()
+
+        started: list[int] = []
+        both = trio.Event()
+
+        async def dying(n: int) -> int:  # the process "dies" once both calls are running
+            started.append(n)
+            if len(started) == 2:
+                await journal.aclose()
+                both.set()
+            await both.wait()
+            return n
+
+        branch = await journal.branch()
+        branch.register_tools(
+            [Tool(dying, name="safe", effect="pure"), Tool(dying, name="unsafe")]
+        )
+        async with branch:
+            await branch.act(
+                [
+                    {"function": "safe", "arguments": {"n": 1}},
+                    {"function": "unsafe", "arguments": {"n": 2}},
+                ]
+            )
+        return branch.name
+
+    return trio.run(build)
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    status = main(list(argv), out=out)
+    return status, out.getvalue()
+
+
+def test_show_lists_branches_and_unfinished_calls(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    branch = crashed_journal(path)
+    status, text = run("show", str(path))
+    assert status == 0
+    assert f"{branch}: 2 messages, 2 calls, 2 unanswered" in text
+    assert "calls: 2 (unfinished 2)" in text
+    assert text.count("unfinished: ") == 2
+
+
+def test_export_is_strict_json(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    branch = crashed_journal(path)
+    status, text = run("export", str(path))
+    assert status == 0
+    data: dict[str, Any] = json.loads(text)
+    [exported] = data["branches"]
+    assert exported["branch_id"] == branch
+    assert len(exported["history"]["messages"]) == 2
+    assert {c["function"] for c in data["calls"]} == {"safe", "unsafe"}
+
+
+def test_recover_without_tools_resolves_only_what_needs_none(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    crashed_journal(path)
+    status, text = run("recover", str(path))
+    assert status == 0
+    assert "unsafe [unsafe] interrupted -> interrupted (attempts 1)" in text
+    assert "safe [pure] left -> -" in text
+    assert run("show", str(path))[1].count("unfinished: ") == 1
+
+
+def test_recover_with_tools_reruns_the_safe_call(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    crashed_journal(path)
+    status, text = run("recover", str(path), "--tools", f"{__name__}:TOOLS")
+    assert status == 0, text
+    assert "safe [pure] rerun -> completed (attempts 2)" in text
+    assert "recovered 2 calls: interrupted 1, rerun 1" in text
+    assert "unanswered" in run("show", str(path))[1]
+    assert "0 unanswered" in run("show", str(path))[1]
+
+
+def test_bad_targets_are_named_errors(tmp_path: Path, capsys: Any) -> None:
+    assert run("show", str(tmp_path / "missing.db"))[0] == 1
+    assert "no journal at" in capsys.readouterr().err
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"x" * 4096)
+    assert run("show", str(garbage))[0] == 1
+    assert "NotAJournalError" in capsys.readouterr().err
+    assert run("frobnicate", str(garbage))[0] == 2
+    assert run("recover", str(garbage), "--tools", "nonexistent_module_xyz:tools")[0] == 2
+
+
+def test_the_module_entry_point(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    crashed_journal(path)
+    done = subprocess.run(
+        [sys.executable, "-m", "lionexec", "journal", "show", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "calls: 2 (unfinished 2)" in done.stdout
