@@ -45,6 +45,11 @@ class RateLimitedProcessor(Processor):
     An event whose cost could never be granted (above the token burst) is **denied**: it ends
     ``skipped`` with a :class:`BudgetExceededError` recorded on it.
 
+    Deferred events keep their order while one cycle runs at a time (the service's); cycles
+    that overlap (a :meth:`process` call beside the service) may let one overtake another.
+    Each wake-up checks every waiting event once (the base class's deferral lap), so the
+    cost of a wake-up grows with the queue.
+
     A granted event that has a ``grant(limiter)`` method (a ``ModelCall``) is told so; it then
     reports provider feedback (``429``, ``x-ratelimit-*``) and actual usage to the limiter.
 
