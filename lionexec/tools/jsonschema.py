@@ -16,7 +16,8 @@ too):
 
 * any value: ``type`` (a name or a list), ``enum``, ``const``, ``allOf``, ``anyOf``, ``oneOf``,
   ``not``, ``if``/``then``/``else``, ``$ref`` to the same document (``#``, ``#/$defs/...``,
-  ``#/definitions/...``, any JSON pointer), boolean schemas;
+  ``#/definitions/...``, any JSON pointer; beside other keywords as in draft 2020-12, alone
+  when the document's ``$schema`` is draft-07 or older), boolean schemas;
 * objects: ``properties``, ``required``, ``additionalProperties``, ``patternProperties``,
   ``propertyNames``, ``minProperties``, ``maxProperties``, ``dependentRequired``,
   ``dependentSchemas``;
@@ -68,6 +69,7 @@ _TYPE_NAMES: Final = frozenset(
     {"null", "boolean", "integer", "number", "string", "array", "object"}
 )
 _PLAIN: Final = frozenset({str, int, float, bool, type(None), list, dict})
+_OLD_DRAFTS: Final = re.compile(r"draft-0[3-7]/")
 
 
 class _Invalid(Exception):
@@ -227,6 +229,9 @@ class _Compiler:
     def __init__(self, root: Mapping[str, Any] | bool) -> None:
         self.root = root
         self.refs: dict[str, _Check] = {}
+        dialect = root.get("$schema") if isinstance(root, Mapping) else None
+        #: Before draft 2019-09, ``$ref`` replaced the keywords beside it.
+        self.ref_alone = isinstance(dialect, str) and bool(_OLD_DRAFTS.search(dialect))
 
     def compile(self, schema: Any, where: str) -> _Check:
         if schema is True:
@@ -235,6 +240,8 @@ class _Compiler:
             return _refuse
         if not isinstance(schema, Mapping):
             raise SchemaError(f"{where}: a schema is an object or a boolean, got {schema!r}")
+        if self.ref_alone and "$ref" in schema:
+            return _b_ref(self, schema, f"{where}/$ref")
         checks: list[_Check] = []
         for keyword, build in _SINGLE:
             if keyword in schema:

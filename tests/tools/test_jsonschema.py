@@ -201,6 +201,18 @@ def test_errors_name_the_path_of_the_bad_value() -> None:
     assert caught.value.field == "root"
 
 
+def test_draft07_ref_replaces_its_siblings() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"s": {"type": "string"}},
+        "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 1}},
+    }
+    assert compile_schema(schema).is_valid({"a": "long"})
+    assert jsonschema.Draft7Validator(schema).is_valid({"a": "long"})
+    schema_2020 = {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    assert not compile_schema(schema_2020).is_valid({"a": "long"})
+
+
 def test_draft07_tuple_items_and_draft04_exclusive_bounds() -> None:
     tuple_schema = {"items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False}
     validator = compile_schema(tuple_schema)
