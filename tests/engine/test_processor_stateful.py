@@ -8,7 +8,10 @@ in one ``trio.run`` on a ``MockClock`` (autojump), checking after every operatio
 * no cycle is left holding capacity, queue places, tasks or concurrency tokens: capacity is
   back to ``queue_capacity`` (and never went negative);
 * the queue never exceeds ``max_queue_size``, and no producer waits while it has room;
-* no event ran twice; the outcome totals add up;
+* no event ran twice, even when enqueued again or run directly (``invoke()``) while queued; the
+  outcome totals add up, counting events (an event run elsewhere is ``discarded``, not counted);
+* a second enqueue is refused exactly when the event is already in the processor or no longer
+  pending; a cancelled ``enqueue_many`` enqueued a prefix of its batch;
 * no cycle spins: permission checks are bounded by the events and the time that passed.
 
 Finally, with every event allowed, ``join()`` drains the queue: every accepted event ends
@@ -27,6 +30,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lionexec.engine import TERMINAL_STATUSES, Event, EventStatus, Processor
+from lionexec.errors import EventStateError
 
 
 class SpinError(AssertionError):
@@ -112,6 +116,9 @@ operations = st.lists(
         st.tuples(st.just("enqueue"), kinds),
         st.tuples(st.just("try_enqueue"), kinds),
         st.tuples(st.just("enqueue_in_background"), kinds),
+        st.tuples(st.just("enqueue_many"), st.tuples(st.lists(kinds, max_size=4), deadlines)),
+        st.tuples(st.just("enqueue_again"), st.integers(0, 40)),
+        st.tuples(st.just("invoke_directly"), st.integers(0, 40)),
         st.tuples(st.just("process"), st.none() | deadlines),
         st.tuples(st.just("join"), deadlines),
         st.tuples(st.just("execute"), st.tuples(deadlines, st.none() | deadlines)),
@@ -134,6 +141,7 @@ class Harness:
         self.events: list[Work] = []
         self.accepted: set[Work] = set()
         self.background: set[Work] = set()
+        self.ran_directly: set[Work] = set()
 
     def new(self, kind: tuple[int, bool, bool]) -> Work:
         event = Work(len(self.events), *kind)
@@ -164,7 +172,11 @@ class Harness:
             status = event.status
             assert status is not EventStatus.PROCESSING, event
             assert event.runs <= 1, event
-            if event in accepted:
+            assert (event in processor) is (count == 1 or event in waiting), event
+            if event in self.ran_directly:
+                assert status in TERMINAL_STATUSES and event.runs == 1, event
+                assert count <= 1, event  # queued still, until its turn comes: then discarded
+            elif event in accepted:
                 if status in TERMINAL_STATUSES:
                     assert count == 0, f"terminal {event} still queued"
                 else:
@@ -181,8 +193,10 @@ class Harness:
         assert not waiting or processor.queue_full, "a producer waits while there is room"
         if processor.max_queue_size:
             assert len(queue) <= processor.max_queue_size
-        finished = sum(1 for e in accepted if e.status in TERMINAL_STATUSES)
+        finished = sum(1 for e in accepted - self.ran_directly if e.status in TERMINAL_STATUSES)
         assert stats.completed + stats.failed + stats.skipped + stats.cancelled == finished
+        discarded = sum(1 for e in accepted & self.ran_directly if positions.get(e, 0) == 0)
+        assert stats.discarded == discarded
 
     async def run(self, ops: list[tuple[str, Any]]) -> None:
         processor = self.processor
@@ -203,6 +217,32 @@ class Harness:
                     self.background.add(event)
                     producers.start_soon(processor.enqueue, event)
                     await trio.testing.wait_all_tasks_blocked()
+                elif name == "enqueue_many":
+                    kinds_, deadline = arg
+                    batch = [self.new(kind) for kind in kinds_]
+                    with trio.move_on_after(deadline):
+                        await processor.enqueue_many(batch)
+                    taken = [e in processor or e.status is not EventStatus.PENDING for e in batch]
+                    assert taken == sorted(taken, reverse=True), "not a prefix"
+                    self.accepted.update(e for e, t in zip(batch, taken, strict=True) if t)
+                elif name == "enqueue_again" and self.events:
+                    event = self.events[arg % len(self.events)]
+                    inside = event in processor
+                    pending = event.status is EventStatus.PENDING
+                    try:
+                        admitted = processor.try_enqueue(event)
+                    except EventStateError:
+                        assert inside or not pending, event
+                    else:
+                        assert not inside and pending, event
+                        if admitted:
+                            self.accepted.add(event)
+                            self.background.discard(event)
+                elif name == "invoke_directly" and self.events:
+                    event = self.events[arg % len(self.events)]
+                    if event.status is EventStatus.PENDING:
+                        self.ran_directly.add(event)
+                    await event.invoke()
                 elif name == "process":
                     with trio.move_on_after(arg if arg is not None else float("inf")):
                         await processor.process()
