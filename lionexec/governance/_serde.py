@@ -51,7 +51,9 @@ def configure(converter: JsonConverter) -> None:
     as_rules = override(unstruct_hook=_rules)
 
     def register(cls: type, **overrides: Any) -> Callable[[Any], dict[str, Any]]:
-        hook = make_dict_unstructure_fn(cls, converter, **overrides)
+        hook: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(
+            cls, converter, **overrides
+        )
         converter.register_unstructure_hook(cls, hook)
         return hook
 

@@ -75,6 +75,10 @@ def _name(handler: HookHandler) -> str:
     return getattr(handler, "__qualname__", None) or repr(handler)
 
 
+def _read_only(counts: Mapping[HookPoint, int]) -> Mapping[HookPoint, int]:
+    return MappingProxyType(dict(counts))
+
+
 @attrs.frozen(kw_only=True)
 class HookBusStatistics:
     """A snapshot of a :class:`HookBus` (see :meth:`HookBus.statistics`).
@@ -85,7 +89,7 @@ class HookBusStatistics:
         failures_dropped: how many of those the log no longer keeps.
     """
 
-    handlers: Mapping[HookPoint, int] = attrs.field(converter=MappingProxyType)
+    handlers: Mapping[HookPoint, int] = attrs.field(converter=_read_only)
     failures_total: int
     failures_dropped: int
 
