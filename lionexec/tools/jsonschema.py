@@ -60,7 +60,7 @@ from lionexec.errors import SchemaError, ValidationError
 __all__ = ["MAX_DEPTH", "SchemaValidator", "compile_schema"]
 
 #: How deeply nested a value may be (objects and arrays) before it is refused unchecked.
-MAX_DEPTH: Final = 200
+MAX_DEPTH: Final = 100
 
 _Path: TypeAlias = tuple[str | int, ...]
 _Check: TypeAlias = Callable[[Any, _Path, int], None]
@@ -522,10 +522,9 @@ def _b_object(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
     _need(_is_count(low) and (high is None or _is_count(high)), base, "bad min/maxProperties")
     dep_required = s.get("dependentRequired", {})
     _need(isinstance(dep_required, Mapping), f"{base}/dependentRequired", "must be an object")
-    dep_schemas = {
-        k: c.compile(v, f"{base}/dependentSchemas/{k}")
-        for k, v in (s.get("dependentSchemas") or {}).items()
-    }
+    dep_raw = s.get("dependentSchemas", {})
+    _need(isinstance(dep_raw, Mapping), f"{base}/dependentSchemas", "must be an object")
+    dep_schemas = {k: c.compile(v, f"{base}/dependentSchemas/{k}") for k, v in dep_raw.items()}
     trivial_extra = extra is _accept
 
     def check(value: Any, path: _Path, depth: int) -> None:
@@ -591,6 +590,11 @@ def _b_array(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
     contains = c.compile(s["contains"], f"{base}/contains") if "contains" in s else None
     min_contains = s.get("minContains", 1)
     max_contains = s.get("maxContains")
+    _need(
+        _is_count(min_contains) and (max_contains is None or _is_count(max_contains)),
+        base,
+        "bad minContains/maxContains",
+    )
 
     def check(value: Any, path: _Path, depth: int) -> None:
         value = _view(value)
@@ -664,7 +668,7 @@ def _b_number(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
         value = _view(value)
         if not isinstance(value, int | float) or isinstance(value, bool):
             return
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise _Invalid(path, f"expected a finite number, got {value!r}")
         for bound, ok, words in bounds:
             if not ok(value, bound):
@@ -676,11 +680,11 @@ def _b_number(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
 
 
 def _multiple(value: int | float, step: int | float) -> bool:
-    if isinstance(step, float):
-        quotient = value / step
+    if isinstance(step, float):  # the same arithmetic as jsonschema, without its overflow
         try:
+            quotient = value / step
             return int(quotient) == quotient
-        except OverflowError:
+        except OverflowError:  # a huge integer: exact arithmetic
             return (Fraction(value) / Fraction(step)).denominator == 1
     return not (value % step)
 

@@ -244,6 +244,15 @@ def test_hostile_depth_is_refused_without_recursion_error() -> None:
         compile_schema(schema).validate(value)
 
 
+def test_huge_integers_are_compared_exactly_without_overflow() -> None:
+    huge = 10**400
+    assert compile_schema({"type": "integer", "minimum": 0.5}).is_valid(huge)
+    assert not compile_schema({"maximum": 1e300}).is_valid(huge)
+    assert compile_schema({"multipleOf": 0.5}).is_valid(huge)
+    assert not compile_schema({"multipleOf": 3}).is_valid(huge)
+    assert not compile_schema({"multipleOf": 0.3}).is_valid(huge + 1)
+
+
 def test_large_unique_arrays_are_checked_in_linear_time() -> None:
     validator = compile_schema({"uniqueItems": True})
     assert validator.is_valid(list(range(200_000)))
