@@ -218,7 +218,10 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past Python's digit limit for str()
+        return "a very large number"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -672,9 +675,9 @@ def _b_number(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
             raise _Invalid(path, f"expected a finite number, got {value!r}")
         for bound, ok, words in bounds:
             if not ok(value, bound):
-                raise _Invalid(path, f"expected a number {words} {bound!r}, got {value!r}")
+                raise _Invalid(path, f"expected a number {words} {bound!r}, got {_short(value)}")
         if step is not None and not _multiple(value, step):
-            raise _Invalid(path, f"expected a multiple of {step!r}, got {value!r}")
+            raise _Invalid(path, f"expected a multiple of {step!r}, got {_short(value)}")
 
     return check
 

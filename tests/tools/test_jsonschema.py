@@ -251,6 +251,8 @@ def test_huge_integers_are_compared_exactly_without_overflow() -> None:
     assert compile_schema({"multipleOf": 0.5}).is_valid(huge)
     assert not compile_schema({"multipleOf": 3}).is_valid(huge)
     assert not compile_schema({"multipleOf": 0.3}).is_valid(huge + 1)
+    with pytest.raises(ValidationError, match="a very large number"):
+        compile_schema({"maximum": 1}).validate(10**5000)
 
 
 def test_large_unique_arrays_are_checked_in_linear_time() -> None:
