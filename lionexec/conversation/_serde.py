@@ -2,23 +2,24 @@
 
 Registered by :func:`lionexec.serialization.make_converter`.
 
-A message serializes as its fields plus ``"kind"`` (which class it is) and ``"role"`` (for
-readers; it follows from the kind). Arguments and outputs are rendered as strict JSON
-(:mod:`lionexec.conversation._strict`: ``json.dumps(..., allow_nan=False)`` always succeeds;
-non-finite floats and unprintable ints become strings), so any value can be saved; values
-that are already JSON data load back equal. Content parts (images, files) are saved in their
-JSON form (:func:`~lionexec.conversation.parts.part_json`) and exported as parts again after
-loading. A history serializes as ``{"messages": [...]}`` and loads back through its
-constructor, which checks every link.
+A message serializes as its fields plus ``"kind"`` (which class it is: the messages are a
+cattrs tagged union) and ``"role"`` (for readers; it follows from the kind). Arguments and
+outputs are rendered as strict JSON (:mod:`lionexec.conversation._strict`: ``json.dumps(...,
+allow_nan=False)`` always succeeds; non-finite floats and unprintable ints become strings), so
+any value can be saved; values that are already JSON data load back equal. Content parts
+(images, files) are saved in their JSON form (:func:`~lionexec.conversation.parts.part_json`)
+and exported as parts again after loading. A history serializes as ``{"messages": [...]}``
+and loads back through its constructor, which checks every link.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Union
 
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter
+from cattrs.strategies import configure_tagged_union
 
 from ._strict import strict_json
 from .history import MessageManager
@@ -42,6 +43,7 @@ _MESSAGE_CLASSES: tuple[type[Message], ...] = (
     ActionResponse,
 )
 _BY_KIND: dict[str, type[Message]] = {cls.kind: cls for cls in _MESSAGE_CLASSES}
+_AnyMessage = Union[System, Instruction, AssistantResponse, ActionRequest, ActionResponse]  # noqa: UP007
 
 
 def configure(converter: JsonConverter) -> None:
@@ -62,10 +64,14 @@ def configure(converter: JsonConverter) -> None:
     )
     structurers: dict[str, Callable[[Any, Any], Message]] = {}
     for cls in _MESSAGE_CLASSES:
-        converter.register_unstructure_hook(cls, _message_unstructurer(converter, cls))
+        converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter))
         structurers[cls.kind] = make_dict_structure_fn(
             cls, converter, _cattrs_forbid_extra_keys=True
         )
+    configure_tagged_union(_AnyMessage, converter, tag_generator=_kind, tag_name="kind")
+    tagged = converter.get_unstructure_hook(_AnyMessage)
+    for cls in _MESSAGE_CLASSES:
+        converter.register_unstructure_hook(cls, _with_role(tagged, cls))
 
     def structure_message(data: Any, cls: type[Message]) -> Message:
         if not isinstance(data, dict):
@@ -107,13 +113,19 @@ def _output_json(output: Any) -> Any:
     return strict_json(output)
 
 
-def _message_unstructurer(
-    converter: JsonConverter, cls: type[Message]
+def _kind(cls: type) -> str:
+    kind: str = cls.kind  # type: ignore[attr-defined]  # the union's members are messages
+    return kind
+
+
+def _with_role(
+    tagged: Callable[[Any], dict[str, Any]], cls: type[Message]
 ) -> Callable[[Message], dict[str, Any]]:
-    fields = make_dict_unstructure_fn(cls, converter)
-    head = {"kind": cls.kind, "role": cls.role.value}
+    role = cls.role.value
 
     def unstructure(message: Message) -> dict[str, Any]:
-        return {**head, **fields(message)}
+        record = tagged(message)
+        record["role"] = role
+        return record
 
     return unstructure
