@@ -128,8 +128,11 @@ def _strict_object(schema: dict[str, Any], path: tuple[str, ...], tool: str | No
             + "a free-form object (dict, dict[str, Any]) cannot be strict; declare its fields "
             "(an attrs class) or use strict=False"
         )
+    required_raw = schema.get("required") or ()
+    if not isinstance(properties or {}, Mapping) or not isinstance(required_raw, list | tuple):
+        raise SchemaError(_where(tool, path) + "properties must be an object, required a list")
     properties = dict(properties or {})
-    required = set(schema.get("required") or ())
+    required = set(required_raw)
     for name, sub in properties.items():
         default = sub.get("default") if isinstance(sub, dict) else None
         strict_sub = _strict(sub, (*path, name), tool)
