@@ -59,6 +59,7 @@ MAX_ARGUMENT_DEPTH: Final = 64
 MAX_ARGUMENT_CHARS: Final = 1_000_000
 # Ints of at least this many bits may have more than 4,300 digits (Python will not print them).
 _MAX_INT_BITS: Final = 14284
+_SMALL_INT: Final = 1 << 64
 
 _SHAPES = (
     "an ActionRequest, a mapping with 'function' and 'arguments', an OpenAI tool_calls item, "
@@ -397,6 +398,17 @@ def _hostile(arguments: Mapping[str, Any]) -> str | None:
     once: one met again is checked by the height it was found to have, so shared containers
     cost nothing more, and a container inside itself (a cycle) is refused.
     """
+    for value in arguments.values():  # fast path: flat arguments of plain JSON scalars
+        cls = type(value)
+        if cls is str or cls is bool or value is None:
+            continue
+        if cls is int and -_SMALL_INT < value < _SMALL_INT:
+            continue
+        if cls is float and math.isfinite(value):
+            continue
+        break
+    else:
+        return None
     too_deep = f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
     path: set[int] = set()  # the containers being walked: meeting one again is a cycle
     heights: dict[int, int] = {}  # walked containers: how many levels they span

@@ -17,6 +17,9 @@ The three exports follow one plan, so they agree on what the model is shown:
   verbatim to that same API: Anthropic ``thinking`` and ``redacted_thinking`` blocks with their
   signatures, Responses ``reasoning`` items with their ``encrypted_content`` and output
   message ids. Other APIs get its text and calls (reasoning is specific to its provider).
+  Blocks of other kinds (Anthropic server-tool blocks, Responses items other than
+  ``reasoning``, ``message`` and ``function_call``) stay in the record but are not replayed;
+  text blocks are replayed without their citations.
 * A completed call's result is its output: a string as it is, content parts
   (:mod:`lionexec.conversation.parts`: images, files) as the provider's own blocks, anything
   else as JSON (so ``None`` is ``null``). A call that did not complete gets
