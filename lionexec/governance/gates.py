@@ -43,7 +43,7 @@ class GateDenied:
 
     invocation: ToolInvocation
     reason: str
-    error: Exception | None = None
+    error: Exception | None = attrs.field(default=None, kw_only=True)
 
 
 #: The failure record :meth:`SessionObserver.emit` returns: a
@@ -154,7 +154,7 @@ class SessionObserver:
             denial = GateDenied(invocation, f"the session gate returned {verdict!r}")
         except Exception as exc:
             reason = f"the session gate raised {type(exc).__name__}: {exc}"
-            denial = GateDenied(invocation, reason, exc)
+            denial = GateDenied(invocation, reason, error=exc)
         self._denials += 1
         await self._dispatch(denial, invocation.call_id, self._store(denial, invocation.call_id))
         return False

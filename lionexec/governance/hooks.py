@@ -67,8 +67,8 @@ class PreHookResult:
 
     allowed: bool
     reason: str | None = None
-    error: Exception | None = None
-    handler: HookHandler | None = attrs.field(default=None, eq=False)
+    error: Exception | None = attrs.field(default=None, kw_only=True)
+    handler: HookHandler | None = attrs.field(default=None, eq=False, kw_only=True)
 
 
 def _name(handler: HookHandler) -> str:
@@ -169,7 +169,7 @@ class HookBus:
             except Exception as exc:
                 reason = f"tool.pre handler {_name(handler)} raised {type(exc).__name__}: {exc}"
                 logger.warning("call denied: %r", reason)
-                return PreHookResult(False, reason, exc, handler)
+                return PreHookResult(False, reason, error=exc, handler=handler)
             if result is None or result is True:
                 continue
             if result is False:
@@ -180,7 +180,7 @@ class HookBus:
                     "only True or None allow a call"
                 )
             logger.warning("call denied: %r", reason)
-            return PreHookResult(False, reason, None, handler)
+            return PreHookResult(False, reason, handler=handler)
         return PreHookResult(True)
 
     async def emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:

@@ -260,7 +260,7 @@ def test_subscribe_and_route_check_their_arguments() -> None:
 
 
 def test_gate_denied_serializes_for_logs() -> None:
-    denial = GateDenied(CALL, "the session gate raised X: y", RuntimeError("y"))
+    denial = GateDenied(CALL, "the session gate raised X: y", error=RuntimeError("y"))
     assert converter.unstructure(denial) == {
         "invocation": {
             "function": "search",
@@ -307,3 +307,8 @@ async def test_statistics_count_what_the_observer_holds() -> None:
 def test_the_observer_takes_its_options_by_keyword_only() -> None:
     with pytest.raises(TypeError):
         SessionObserver(FailureLog())  # type: ignore[misc]
+
+
+def test_a_denial_takes_its_error_by_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        GateDenied(CALL, "no", ValueError("x"))  # type: ignore[misc]

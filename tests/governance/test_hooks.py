@@ -327,3 +327,10 @@ async def test_one_shared_failure_log_keeps_and_logs_each_failure_once(
 def test_the_bus_takes_its_options_by_keyword_only() -> None:
     with pytest.raises(TypeError):
         HookBus(FailureLog())  # type: ignore[misc]
+
+
+def test_a_verdict_takes_its_error_and_handler_by_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        PreHookResult(False, "no", ValueError("x"))  # type: ignore[misc]
+    error = ValueError("x")
+    assert PreHookResult(False, "no", error=error).error is error
