@@ -1,0 +1,462 @@
+"""Ctrl+C soak driver: run tool-call batches until a real SIGINT, then check the evidence.
+
+Run as a plain script (``python tests/support/ki_driver.py --seed 7 --duration 0.6``). It
+builds a :class:`~lionexec.Branch` with a mix of tools (fast async, slow async on
+``trio.sleep``, sync tools offloaded to worker threads, an inline sync tool, a transformed
+tool, failing and retried tools, timeouts, invalid calls, hooks and a message callback), prints
+one ``{"ready": ...}`` line once it is inside ``trio.run``, then runs concurrent, sequential,
+overlapping and error-raising batches in a loop for ``--duration`` seconds of trio's clock
+under trio's default ``KeyboardInterrupt`` delivery.
+
+Whatever ends the run (a ``KeyboardInterrupt`` caught at the top level, outside
+``trio.run``, or the loop running out of time), it checks the evidence of the branch:
+
+* :func:`lionexec.testing.assert_consistent`;
+* every request has exactly one response (counted independently of the history's index);
+* every log record's event status, record status and outcome equal its response's;
+* what escaped ``trio.run`` is the ``KeyboardInterrupt`` (bare, or in a group whose other
+  members are only ``trio.Cancelled`` or this driver's own tool failures): no
+  ``HistoryError`` or other error replaced it.
+
+It prints one JSON line (``{"verdict": ..., ...}``) and exits with the verdict's code:
+
+====================== ==== ================================================================
+verdict                code meaning
+====================== ==== ================================================================
+ok-interrupted            0 interrupted by the ``KeyboardInterrupt``; every invariant holds
+finished-before-signal   10 the batches ended before the signal landed; invariants hold
+violation                20 an invariant failed (the JSON line says which)
+other                    30 the driver itself broke (bad arguments, an unexpected error)
+====================== ==== ================================================================
+
+A run that never exits is *wedged*: the caller detects it with a timeout. ``SIGUSR1`` dumps
+every thread's stack to stderr (``faulthandler``) so a wedge can be diagnosed before it is
+killed. ``--raw`` runs comparable work in raw trio (no lionexec) for comparing wedges.
+
+Imports are kept to what the run needs: subprocess start-up dominates a soak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import Counter
+from functools import partial
+from typing import Any
+
+EXIT_OK_INTERRUPTED = 0
+EXIT_FINISHED = 10
+EXIT_VIOLATION = 20
+EXIT_OTHER = 30
+
+VERDICT_CODES = {
+    "ok-interrupted": EXIT_OK_INTERRUPTED,
+    "finished-before-signal": EXIT_FINISHED,
+    "violation": EXIT_VIOLATION,
+    "other": EXIT_OTHER,
+}
+
+
+class ToolFailure(Exception):
+    """What the driver's failing tools raise (expected in a group next to the interrupt)."""
+
+
+class State:
+    """What the run did, read after ``trio.run`` returns or raises."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.raised = 0  # batches whose act() raised a tool failure (suppress_errors=False)
+        self.finished = False  # the loop ran out of time: every batch returned
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def build_branch() -> Any:
+    import trio
+
+    from lionexec import Branch, HookPoint, Tool
+
+    async def add(a: int, b: int) -> int:
+        """Fast async: no checkpoint of its own."""
+        return a + b
+
+    async def echo(text: str) -> str:
+        """Fast async with one checkpoint."""
+        await trio.lowlevel.checkpoint()
+        return text
+
+    async def nap(seconds: float) -> str:
+        """Slow async, on trio's clock."""
+        await trio.sleep(seconds)
+        return "rested"
+
+    def sync_sum(values: list[int]) -> int:
+        """Sync, offloaded to a worker thread."""
+        return sum(values)
+
+    def sync_nap(seconds: float) -> float:
+        """Sync and blocking, offloaded to a worker thread."""
+        time.sleep(seconds)
+        return seconds
+
+    def inline_mul(a: int, b: int) -> int:
+        """Sync, run inline on the trio thread."""
+        return a * b
+
+    async def fail(message: str) -> None:
+        """Always fails."""
+        raise ToolFailure(message)
+
+    def sync_fail(message: str) -> None:
+        """Always fails, in a worker thread."""
+        raise ToolFailure(message)
+
+    async def flaky(key: str) -> str:
+        """Idempotent; fails on odd attempts (so it is retried)."""
+        attempts[key] = attempts.get(key, 0) + 1
+        await trio.lowlevel.checkpoint()
+        if attempts[key] % 2:
+            raise ToolFailure(f"flaky {key}")
+        return key
+
+    attempts: dict[str, int] = {}
+
+    def double(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"a": arguments["a"] * 2, "b": arguments["b"]}
+
+    branch = Branch()
+    branch.register_tools(
+        [
+            add,
+            echo,
+            nap,
+            sync_sum,
+            sync_nap,
+            Tool(inline_mul, inline=True),
+            fail,
+            sync_fail,
+            Tool(flaky, idempotent=True),
+            Tool(add, name="add_doubled", preprocessor=double),
+        ]
+    )
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: kw["tool_name"] != "denied_by_hook")
+    branch.hooks.on(HookPoint.TOOL_POST, lambda **kw: None)
+    branch.messages.on_message_added.append(lambda message: None)
+    return branch
+
+
+#: Proposal kinds (see :func:`proposals`), weighted towards quick calls: the trio thread then
+#: spends most of a run in lionexec's own code, where a signal can land mid-bookkeeping.
+KINDS = (0, 0, 0, 1, 1, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 9, 10, 11, 12, 12)
+
+
+def proposals(rng: Any, count: int, *, serial: int) -> list[dict[str, Any]]:
+    """*count* random proposals over every kind of call the branch knows."""
+    made: list[dict[str, Any]] = []
+    for index in range(count):
+        tag = f"{serial}-{index}"
+        kind = rng.choice(KINDS)
+        if kind == 0:
+            call = ("add", {"a": index, "b": serial})
+        elif kind == 1:
+            call = ("echo", {"text": tag})
+        elif kind == 2:
+            call = ("nap", {"seconds": rng.choice((0.0, 0.0, 0.001, 0.005, 0.02))})
+        elif kind == 3:
+            call = ("sync_sum", {"values": list(range(index + 3))})
+        elif kind == 4:
+            call = ("sync_nap", {"seconds": rng.choice((0.0, 0.001, 0.005))})
+        elif kind == 5:
+            call = ("inline_mul", {"a": index, "b": 3})
+        elif kind == 6:
+            call = ("fail", {"message": tag})
+        elif kind == 7:
+            call = ("sync_fail", {"message": tag})
+        elif kind == 8:
+            call = ("flaky", {"key": tag})
+        elif kind == 9:
+            call = ("add_doubled", {"a": index, "b": 1})
+        elif kind == 10:
+            call = ("no_such_tool", {"x": 1})  # invalid
+        elif kind == 11:
+            call = ("add", {"a": "not a number"})  # invalid
+        else:
+            call = ("add", {"a": 1, "b": 2})
+        made.append({"function": call[0], "arguments": call[1]})
+    return made
+
+
+async def run_batches(branch: Any, state: State, duration: float, seed: int) -> None:
+    import random
+
+    import trio
+
+    from lionexec import AlcallParams
+
+    rng = random.Random(seed)
+    retrying = AlcallParams(retry_attempts=2, retry_initial_delay=0.001)
+    timing_out = AlcallParams(timeout=0.004, return_exceptions=True)
+    capped = AlcallParams(max_concurrent=3, retry_attempts=1)
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    deadline = trio.current_time() + duration
+    while trio.current_time() < deadline:
+        serial = state.batches
+        step = serial % 6
+        batch = proposals(rng, rng.randrange(1, 13), serial=serial)
+        if step == 0:
+            await branch.act(batch)
+        elif step == 1:
+            await branch.act(batch, strategy="sequential", call_params=retrying)
+        elif step == 2:  # two batches overlapping on one branch
+            other = proposals(rng, rng.randrange(1, 6), serial=-serial)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(branch.act, batch)
+                nursery.start_soon(
+                    partial(branch.act, other, strategy="sequential", call_params=capped)
+                )
+        elif step == 3:
+            await branch.act(batch, call_params=timing_out)
+        elif step == 4:  # a failure stops the batch: the rest is cancelled / never started
+            stop = {"function": "fail", "arguments": {"message": "stop"}}
+            batch.insert(rng.randrange(len(batch) + 1), stop)
+            batch.append({"function": "nap", "arguments": {"seconds": 0.01}})
+            try:
+                await branch.act(batch, suppress_errors=False)
+            except ToolFailure:
+                state.raised += 1
+            except Exception as exc:  # a tool's own group: still a tool failure
+                if not _only(exc, ToolFailure):
+                    raise
+                state.raised += 1
+        else:
+            try:
+                await branch.act(batch, strategy="sequential", suppress_errors=False)
+            except ToolFailure:
+                state.raised += 1
+        state.batches += 1
+    state.finished = True
+
+
+async def run_raw(branch: Any, state: State, duration: float, seed: int) -> None:
+    """Comparable work in raw trio: nurseries, sleeps, worker threads, failures."""
+    import random
+
+    import trio
+
+    rng = random.Random(seed)
+
+    async def one(kind: int) -> None:
+        if kind == 0:
+            await trio.lowlevel.checkpoint()
+        elif kind == 1:
+            await trio.sleep(rng.choice((0.0, 0.001, 0.005)))
+        elif kind == 2:
+            await trio.to_thread.run_sync(time.sleep, 0.001, abandon_on_cancel=True)
+        else:
+            try:
+                raise ToolFailure("raw")
+            except ToolFailure:
+                pass
+
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    deadline = trio.current_time() + duration
+    while trio.current_time() < deadline:
+        async with trio.open_nursery() as nursery:
+            for _ in range(rng.randrange(1, 9)):
+                nursery.start_soon(one, rng.randrange(4))
+        state.batches += 1
+    state.finished = True
+
+
+# -- the verdict ----------------------------------------------------------------------------
+
+
+def _only(exc: BaseException, *allowed: type[BaseException]) -> bool:
+    """Whether *exc* is one of *allowed*, or a group of nothing else (at any depth)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only(inner, *allowed) for inner in exc.exceptions)
+    return isinstance(exc, allowed)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _landed_at(exc: BaseException) -> str | None:
+    """Where an exception was raised, as ``file:line func``: the innermost frame outside
+    trio, and how a ``KeyboardInterrupt`` got there (``[handler]``: the signal handler
+    raised it in running code; ``[checkpoint]``: trio delivered it at a checkpoint)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    how = ""
+    if isinstance(exc, KeyboardInterrupt):
+        last = frames[-1].name
+        how = (
+            " [handler]"
+            if last == "handler"
+            else " [checkpoint]"
+            if last == "raise_cancel"
+            else ""
+        )
+    ours = [f for f in frames if "/lionexec/" in f.filename.replace(os.sep, "/")]
+    frame = (ours or frames)[-1]
+    parts = frame.filename.replace(os.sep, "/").split("/")
+    where = "/".join(parts[-2:])
+    return f"{where}:{frame.lineno} {frame.name}{how}"
+
+
+def check_escaped(escaped: BaseException | None) -> tuple[list[str], dict[str, Any]]:
+    """Problems with what escaped ``trio.run``, and facts about it."""
+    import trio
+
+    facts: dict[str, Any] = {"escaped": None if escaped is None else type(escaped).__name__}
+    if escaped is None:
+        return [], facts
+    leaves = _leaves(escaped)
+    interrupts = [leaf for leaf in leaves if isinstance(leaf, KeyboardInterrupt)]
+    facts["grouped"] = isinstance(escaped, BaseExceptionGroup)
+    if interrupts:
+        facts["ki_at"] = _landed_at(interrupts[0])
+    problems = []
+    if not interrupts:
+        problems.append(f"no KeyboardInterrupt escaped trio.run, but {escaped!r}")
+    others = [
+        leaf
+        for leaf in leaves
+        if not isinstance(leaf, KeyboardInterrupt | trio.Cancelled | ToolFailure)
+    ]
+    if others:
+        shown = "; ".join(f"{type(o).__name__}: {o} at {_landed_at(o)}" for o in others[:3])
+        problems.append(f"the KeyboardInterrupt came with or was replaced by: {shown}")
+    if len(interrupts) > 1:
+        problems.append(f"{len(interrupts)} KeyboardInterrupts for one signal")
+    return problems, facts
+
+
+def check_evidence(branch: Any) -> tuple[list[str], dict[str, Any]]:
+    """Problems with the branch's evidence, and counts."""
+    from lionexec.testing import assert_consistent
+
+    problems: list[str] = []
+    messages = branch.messages
+    requests = messages.requests()
+    responses = messages.responses()
+    try:
+        assert_consistent(branch)
+    except AssertionError as exc:
+        problems.append(f"assert_consistent: {exc}")
+    except Exception as exc:  # a broken history is a violation too
+        problems.append(f"assert_consistent raised {exc!r}")
+    answers = Counter(r.content.action_request_id for r in responses)
+    for request in requests:
+        if answers[request.id] != 1:
+            problems.append(
+                f"request {request.id} ({request.content.function}) has "
+                f"{answers[request.id]} responses"
+            )
+    request_ids = {r.id for r in requests}
+    strays = [r.id for r in responses if r.content.action_request_id not in request_ids]
+    if strays:
+        problems.append(f"responses answering no request in the history: {strays[:3]}")
+    by_id = {r.id: r for r in responses}
+    logged = Counter(record.response_id for record in branch.log)
+    for record in branch.log:
+        response = by_id.get(record.response_id)
+        if response is None:
+            problems.append(f"log record for call {record.call_id!r} names no response")
+            continue
+        content = response.content
+        if logged[record.response_id] != 1:
+            problems.append(f"{logged[record.response_id]} log records for {record.call_id!r}")
+        if record.event.status is not content.status:
+            problems.append(
+                f"call {record.call_id!r}: event {record.event.status.value}, "
+                f"response {content.status.value} ({content.outcome.value})"
+            )
+        if record.status is not content.status or record.outcome is not content.outcome:
+            problems.append(
+                f"call {record.call_id!r}: log {record.status.value}/{record.outcome.value}, "
+                f"response {content.status.value}/{content.outcome.value}"
+            )
+    outcomes = Counter(r.content.outcome.value for r in responses)
+    counts = {
+        "requests": len(requests),
+        "responses": len(responses),
+        "log_records": len(branch.log),
+        "outcomes": dict(sorted(outcomes.items())),
+        "in_flight": branch.statistics().in_flight,
+    }
+    return problems[:10], counts
+
+
+def verdict_of(state: State, escaped: BaseException | None, problems: list[str]) -> str:
+    if problems:
+        return "violation"
+    if escaped is None or state.finished:
+        return "finished-before-signal"
+    return "ok-interrupted"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--duration", type=float, default=0.6, help="seconds of batches")
+    parser.add_argument("--raw", action="store_true", help="raw trio work, no lionexec")
+    args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    import trio
+
+    state = State()
+    branch = None if args.raw else build_branch()
+    work = run_raw if args.raw else run_batches
+    escaped: BaseException | None = None
+    try:
+        try:
+            trio.run(work, branch, state, args.duration, args.seed)
+        finally:
+            # The one signal of a run has landed or will be ignored: nothing below is torn.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except BaseException as exc:  # the KeyboardInterrupt, or what replaced it
+        escaped = exc
+    problems, facts = check_escaped(escaped)
+    counts: dict[str, Any] = {}
+    if branch is not None:
+        evidence_problems, counts = check_evidence(branch)
+        problems += evidence_problems
+    verdict = verdict_of(state, escaped, problems)
+    report = {
+        "verdict": verdict,
+        "seed": args.seed,
+        "raw": args.raw,
+        "batches": state.batches,
+        "raised": state.raised,
+        "finished": state.finished,
+        **facts,
+        **counts,
+        "problems": problems,
+    }
+    print(json.dumps(report, allow_nan=False), flush=True)
+    return VERDICT_CODES[verdict]
+
+
+if __name__ == "__main__":
+    try:
+        code = main()
+    except BaseException:  # the driver broke: say so with a distinct code
+        traceback.print_exc()
+        print(json.dumps({"verdict": "other", "problems": ["driver error"]}), flush=True)
+        code = EXIT_OTHER
+    sys.stdout.flush()
+    os._exit(code)  # worker threads left by an abandoned offload must not delay the exit
