@@ -10,9 +10,10 @@ exchange, the schema must follow rules that plain JSON Schema does not impose:
   ``null`` to mean "not given". :meth:`Tool.validate <lionexec.tools.Tool.validate>` turns that
   ``null`` back into the parameter's default (see :func:`null_defaults`);
 * objects with free keys (``dict[str, T]``, ``additionalProperties: {...}``), free-form
-  objects (``dict``, ``dict[str, Any]``) and values of any type (``Any``, ``{}``) cannot be
-  expressed: :func:`strict_parameters` raises :class:`~lionexec.errors.SchemaError` naming
-  the parameter, so a tool never advertises a strict schema the provider would refuse.
+  objects (``dict``, ``dict[str, Any]``), fixed-length arrays (``tuple[A, B]``) and values of
+  any type (``Any``, ``{}``) cannot be expressed: :func:`strict_parameters` raises
+  :class:`~lionexec.errors.SchemaError` naming the parameter, so a tool never advertises a
+  strict schema the provider would refuse.
 
 Anthropic's strict mode (``strict: true`` on the tool) accepts the same form, so lionexec
 emits one strict schema for every provider format.
@@ -98,10 +99,11 @@ def _strict(schema: Any, path: tuple[str, ...], tool: str | None) -> Any:
         _strict_object(schema, path, tool)
     if isinstance(schema.get("items"), dict | bool):
         schema["items"] = _strict(schema["items"], (*path, "[]"), tool)
-    if isinstance(schema.get("prefixItems"), list):
-        schema["prefixItems"] = [
-            _strict(sub, (*path, f"[{i}]"), tool) for i, sub in enumerate(schema["prefixItems"])
-        ]
+    if "prefixItems" in schema or isinstance(schema.get("items"), list):
+        raise SchemaError(
+            _where(tool, path) + "a fixed-length array (tuple[A, B]) cannot be strict "
+            "(Anthropic allows minItems 0 or 1 only); use list[T] or an attrs class"
+        )
     for key in ("anyOf", "oneOf", "allOf"):
         if isinstance(schema.get(key), list):
             schema[key] = [

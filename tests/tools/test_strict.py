@@ -200,6 +200,20 @@ def test_nested_free_keys_name_the_nested_parameter() -> None:
     with pytest.raises(SchemaError, match=r"parameter 'queries\[\]\.meta'"):
         Tool(deep, strict=True)
 
+    def pair(point: tuple[int, int]) -> None: ...
+
+    with pytest.raises(SchemaError, match=r"parameter 'point' .*fixed-length array"):
+        Tool(pair, strict=True)
+    assert Tool(
+        lambda xs: None,
+        name="f",
+        strict=True,
+        schema={
+            "type": "object",
+            "properties": {"xs": {"type": "array", "items": {"type": "integer"}}},
+        },
+    ).parameters["properties"]["xs"]["anyOf"][0]["items"] == {"type": "integer"}
+
     def loose(options: dict[str, Any]) -> None: ...
 
     with pytest.raises(SchemaError, match=r"parameter 'options' .*free-form object"):
