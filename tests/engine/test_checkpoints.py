@@ -85,18 +85,6 @@ async def test_invoke_in_a_cancelled_scope_does_not_start_the_work() -> None:
     assert isinstance(event.execution.error, trio.Cancelled)
 
 
-async def test_invoke_of_instant_work_lets_other_tasks_run() -> None:
-    ran = []
-
-    async def other() -> None:
-        ran.append(True)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(other)
-        await Instant().invoke()
-        assert ran == [True]
-
-
 @pytest.mark.parametrize("status", sorted(TERMINAL_STATUSES))
 async def test_stream_on_a_terminal_event_is_a_checkpoint(status: EventStatus) -> None:
     event = InstantStream(3)
