@@ -178,6 +178,22 @@ class CallRejected(LionexecError):
         self.outcome = outcome
 
 
+class DuplicateCallError(LionexecError, ValueError):
+    """A proposed call cannot get a new response: its request or call id is taken.
+
+    Raised by :meth:`~lionexec.act.Branch.act` before anything of the batch is recorded: two
+    calls of one batch share a call id, a call id is already in the history, or the same
+    request is already running in another ``act()``.
+
+    Attributes:
+        call_id: the call id concerned.
+    """
+
+    def __init__(self, message: str, *, call_id: str) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+
+
 class NotInTrioError(LionexecError, RuntimeError):
     """A lionexec coroutine was awaited outside a trio run (for instance under ``asyncio.run``).
 

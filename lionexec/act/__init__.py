@@ -1,10 +1,11 @@
 """The act layer: the branch and its one governed action transaction (ADR-0012 D2–D5)."""
 
 from lionexec._failures import FailureLog, FailureStatistics, ReportedFailure
+from lionexec.errors import DuplicateCallError
 
 from .alcall import DEFAULT_PARAMS, AlcallParams, alcall
 from .batch import RetryPolicy, Throttle, fan_out
-from .branch import Branch, BranchStatistics, DuplicateCallError, Strategy
+from .branch import Branch, BranchStatistics, Strategy
 from .envelope import Proposal, ProposedBatch, read_batch, read_proposal
 from .evidence import (
     DEFAULT_SINK_CAPACITY,

@@ -16,7 +16,7 @@ import trio
 from lionexec import _unstructure
 from lionexec._failures import FailureLog, FailureStatistics
 from lionexec.conversation import ActionRequest, ActionResponse, MessageManager
-from lionexec.errors import ConfigurationError, LionexecError, require_trio
+from lionexec.errors import ConfigurationError, DuplicateCallError, require_trio
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
 
@@ -27,24 +27,10 @@ from .evidence import DEFAULT_SINK_CAPACITY, Evidence, EvidenceSink, SinkFeed, S
 from .log import EventLog, JsonlSink
 from .transaction import CallScope, CallTransaction, answer_unanswered, new_request
 
-__all__ = ["Branch", "BranchStatistics", "DuplicateCallError", "Strategy"]
+__all__ = ["Branch", "BranchStatistics", "Strategy"]
 
 Strategy = Literal["concurrent", "sequential"]
 _STRATEGIES = ("concurrent", "sequential")
-
-
-class DuplicateCallError(LionexecError, ValueError):
-    """A proposed call cannot get a new response: its request or call id is taken.
-
-    Raised by :meth:`Branch.act` before anything of the batch is recorded.
-
-    Attributes:
-        call_id: the call id concerned.
-    """
-
-    def __init__(self, message: str, *, call_id: str) -> None:
-        super().__init__(message)
-        self.call_id = call_id
 
 
 @attrs.frozen(kw_only=True)
@@ -307,7 +293,7 @@ class Branch:
                 "this branch has evidence sinks that are not running: use `async with branch:` "
                 "or `await nursery.start(branch.serve)` before act()"
             )
-        batch = read_batch(action_request)
+        batch = read_batch(action_request, sender=self.name)
         proposals = batch.proposals
         scope = self._scope()
         requests = [new_request(scope, proposal) for proposal in proposals]

@@ -42,6 +42,7 @@ import attrs
 
 from lionexec._snapshot import snapshot
 from lionexec.conversation import ActionRequest, AssistantResponse, new_call_id
+from lionexec.errors import DuplicateCallError
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",
@@ -135,7 +136,8 @@ def read_batch(action_request: object, *, sender: str | None = None) -> Proposed
     (the branch's name). Nothing is recorded.
 
     Raises:
-        ValueError: a tool call cannot be read, or two calls of the batch share a call id
+        ValueError: a tool call cannot be read; :class:`~lionexec.errors.DuplicateCallError`
+            (a ValueError): two calls of the batch share a call id
             (the message names the id). Nothing has been recorded at that point.
     """
     if isinstance(action_request, list | tuple):
@@ -321,9 +323,10 @@ def _check_unique_ids(proposals: list[Proposal]) -> None:
     seen: set[str] = set()
     for proposal in proposals:
         if proposal.call_id in seen:
-            raise ValueError(
+            raise DuplicateCallError(
                 f"tool call id {proposal.call_id!r} appears more than once in one batch; "
-                "every call of a batch needs its own id"
+                "every call of a batch needs its own id",
+                call_id=proposal.call_id,
             )
         seen.add(proposal.call_id)
 

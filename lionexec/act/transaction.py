@@ -133,18 +133,11 @@ class CallScope:
 def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
     """The request message for *proposal* (the caller's own, when it passed one).
 
-    The arguments are a private deep copy: whatever the caller or the tool later does to the
-    proposal's values, the recorded request keeps what the model proposed.
+    The arguments are a private deep copy (see :meth:`Proposal.to_request`): whatever the
+    caller or the tool later does to the proposal's values, the record keeps what the model
+    proposed, and the raw argument string it sent.
     """
-    if proposal.request is not None:
-        return proposal.request
-    return ActionRequest.create(
-        proposal.function,
-        snapshot(proposal.arguments) if proposal.arguments else {},
-        call_id=proposal.call_id,
-        sender=scope.branch_name,
-        recipient=proposal.function,
-    )
+    return proposal.to_request(sender=scope.branch_name)
 
 
 class CallTransaction:

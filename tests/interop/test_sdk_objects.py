@@ -29,9 +29,6 @@ async def test_openai_chat_tool_call_objects(branch: Branch, kit: SimpleNamespac
     kit.check_all(branch)
 
 
-@pytest.mark.xfail(
-    reason="needs act's new_request to build requests with Proposal.to_request (raw_arguments)"
-)
 async def test_bare_calls_keep_the_raw_argument_string(
     branch: Branch, kit: SimpleNamespace
 ) -> None:
