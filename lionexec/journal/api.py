@@ -155,7 +155,7 @@ class Journal:
         self._sinks: dict[str, JournalSink] = {}
         self._key_events: dict[str, trio.Event] = {}
         self._inflight: dict[tuple[str, str], str] = {}
-        #: Transactions committed, and write-aheads/outcome batches they carried.
+        #: Transactions committed, and the write-aheads and outcome writes they carried.
         self.commits = 0
         self.committed_items = 0
 
@@ -326,8 +326,9 @@ class Journal:
         finally:
             self._committing = False
             self._lot.unpark_all()
-        self.commits += 1
-        self.committed_items += len(items)
+        if batch:
+            self.commits += 1
+            self.committed_items += len(items)
         for sink in staged:
             sink._registered = True
         found = iter(claims)
