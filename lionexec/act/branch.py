@@ -66,6 +66,11 @@ def _sinks(value: Iterable[EvidenceSink]) -> tuple[EvidenceSink, ...]:
     return sinks
 
 
+def _retain(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigurationError(f"retain must be None or an int >= 1, got {value!r}")
+
+
 def _cancel_grace(_instance: Any, _attribute: Any, value: Any) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0:
@@ -91,6 +96,11 @@ class Branch:
         log: the in-memory event log (one record per invoked call).
         sinks: evidence sinks fed through bounded buffers (see :mod:`lionexec.act.evidence`).
         sink_capacity: records each sink's buffer holds.
+        retain: keep at most about this many tool calls (whole request/response pairs with
+            their log records, oldest forgotten first; see
+            :meth:`MessageManager.trim_calls`), or ``None`` to keep everything. Trimming runs
+            at the end of :meth:`act`, once the history holds 10 % more calls than this, so
+            its cost is amortized. A durable journal keeps the full history.
         cancel_grace: seconds the announcements of calls recorded ``cancelled`` may take
             (hooks, observer, callbacks run shielded, within this bound) before the
             cancellation propagates.
@@ -110,6 +120,7 @@ class Branch:
     sink_capacity: int = attrs.field(default=DEFAULT_SINK_CAPACITY, kw_only=True)
     cancel_grace: float = attrs.field(default=1.0, validator=_cancel_grace, kw_only=True)
     failures: FailureLog = attrs.field(factory=FailureLog, kw_only=True)
+    retain: int | None = attrs.field(default=None, validator=_retain, kw_only=True)
     #: ``str(id)``, computed once: every message and call context of this branch names it.
     name: str = attrs.field(init=False)
     _feeds: tuple[SinkFeed, ...] = attrs.field(init=False)
@@ -330,6 +341,17 @@ class Branch:
             raise
         finally:
             in_flight.difference_update(request.id for request in requests)
+            if self.retain is not None:
+                self._trim(self.retain)
+
+    @trio.lowlevel.enable_ki_protection
+    def _trim(self, retain: int) -> None:
+        """Forget the oldest calls past *retain* (history and log together), amortized."""
+        if self.messages.calls <= retain + max(1, retain // 10):
+            return
+        removed = self.messages.trim_calls(retain)
+        if removed:
+            self.log.discard({m.id for m in removed if isinstance(m, ActionResponse)})
 
     def _scope(self) -> CallScope:
         failures = self.failures

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -56,6 +56,13 @@ class EventLog:
     def append(self, record: ActionLogRecord) -> None:
         """Keep *record*."""
         self._records.append(record)
+
+    def discard(self, response_ids: Container[uuid.UUID]) -> int:
+        """Forget the records of the calls whose responses are *response_ids*; return how many."""
+        kept = [r for r in self._records if r.response_id not in response_ids]
+        dropped = len(self._records) - len(kept)
+        self._records = kept
+        return dropped
 
     def __len__(self) -> int:
         return len(self._records)

@@ -11,7 +11,7 @@ import trio
 from .._failures import FailureLog, ReportedFailure, call_user
 from ..errors import HistoryError, MessageNotFoundError
 from . import export
-from .messages import ActionRequest, ActionResponse, Message
+from .messages import ActionRequest, ActionResponse, Message, System
 
 __all__ = ["CallbackFailure", "MessageCallback", "MessageManager"]
 
@@ -138,6 +138,53 @@ class MessageManager:
             return None
         response = self._messages.get(response_id)
         return response if isinstance(response, ActionResponse) else None
+
+    @property
+    def calls(self) -> int:
+        """How many tool calls (distinct call ids) the history holds; O(1)."""
+        return len(self._by_call_id)
+
+    def trim_calls(self, keep: int) -> tuple[Message, ...]:
+        """Forget the oldest tool calls so that at most *keep* remain; return what was removed.
+
+        Whole request/response pairs go, oldest first, never one half: trimming stops at the
+        first request still unanswered (a call in flight). Every other message older than the
+        last pair removed (instructions, assistant turns) goes with them, except
+        :class:`System` messages, which are kept. What remains is a suffix of the
+        conversation, so its exports stay well-formed. Synchronous; callbacks are not run.
+        """
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise ValueError(f"keep must be an int >= 0, got {keep!r}")
+        excess = len(self._by_call_id) - keep
+        if excess <= 0:
+            return ()
+        chosen: list[ActionRequest] = []
+        older: list[Message] = []  # non-action messages older than the last chosen request
+        pending: list[Message] = []
+        for message in self._messages.values():
+            if isinstance(message, ActionRequest):
+                if len(chosen) == excess or message.content.action_response_id is None:
+                    break
+                chosen.append(message)
+                older.extend(pending)
+                pending.clear()
+            elif not isinstance(message, ActionResponse | System):
+                pending.append(message)
+        if not chosen:
+            return ()
+        removed_ids: set[uuid.UUID] = {m.id for m in older}
+        for request in chosen:
+            removed_ids.add(request.id)
+            response_id = request.content.action_response_id
+            assert response_id is not None
+            removed_ids.add(response_id)
+        removed = tuple(m for m in self._messages.values() if m.id in removed_ids)
+        for message in removed:  # nothing below can fail
+            del self._messages[message.id]
+            if isinstance(message, ActionRequest):
+                if self._by_call_id.get(message.content.call_id) is message:
+                    del self._by_call_id[message.content.call_id]
+        return removed
 
     def request_for_call_id(self, call_id: str) -> ActionRequest | None:
         """The request in this history with tool-call id *call_id*, or ``None``; O(1).

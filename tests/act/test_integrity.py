@@ -401,3 +401,54 @@ async def test_a_shared_limiter_caps_calls_across_acts(autojump_clock: trio.abc.
     assert trio.current_time() == pytest.approx(4)  # 12 calls, 3 at a time
     for b in branches:
         assert_consistent(b)
+
+
+# -- retention (issue 13) -----------------------------------------------------------------------
+
+
+async def test_retain_bounds_a_long_lived_branch_by_whole_pairs() -> None:
+    from lionexec import Instruction, System
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    branch = Branch(retain=20)
+    branch.register_tools(Tool(add))
+    branch.messages.add_message(System(content="be careful"))
+    for batch in range(30):
+        branch.messages.add_message(Instruction(content=f"batch {batch}"))
+        await branch.act([call("add", a=batch, b=i) for i in range(5)])
+        assert branch.messages.calls <= 22
+    assert 20 <= branch.messages.calls <= 22
+    assert isinstance(branch.messages.messages[0], System)  # kept
+    assert_consistent(branch)  # every remaining request answered, log in step
+    assert len(branch.log) == branch.messages.calls
+    exported = branch.messages.to_openai()
+    assert exported[0]["role"] == "system" and exported[1]["role"] in ("user", "assistant")
+    last = [m for m in branch.messages.requests()][-1]
+    assert last.arguments == {"a": 29, "b": 4}
+
+
+async def test_trimming_never_takes_a_call_in_flight(autojump_clock: trio.abc.Clock) -> None:
+    async def slow() -> str:
+        await trio.sleep(10)
+        return "late"
+
+    async def fast() -> str:
+        return "fast"
+
+    branch = Branch(retain=1)
+    branch.register_tools([Tool(slow), Tool(fast)])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(branch.act, call("slow"))
+        await trio.testing.wait_all_tasks_blocked()
+        for _ in range(5):
+            await branch.act(call("fast"))
+        assert branch.messages.requests()[0].function == "slow"  # in flight: kept
+    assert_consistent(branch)
+
+
+def test_retain_is_validated() -> None:
+    for bad in (0, -1, 1.5, True, "3"):
+        with pytest.raises(ConfigurationError, match="retain"):
+            Branch(retain=bad)  # type: ignore[arg-type]
