@@ -181,9 +181,11 @@ class MessageManager:
         removed = tuple(m for m in self._messages.values() if m.id in removed_ids)
         for message in removed:  # nothing below can fail
             del self._messages[message.id]
-            if isinstance(message, ActionRequest):
-                if self._by_call_id.get(message.content.call_id) is message:
-                    del self._by_call_id[message.content.call_id]
+            if (
+                isinstance(message, ActionRequest)
+                and self._by_call_id.get(message.content.call_id) is message
+            ):
+                del self._by_call_id[message.content.call_id]
         return removed
 
     def request_for_call_id(self, call_id: str) -> ActionRequest | None:

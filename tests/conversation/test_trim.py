@@ -11,7 +11,7 @@ from lionexec.testing import assert_linked
 
 
 def build(plan: list[str]) -> MessageManager:
-    """'i' instruction, 'c' a call answered at once, 'o' a call left open, 'a' answer oldest open."""
+    """'i' instruction, 'c' a call answered at once, 'o' one left open, 'a' answer oldest open."""
     history = MessageManager([System(content="s")])
     open_: list[ActionRequest] = []
     for step in plan:
