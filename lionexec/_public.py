@@ -37,7 +37,7 @@ def publish(package: str, namespace: Mapping[str, Any], *, include: tuple[str, .
     """
     _PUBLIC_MODULES.add(package)
     for name in namespace["__all__"]:
-        obj = namespace[name]
+        obj = namespace.get(name)  # None for a lazy module attribute (PEP 562)
         if not isinstance(obj, type | types.FunctionType):
             continue
         home = getattr(obj, "__module__", "")

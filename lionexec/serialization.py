@@ -8,7 +8,8 @@ This module is an edge: it imports every layer's records (and each layer's priva
 ``_serde`` module, which generates that layer's hooks), and no layer imports it. Lower layers
 that need the converter (:meth:`Event.to_dict <lionexec.engine.Event.to_dict>`, a tool's or a
 policy's record) find it in a tiny registration module at the bottom, where this module
-registers :data:`converter` when it is imported; ``import lionexec`` imports it.
+registers :func:`make_converter` when it is imported (``import lionexec`` imports it). The
+shared :data:`converter` is built on first use.
 
 Event records are one-way: they unstructure for logs and inspection, and never structure back
 into a live event (``Event.from_dict`` always raises). Values of unknown type (responses,
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from cattrs.gen import make_dict_unstructure_fn, override
@@ -102,14 +103,23 @@ def _event_unstructure_fn(conv: JsonConverter, cls: type[Event]) -> Callable[[An
     return make_dict_unstructure_fn(cls, conv, **overrides)
 
 
-#: The shared converter. Use it, or build your own with :func:`make_converter`.
-converter: JsonConverter = make_converter()
-_unstructure.register(converter)
+_unstructure.register(make_converter)
+
+if TYPE_CHECKING:
+    #: The shared converter (built on first use). Use it, or build your own with
+    #: :func:`make_converter`.
+    converter: JsonConverter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "converter":
+        return _unstructure.get()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def dumps(value: Any) -> str:
     """Serialize any lionexec record (or plain value) to a JSON string."""
-    return converter.dumps(value)
+    return _unstructure.get().dumps(value)
 
 
 _publish(__name__, globals(), include=("lionexec._jsonable",))
