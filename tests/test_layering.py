@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import attrs
@@ -244,3 +246,31 @@ def test_no_module_imports_a_higher_layer_not_even_lazily() -> None:
 )
 def test_the_checker_finds_upward_imports(importer: str, source: str, expected: list[str]) -> None:
     assert violations(imports_of(source, importer)) == expected
+
+
+# -- serialization through the registration module ----------------------------------------------
+
+
+def run_fresh(code: str) -> str:
+    """Run *code* in a fresh interpreter; return its stdout."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
+    )
+    return result.stdout.strip()
+
+
+def test_lower_layers_reach_the_converter_without_importing_serialization() -> None:
+    # Importing only the engine still registers the converter (the package imports
+    # serialization first), and it is built on first use, not at import.
+    out = run_fresh(
+        "import lionexec._unstructure as u\n"
+        "from lionexec.engine import Event\n"
+        "print(u._built is None)\n"
+        "record = Event().to_dict()\n"
+        "import lionexec.serialization as s\n"
+        "print(u._built is s.converter, sorted(record['execution']))\n"
+    )
+    assert out.splitlines() == [
+        "True",
+        "True ['duration', 'error', 'response', 'retryable', 'status']",
+    ]
