@@ -35,12 +35,14 @@ from .engine import ProcessorStatistics as ProcessorStatistics
 from .engine import Unset as Unset
 from .errors import CallRejected as CallRejected
 from .errors import ConfigurationError as ConfigurationError
+from .errors import DuplicateCallError as DuplicateCallError
 from .errors import DuplicateToolError as DuplicateToolError
 from .errors import EventStateError as EventStateError
 from .errors import EventTypeError as EventTypeError
 from .errors import HistoryError as HistoryError
 from .errors import LionexecError as LionexecError
 from .errors import MessageNotFoundError as MessageNotFoundError
+from .errors import NotInTrioError as NotInTrioError
 from .errors import ProcessorBusyError as ProcessorBusyError
 from .errors import SchemaError as SchemaError
 from .errors import ToolNotFoundError as ToolNotFoundError
@@ -71,6 +73,7 @@ __all__ = [
     "CallContext",
     "CallRejected",
     "ConfigurationError",
+    "DuplicateCallError",
     "DuplicateToolError",
     "ErrorInfo",
     "Event",
@@ -91,6 +94,7 @@ __all__ = [
     "LionexecError",
     "MessageManager",
     "MessageNotFoundError",
+    "NotInTrioError",
     "PermissionDecision",
     "PermissionPolicy",
     "Processor",
