@@ -139,6 +139,7 @@ async def alcall(
         NotInTrioError: called outside a trio run (say, under ``asyncio.run``).
     """
     require_trio("alcall()")
+    await trio.lowlevel.checkpoint()  # *func* need not yield; alcall always does
     params = params or DEFAULT_PARAMS
     declared_async = is_async_callable(func)
 

@@ -93,6 +93,10 @@ class Throttle:
         self._last = now
 
 
+#: The loop that starts a concurrent batch checkpoints after this many starts.
+_SPAWN_CHECKPOINT_EVERY = 64
+
+
 async def fan_out(
     func: Callable[[int, T], Awaitable[R]],
     items: Sequence[T],
@@ -107,8 +111,10 @@ async def fan_out(
     Calls start in input order: with *max_concurrent* (or a shared *limiter*: a call holds one
     of its tokens while it runs), the next one starts when a running one finishes; with
     *throttle_period*, at least that many seconds after the previous start. With
-    ``max_concurrent=1`` (a sequential batch) the calls run one after another in this task,
-    with a checkpoint between them; otherwise each runs in its own task of one nursery.
+    ``max_concurrent=1`` (a sequential batch) the calls run one after another in this task
+    (*func* must be a checkpoint itself, as a call's transaction is, for the batch to yield
+    between calls); otherwise each runs in its own task of one nursery, and the loop that
+    starts them checkpoints every 64 starts.
 
     An ordinary exception from one call stops the batch (the running calls are cancelled, the
     rest never start) and is raised (unwrapped from its exception group when it is the only
@@ -119,10 +125,14 @@ async def fan_out(
         await trio.lowlevel.checkpoint()
         return []
     results: list[Any] = [None] * len(items)
-    throttle = Throttle(throttle_period)
+    throttle = Throttle(throttle_period) if throttle_period else None
     if max_concurrent == 1 or len(items) == 1:
+        # One after another in this task. Each call is a checkpoint itself (a call's
+        # transaction always yields), so the batch yields between calls; no extra checkpoint
+        # here (the sequential and single-call act rows of nox -s bench).
         for index, item in enumerate(items):
-            await throttle.wait()
+            if throttle is not None:
+                await throttle.wait()
             try:
                 if limiter is None:
                     results[index] = await func(index, item)
@@ -153,7 +163,10 @@ async def fan_out(
     try:
         async with trio.open_nursery() as nursery:
             for index, item in enumerate(items):
-                await throttle.wait()
+                if throttle is not None:
+                    await throttle.wait()
+                elif index % _SPAWN_CHECKPOINT_EVERY == _SPAWN_CHECKPOINT_EVERY - 1:
+                    await trio.lowlevel.checkpoint()  # a long spawning loop lets others run
                 token = object()
                 for cap in caps:  # taken here, so calls start in input order
                     await cap.acquire_on_behalf_of(token)
