@@ -1,0 +1,48 @@
+"""lionexec._snapshot.snapshot: equal values sharing nothing mutable, never raising."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lionexec._snapshot import snapshot
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(max_size=4), children, max_size=4)
+        | st.tuples(children, children)
+    ),
+    max_leaves=30,
+)
+
+
+def containers(value: Any) -> list[int]:
+    found: list[int] = []
+    if isinstance(value, dict | list):
+        found.append(id(value))
+    items = value.values() if isinstance(value, dict) else value
+    if isinstance(value, dict | list | tuple):
+        for item in items:
+            found.extend(containers(item))
+    return found
+
+
+@given(json_values)
+def test_snapshot_is_equal_and_shares_no_mutable_container(value: Any) -> None:
+    copied = snapshot(value)
+    assert copied == value
+    assert not set(containers(copied)) & set(containers(value))
+
+
+def test_uncopyable_and_too_deep_values_are_kept_by_reference() -> None:
+    lock = threading.Lock()
+    assert snapshot({"lock": lock})["lock"] is not None
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert snapshot(deep) is deep
