@@ -479,3 +479,43 @@ def test_the_journal_is_a_branch_sink() -> None:
         JournalSink(MemoryJournal(), str(uuid.uuid4()), MessageManager()), EvidenceSink
     )
     assert Journal.__doc__
+
+
+async def test_a_key_in_flight_elsewhere_is_waited_for(journals: JournalFactory) -> None:
+    """Two journal objects on one database (two processes): the second call polls the key."""
+    runs: list[str] = []
+    release, started = trio.Event(), trio.Event()
+
+    async def book(ref: str) -> str:
+        runs.append(ref)
+        started.set()
+        await release.wait()
+        return f"booked {ref}"
+
+    tool = Tool(book, effect="keyed", idempotency_key=lambda args: args["ref"])
+    async with journals.new() as first, journals.new() as second:
+        one, two = await first.branch(), await second.branch()
+        one.register_tools(tool)
+        two.register_tools(tool)
+        answers: dict[str, Any] = {}
+        polled = trio.Event()
+        wait_done = second._wait_done
+
+        async def spy(key: str) -> Any:
+            polled.set()
+            return await wait_done(key)
+
+        second._wait_done = spy  # type: ignore[method-assign]
+
+        async def act(branch: Branch, who: str) -> None:
+            [answers[who]] = await branch.act({"function": "book", "arguments": {"ref": "R1"}})
+
+        async with one, two, trio.open_nursery() as nursery:
+            nursery.start_soon(act, one, "one")
+            await started.wait()
+            nursery.start_soon(act, two, "two")
+            await polled.wait()
+            release.set()
+    assert runs == ["R1"]
+    assert answers["one"].output == answers["two"].output == "booked R1"
+    assert answers["two"].content.attempts == 0
