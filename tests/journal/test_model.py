@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
