@@ -1,10 +1,14 @@
 """``python -m benchmarks``: every area, every implementation, one table.
 
 Each (area, implementation) pair runs in its own subprocess (``python -m benchmarks.<area>
---impl ... --json``) so imports, GC state and memory never leak between implementations. Everything
-runs in ``--rounds`` passes (two by default) with the implementations in rotated order, and
-the best figure of all passes is kept, so a burst of load from elsewhere on the machine
-skews one pass, not the result; memory and single-run cases run in the first pass only. The
+--impl ... --json``) so imports, GC state and memory never leak between implementations. The
+implementations: lionexec, the reference (lionagi 0.36.0), the bare raw-trio floor and, for
+the areas in :data:`FLOOR_AREAS`, the equivalent-work floor (the same contract in plain trio).
+Everything runs in ``--rounds`` passes (two by default) with the implementations in rotated
+order; the timed runs of all passes are pooled and reported as a median with its
+interquartile range (and the best), so a burst of load from elsewhere on the machine widens
+the spread instead of moving the figure; memory and single-run cases run in the first pass
+only. The
 results are merged into ``benchmarks/results/latest.json`` and ``latest.md`` (a ``--quick``
 run writes ``quick.json`` / ``quick.md`` instead) and the table is printed.
 """
@@ -17,14 +21,17 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from . import report
-from ._harness import IMPLS, MARKER, ROUND_VARIABLE
+from ._harness import IMPLS, MARKER, ROUND_VARIABLE, Measurement
 from .plot import plot
 
 AREAS = ("events", "processor", "tools", "act", "scaling", "server_load")
+#: Areas with an equivalent-work floor (``--impl floor``); the others run without it.
+FLOOR_AREAS = ("act",)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -59,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--only", default="", help=f"comma-separated areas of {AREAS}")
     parser.add_argument("--impls", default=",".join(IMPLS), help="comma-separated impls")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per case (best-of)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per case and pass")
     parser.add_argument("--budget", type=float, default=6.0, help="soft seconds per case")
     parser.add_argument(
         "--rounds", type=int, default=0, help="passes over everything (default: 2, quick: 1)"
@@ -78,7 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def combine(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    """Merge a later round's child report into an earlier one: the better figure wins."""
+    """Merge a later round's child report into an earlier one: timed runs are pooled."""
     if old is None:
         return new
     kept = {m["scenario"]: m for m in old["results"]}
@@ -86,11 +93,13 @@ def combine(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
         before = kept.get(m["scenario"])
         if before is None or before["value"] is None:
             kept[m["scenario"]] = m
-        elif m["value"] is not None:
-            runs = before["repeats"] + m["repeats"]
-            if m["value"] < before["value"]:
-                kept[m["scenario"]] = m
-            kept[m["scenario"]]["repeats"] = runs
+        elif m["value"] is not None and m.get("samples") and before.get("samples"):
+            pooled = Measurement(**before)
+            pooled.samples = before["samples"] + m["samples"]
+            pooled.summarize()
+            if "ops_per_s" in pooled.extra and pooled.value:
+                pooled.extra["ops_per_s"] = 1e6 / pooled.value
+            kept[m["scenario"]] = asdict(pooled)
     return old | {"results": list(kept.values())}
 
 
@@ -106,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
             # rotate the order each round, so no implementation always runs first
             shift = (round_ - 1) % len(args.impl_list)
             for impl in args.impl_list[shift:] + args.impl_list[:shift]:
+                if impl == "floor" and area not in FLOOR_AREAS:
+                    continue
                 child = run_child(area, impl, args, round_)
                 runs[area][impl] = combine(runs[area].get(impl), child)
             elapsed = time.perf_counter() - started

@@ -5,10 +5,14 @@ with ``main(cases)``; ``python -m benchmarks.<area> --impl lionexec|lionagi|raw 
 runs every case of that implementation and prints one JSON line (prefixed with
 :data:`MARKER`) for the parent to collect. Progress goes to stderr.
 
-lionagi runs under ``asyncio.run`` (its native loop); lionexec and raw trio under ``trio.run``.
-Every case is run in a fresh event loop: one warm-up at a small size, then up to ``repeats``
-timed runs (stopping early once ``budget`` seconds are spent), reporting the best and the
-median. Memory cases trace with :mod:`tracemalloc` and are run once, after a warm-up.
+lionagi runs under ``asyncio.run`` (its native loop); lionexec, raw trio and the
+equivalent-work floor (``floor``: the same contract in plain trio, only where an area defines
+one) under ``trio.run``. Every case is run in a fresh event loop: one warm-up at a small
+size, then up to ``repeats`` timed runs (stopping early once ``budget`` seconds are spent);
+every run's figure is kept (``samples``), and the reported value is their median, with the
+interquartile range and the best beside it. Memory cases trace with :mod:`tracemalloc` and are
+run once, after a warm-up. ``report`` cases (long-lived runs) return their own named figures
+and run once.
 """
 
 from __future__ import annotations
@@ -29,14 +33,16 @@ from typing import Any, Literal
 
 import trio
 
-IMPLS = ("lionexec", "lionagi", "raw")
+IMPLS = ("lionexec", "lionagi", "raw", "floor")
 MARKER = "BENCH-JSON "
 #: The parent's pass number (1, 2, ...). Memory cases, being deterministic, and single-run
 #: cases, being slow, run in the first pass only.
 ROUND_VARIABLE = "LIONEXEC_BENCH_ROUND"
 
 #: A scenario body: run the work at size ``n`` and return the seconds spent in the measured
-#: part (a ``time`` case) or ``(retained, peak)`` bytes from a :class:`MemoryProbe`.
+#: part (a ``time`` case), ``(retained, peak)`` bytes from a :class:`MemoryProbe` (a
+#: ``memory`` case), or ``{suffix: (unit, value or list of values)}`` (a ``report`` case; a
+#: list is reported as its median and quartiles).
 Body = Callable[[int], Coroutine[Any, Any, Any]]
 
 
@@ -47,7 +53,7 @@ class Case:
     name: str
     n: int
     body: Body | None
-    kind: Literal["time", "memory"] = "time"
+    kind: Literal["time", "memory", "report"] = "time"
     throughput: bool = False
     peak: bool = False
     note: str = ""
@@ -56,11 +62,18 @@ class Case:
     warmup: int = 1000
     repeats: int | None = None
     budget: float | None = None
+    #: ``False``: a ``time`` body's seconds are reported as they are (µs, ``unit="us"``), not
+    #: per item (a longest scheduler step, say).
+    per_item: bool = True
 
 
 @dataclass
 class Measurement:
-    """A case's outcome, as sent to the parent. ``value`` is None when not measured."""
+    """A case's outcome, as sent to the parent. ``value`` is None when not measured.
+
+    For timed cases ``value`` is the median of ``samples`` (one per run, per item), ``q1`` and
+    ``q3`` its interquartile range and ``best`` the smallest.
+    """
 
     scenario: str
     unit: str
@@ -71,6 +84,27 @@ class Measurement:
     note: str = ""
     series: str = ""
     extra: dict[str, float] = field(default_factory=dict)
+    best: float | None = None
+    q1: float | None = None
+    q3: float | None = None
+    samples: list[float] = field(default_factory=list)
+
+    def summarize(self) -> None:
+        """Set value (the median), best and the quartiles from ``samples``."""
+        if not self.samples:
+            return
+        self.value = self.median = statistics.median(self.samples)
+        self.best = min(self.samples)
+        self.q1, self.q3 = quartiles(self.samples)
+        self.repeats = len(self.samples)
+
+
+def quartiles(samples: list[float]) -> tuple[float, float]:
+    """The first and third quartiles (both the value itself for a single sample)."""
+    if len(samples) < 2:
+        return samples[0], samples[0]
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return q1, q3
 
 
 def k(n: int) -> str:
@@ -122,6 +156,19 @@ def measure(case: Case, impl: str, repeats: int, budget: float) -> list[Measurem
         return [Measurement(name, unit, case.n, None, note=case.unavailable) for name in names]
     run = _runner(impl)
     run(case.body, max(1, min(case.n, case.warmup)))
+    if case.kind == "report":
+        gc.collect()
+        figures: dict[str, tuple[str, float | list[float]]] = run(case.body, case.n)
+        out = []
+        for suffix, (unit, figure) in figures.items():
+            name = f"{case.name}, {suffix}"
+            if isinstance(figure, list):  # several runs: median and quartiles
+                m = Measurement(name, unit, case.n, None, note=case.note, samples=figure)
+                m.summarize()
+            else:
+                m = Measurement(name, unit, case.n, figure, repeats=1, note=case.note)
+            out.append(m)
+        return out
     if case.kind == "memory":
         gc.collect()
         retained, peak = run(case.body, case.n)
@@ -140,28 +187,30 @@ def measure(case: Case, impl: str, repeats: int, budget: float) -> list[Measurem
         times.append(run(case.body, case.n))
         if time.perf_counter() - started > spend:
             break
-    best = min(times)
+    per = case.n if case.per_item else 1
     result = Measurement(
         case.name,
-        "us/op",
+        _unit(case),
         case.n,
-        best / case.n * 1e6,
-        median=statistics.median(times) / case.n * 1e6,
-        repeats=len(times),
+        None,
         note=case.note,
         series=case.series,
+        samples=[t / per * 1e6 for t in times],
     )
-    if case.throughput:
-        result.extra["ops_per_s"] = case.n / best
+    result.summarize()
+    if case.throughput and result.value:
+        result.extra["ops_per_s"] = 1e6 / result.value
     return [result]
 
 
 def _unit(case: Case) -> str:
-    return "B/item" if case.kind == "memory" else "us/op"
+    if case.kind == "memory":
+        return "B/item"
+    return "us/op" if case.per_item else "us"
 
 
 def _version(impl: str) -> str:
-    if impl == "raw":
+    if impl in ("raw", "floor"):
         return f"trio {trio.__version__}"
     module = __import__(impl)
     return f"{impl} {getattr(module, '__version__', '?')}"

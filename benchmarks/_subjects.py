@@ -1,19 +1,22 @@
 """The work every area measures, per implementation: events that return, raise or nap.
 
 Each implementation's classes are built on first use, so a process imports only the library
-it measures. The raw trio floor is a slotted record with a uuid4 and a try/except capture
-wrapper timed with ``trio.current_time()``: the least an event lifecycle can cost on trio.
+it measures. The raw trio floor is a slotted record with a uuid4 (from lionexec's fast
+generator, :func:`lionexec._ids.uuid4`, as in every floor: the floor should not lose on a slower
+id) and a try/except capture wrapper timed with ``trio.current_time()``: the least an event
+lifecycle can cost on trio.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import trio
+
+from lionexec._ids import uuid4
 
 NAP = 0.001  # seconds a "sleeping" event waits
 
@@ -77,7 +80,7 @@ class RawEvent:
     __slots__ = ("created_at", "duration", "error", "id", "response", "status")
 
     def __init__(self) -> None:
-        self.id = uuid.uuid4()
+        self.id = uuid4()
         self.created_at = time.time()
         self.status = "pending"
         self.duration: float | None = None

@@ -1,24 +1,49 @@
-"""Branch.act (issue 6): a batch of calls to a trivial async tool, governed and recorded.
+"""Branch.act (issues 6, 10, 13): batches of calls to a trivial async tool, governed, recorded.
 
-lionexec: ``lionexec.act.Branch`` (n/a until it exists); lionagi 0.36.0:
-``Branch(log_config={"auto_save_on_exit": False})`` (no key, no network on this path); raw
-trio: a nursery (or a loop, for sequential) that appends two dict records per call, a request
-and its response. Every run uses a fresh branch with the tool registered. Logging is disabled
-in every process: lionagi logs each failing call, and stderr output is not what is measured.
+Implementations (each in its own process):
+
+* lionexec: ``lionexec.act.Branch``;
+* lionagi 0.36.0: ``Branch(log_config={"auto_save_on_exit": False})`` (no key, no network on
+  this path);
+* raw (the *bare* floor): a nursery (or a loop, for sequential) that appends two dict records
+  per call, a request and its response; nothing else;
+* floor (the *equivalent-work* floor, :mod:`benchmarks._floor`): the same contract as
+  lionexec in lean, slotted plain trio (envelope parsing, argument validation, call id,
+  private argument copy, event, log record, two-way linked pair, cancellation safety).
+
+Every run uses a fresh branch with the tools registered. Scenarios: concurrent, sequential and
+failing batches; a single-call ``act`` repeated in sequence (the server's shape); a governed
+batch (session gate, rules policy, ``tool.pre``/``tool.post`` hooks) beside the ungoverned one
+in the same process; memory retained per successful and per failing call; a long-lived branch
+(100 batches of 1k calls: total time, max GC pause, memory growth after warm-up); and the
+longest trio scheduler step of a 10k-call batch with a JSONL log, against a sink that writes
+synchronously on the trio thread (the old JSONL sink). Logging is disabled in every process:
+lionagi logs each failing call, and stderr output is not what is measured.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
+import tempfile
 import time
-import uuid
-from collections.abc import Awaitable, Callable
+import tracemalloc
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
 
+from lionexec._ids import uuid4  # the fast id generator, in every floor (issue 13)
+
 from ._harness import Case, MemoryProbe, k, main, unavailable
 from ._toolfuncs import add, boom
+
+#: Long-lived scenario: batches per run, and the batches counted as warm-up.
+BATCHES, WARM_BATCHES = 100, 10
+QUICK_BATCHES, QUICK_WARM_BATCHES = 20, 5
+#: How many calls a long-lived lionexec branch keeps, if ``Branch(retain=...)`` exists.
+RETAIN, QUICK_RETAIN = 10_000, 1_000
 
 
 def requests(n: int, function: str = "add") -> list[dict[str, Any]]:
@@ -28,7 +53,7 @@ def requests(n: int, function: str = "add") -> list[dict[str, Any]]:
 
 
 class RawBranch:
-    """The floor: look the tool up, call it, keep a request record and a response record."""
+    """The bare floor: look the tool up, call it, keep a request record and a response record."""
 
     def __init__(self) -> None:
         self.tools: dict[str, Callable[..., Awaitable[Any]]] = {}
@@ -40,7 +65,7 @@ class RawBranch:
 
     async def _one(self, index: int, call: dict[str, Any], out: list[Any]) -> None:
         request = {
-            "id": uuid.uuid4(),
+            "id": uuid4(),
             "function": call["function"],
             "arguments": call["arguments"],
         }
@@ -67,19 +92,61 @@ class RawBranch:
         return out
 
 
-def branch_factory(impl: str) -> Callable[[], Any]:
-    """A fresh branch with ``add`` and ``boom`` registered (ImportError if there is none)."""
+def _retention(retain: int) -> tuple[dict[str, Any], str]:
+    """lionexec ``Branch`` keyword arguments for a bounded branch, and a note saying which."""
+    import attrs
+
+    from lionexec.act import Branch
+
+    if "retain" not in attrs.fields_dict(Branch):
+        return {}, "without retention: Branch(retain=...) does not exist yet"
+    try:
+        Branch(retain=retain)  # type: ignore[call-arg,unused-ignore]
+    except Exception as exc:
+        return {}, f"without retention: Branch(retain={retain}) refused: {exc}"[:160]
+    return {"retain": retain}, f"with Branch(retain={retain})"
+
+
+def branch_factory(
+    impl: str, *, governed: bool = False, retain: int | None = None
+) -> Callable[[], Any]:
+    """A fresh branch with ``add`` and ``boom`` registered (ImportError if there is none).
+
+    *governed* (lionexec only): a session gate, a rules policy and ``tool.pre``/``tool.post``
+    hooks, all allowing every call. *retain* (lionexec only): ``Branch(retain=retain)``, if
+    that exists.
+    """
+    make: Callable[[], Any]
     if impl == "raw":
-        make: Callable[[], Any] = RawBranch
+        make = RawBranch
+    elif impl == "floor":
+        from ._floor import FloorBranch
+
+        make = FloorBranch
     elif impl == "lionagi":
         from lionagi import Branch as LionagiBranch  # type: ignore[import-not-found,unused-ignore]
 
         def make() -> Any:
             return LionagiBranch(log_config={"auto_save_on_exit": False})
+    elif governed:
+        from lionexec.act import Branch
+        from lionexec.governance import HookPoint, PermissionPolicy, SessionObserver
+
+        def make() -> Any:
+            observer = SessionObserver()
+            observer.gate(lambda invocation: True)
+            policy = PermissionPolicy(mode="rules", allow={"add": ["*"], "boom": ["*"]})
+            branch = Branch(observer=observer, policy=policy)
+            branch.hooks.on(HookPoint.TOOL_PRE, lambda **_: None)
+            branch.hooks.on(HookPoint.TOOL_POST, lambda **_: None)
+            return branch
     else:
         from lionexec.act import Branch
 
-        make = Branch
+        kwargs = _retention(retain)[0] if retain else {}
+
+        def make() -> Any:
+            return Branch(**kwargs)
 
     def fresh() -> Any:
         branch = make()
@@ -89,9 +156,11 @@ def branch_factory(impl: str) -> Callable[[], Any]:
     return fresh
 
 
-def act_body(impl: str, strategy: str = "concurrent", function: str = "add") -> Any:
+def act_body(
+    impl: str, strategy: str = "concurrent", function: str = "add", governed: bool = False
+) -> Any:
     """Time one ``act`` over *n* calls on a fresh branch."""
-    fresh = branch_factory(impl)
+    fresh = branch_factory(impl, governed=governed)
 
     async def body(n: int) -> float:
         branch = fresh()
@@ -105,10 +174,213 @@ def act_body(impl: str, strategy: str = "concurrent", function: str = "add") -> 
     return body
 
 
+def single_call_body(impl: str) -> Any:
+    """The server's shape: *n* ``act`` calls of one call each, one after another."""
+    fresh = branch_factory(impl)
+
+    async def body(n: int) -> float:
+        branch = fresh()
+        calls = [[call] for call in requests(n)]
+        responses: list[Any] = []
+        start = time.perf_counter()
+        for call in calls:
+            responses += await branch.act(call)
+        elapsed = time.perf_counter() - start
+        _verify(responses, n, ok=True)
+        return elapsed
+
+    return body
+
+
+def retained_body(impl: str, function: str = "add") -> Any:
+    fresh = branch_factory(impl)
+
+    async def body(n: int) -> tuple[int, int]:
+        branch = fresh()
+        calls = requests(n, function)
+        probe = MemoryProbe()
+        responses = await branch.act(calls, strategy="concurrent")
+        _verify(responses, n, ok=function == "add")
+        del responses
+        return probe.stop()
+
+    return body
+
+
+def long_lived_body(impl: str, batches: int, warm: int, retain: int) -> Any:
+    """*batches* batches of *n* concurrent calls into one branch: time, GC pauses, memory.
+
+    Two runs on fresh branches: one timed, with every cyclic-GC pass timed through
+    ``gc.callbacks``; one traced with :mod:`tracemalloc` (which slows everything down) for
+    the memory after each batch.
+    """
+    fresh = branch_factory(impl, retain=retain)
+
+    async def body(n: int) -> dict[str, tuple[str, float]]:
+        calls = requests(n)
+        pauses: list[float] = []
+        started = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                pauses.append(time.perf_counter() - started[0])
+
+        branch = fresh()
+        gc.collect()
+        gc.callbacks.append(on_gc)
+        try:
+            start = time.perf_counter()
+            for _ in range(batches):
+                responses = await branch.act(calls)
+            elapsed = time.perf_counter() - start
+        finally:
+            gc.callbacks.remove(on_gc)
+        _verify(responses, n, ok=True)
+        del branch, responses
+
+        branch = fresh()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            sizes = []
+            for _ in range(batches):
+                await branch.act(calls)
+                sizes.append(tracemalloc.get_traced_memory()[0] - base)
+        finally:
+            tracemalloc.stop()
+        warmed, later = sizes[warm - 1], max(sizes[warm:])
+        total = batches * n
+        return {
+            "time per call": ("us/op", elapsed / total * 1e6),
+            "max GC pause": ("us", max(pauses, default=0.0) * 1e6),
+            "GC time share": ("%", sum(pauses) / elapsed * 100),
+            f"memory after {warm} batches (warm-up)": ("B", float(warmed)),
+            "most memory after the warm-up": ("B", float(later)),
+            "memory growth per call after the warm-up": (
+                "B/item",
+                (later - warmed) / ((batches - warm) * n),
+            ),
+        }
+
+    return body
+
+
+# -- event-loop stall: the longest trio scheduler step --------------------------------------------
+
+
+class LongestStep(trio.abc.Instrument):
+    """The longest single task step (the time between two checkpoints of one task): overall,
+    outside one task (the one that called ``act()``, whose own steps read, record and spawn
+    the whole batch), and in the evidence sinks' drain tasks (``SinkFeed.serve``)."""
+
+    def __init__(self, apart: trio.lowlevel.Task) -> None:
+        self.longest = 0.0
+        self.longest_elsewhere = 0.0
+        self.longest_in_sink = 0.0
+        self._apart = apart
+        self._started: float | None = None  # the step that adds the instrument is not counted
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._started = time.perf_counter()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self._started is not None:
+            step = time.perf_counter() - self._started
+            self.longest = max(self.longest, step)
+            if task is not self._apart:
+                self.longest_elsewhere = max(self.longest_elsewhere, step)
+            if "SinkFeed" in task.name:
+                self.longest_in_sink = max(self.longest_in_sink, step)
+            self._started = None
+
+
+def blocking_sink(path: Path) -> Any:
+    """The old JSONL sink: each record written and flushed on the trio thread."""
+    from lionexec._unstructure import converter
+    from lionexec.act import EvidenceRecord, JsonlSink
+
+    class BlockingJsonlSink(JsonlSink):
+        async def write(self, records: Sequence[EvidenceRecord]) -> None:
+            for record in records:
+                if record.log is not None:
+                    if self._file is None:
+                        self._file = self.path.open("a", encoding="utf-8")
+                    self._file.write(self._dumps(record.log) + "\n")
+                    self._file.flush()
+            await trio.lowlevel.checkpoint()
+
+    return BlockingJsonlSink(path, dumps=converter.dumps)
+
+
+def stall_body(sink: str, runs: int) -> Any:
+    """The longest scheduler steps of *runs* batches of *n* calls into a branch with a JSONL log.
+
+    *sink*: ``"thread"`` (``Branch.with_log_file``: serialized on the trio thread, written in
+    a worker thread), ``"blocking"`` (written and flushed per record on the trio thread) or
+    ``"none"`` (no log file: the batch's own steps). Measured from entering the branch to
+    leaving it, so the drain at the end counts. Reported: the longest step of any task, and the
+    longest outside the task that called ``act()`` (the sink's drain task, the calls).
+    """
+    from lionexec.act import Branch
+
+    async def once(n: int, directory: str) -> LongestStep:
+        calls = requests(n)
+        path = Path(directory) / f"log-{sink}.jsonl"
+        path.unlink(missing_ok=True)
+        if sink == "thread":
+            branch = Branch.with_log_file(path)
+        elif sink == "blocking":
+            branch = Branch(sinks=(blocking_sink(path),))
+        else:
+            branch = Branch()
+        branch.register_tools([add, boom])
+        instrument = LongestStep(trio.lowlevel.current_task())
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            async with branch:
+                responses = await branch.act(calls)
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+        _verify(responses, n, ok=True)
+        if sink != "none":
+            lines = path.read_text().count("\n")
+            if lines != n:
+                raise AssertionError(f"{lines} log lines for {n} calls")
+        return instrument
+
+    async def body(n: int) -> dict[str, tuple[str, list[float]]]:
+        steps: list[LongestStep] = []
+        with tempfile.TemporaryDirectory() as directory:
+            for _ in range(runs if n > 1 else 1):
+                gc.collect()
+                steps.append(await once(n, directory))
+        out = {
+            "longest trio step": ("us", [s.longest * 1e6 for s in steps]),
+            "longest trio step outside act()'s task": (
+                "us",
+                [s.longest_elsewhere * 1e6 for s in steps],
+            ),
+        }
+        if sink != "none":
+            out["longest step of the sink's drain task"] = (
+                "us",
+                [s.longest_in_sink * 1e6 for s in steps],
+            )
+        return out
+
+    return body
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+
 def _succeeded(response: Any) -> bool:
     if isinstance(response, dict):  # raw
         return response["error"] is None
-    outcome = getattr(response, "outcome", None)  # lionexec: completed, failed, denied, ...
+    outcome = getattr(response, "outcome", None)  # lionexec, floor: completed, failed, ...
     if outcome is not None:
         return bool(outcome == "completed")
     return response.output is not None  # lionagi: a failure's output is None
@@ -126,44 +398,66 @@ def _verify(responses: list[Any], n: int, ok: bool) -> None:
 def cases(impl: str, quick: bool) -> list[Case]:
     logging.disable(logging.CRITICAL)
     small, large = (200, 2_000) if quick else (1_000, 10_000)
+    batches, warm = (QUICK_BATCHES, QUICK_WARM_BATCHES) if quick else (BATCHES, WARM_BATCHES)
+    retain = QUICK_RETAIN if quick else RETAIN
     try:
-        fresh = branch_factory(impl)
+        branch_factory(impl)
     except ImportError as exc:
-        return unavailable(cases("raw", quick), f"not implemented yet ({exc})")
+        return unavailable(cases("floor", quick), f"not implemented yet ({exc})")
 
-    async def retained(n: int) -> tuple[int, int]:
-        branch = fresh()
-        calls = requests(n)
-        probe = MemoryProbe()
-        responses = await branch.act(calls, strategy="concurrent")
-        _verify(responses, n, ok=True)
-        del responses
-        return probe.stop()
-
-    return [
+    names = {
+        "governed": f"act: {k(small)} concurrent calls, governed (gate, rules, pre/post hooks)",
+        "long": f"act: long-lived branch, {batches} batches × {k(small)} calls",
+        "stall": f"act: {k(large)} calls with a JSONL log",
+        "stall_blocking": f"act: {k(large)} calls with a JSONL log written on the trio thread "
+        "(old sink)",
+        "stall_none": f"act: {k(large)} calls without a log file",
+    }
+    out = [
         Case(f"act: {k(small)} concurrent calls", small, act_body(impl), warmup=100),
         Case(f"act: {k(large)} concurrent calls", large, act_body(impl), warmup=100),
-        Case(
-            f"act: {k(small)} sequential calls",
-            small,
-            act_body(impl, "sequential"),
-            warmup=100,
-        ),
+        Case(f"act: {k(small)} sequential calls", small, act_body(impl, "sequential"), warmup=100),
         Case(
             f"act: {k(small)} failing calls (concurrent)",
             small,
             act_body(impl, function="boom"),
             warmup=100,
         ),
+        Case(f"act: single-call act × {k(small)}, in sequence", small, single_call_body(impl)),
+    ]
+    if impl == "lionexec":  # against the ungoverned row above, same process
+        out.append(Case(names["governed"], small, act_body(impl, governed=True), warmup=100))
+    out += [
         Case(
             f"act: retained per call, {k(large)} concurrent",
             large,
-            retained,
+            retained_body(impl),
             kind="memory",
             peak=True,
             warmup=100,
         ),
+        Case(
+            f"act: retained per failing call, {k(large)} concurrent",
+            large,
+            retained_body(impl, "boom"),
+            kind="memory",
+            warmup=100,
+        ),
     ]
+    # lionagi: not run (about 80 s per run at its per-call cost); raw: no history to keep
+    if impl in ("lionexec", "floor"):
+        if impl == "lionexec":
+            note = _retention(retain)[1]
+        else:
+            note = "no retention: the floor keeps every call"
+        body = long_lived_body(impl, batches, warm, retain)
+        out.append(Case(names["long"], small, body, kind="report", note=note, warmup=1))
+    if impl == "lionexec":  # lionexec's sinks only
+        sinks = {"stall": "thread", "stall_blocking": "blocking", "stall_none": "none"}
+        for key, sink in sinks.items():
+            body = stall_body(sink, runs=3 if quick else 5)
+            out.append(Case(names[key], large, body, kind="report", warmup=1))
+    return out
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Processor and Executor (issue 3): capacity-limited cycles, queue_capacity 100, concurrency 64.
 
-* processor: enqueue every event, then ``join()`` (cycles of up to 100 until the queue drains).
+* processor: enqueue every event, then ``join()`` (cycles of up to 100 until the queue drains);
+  the same with one ``enqueue_many`` (lionexec's batch enqueue, one checkpoint for the batch;
+  raw trio: a deque ``extend``; lionagi has none).
 * executor, bulk: ``append`` every event, one ``forward()``, then the processor's ``join()``.
   (lionagi's own numbers: about 1,000 events/s for 20k.)
 * executor, chunks of 100: ``append`` 100, ``forward()``, repeat; a final ``join()``
@@ -49,6 +51,9 @@ class RawProcessor:
 
     async def enqueue(self, event: RawEvent) -> None:
         self.queue.append(event)
+
+    async def enqueue_many(self, events: list[RawEvent]) -> None:
+        self.queue.extend(events)
 
     async def _run(self, event: RawEvent) -> None:
         async with self.limiter:
@@ -107,8 +112,11 @@ def classes(impl: str, event_type: type[Any]) -> tuple[type[Any], type[Any]]:
     return processor, executor
 
 
-def processor_body(impl: str, kind: str = "ok") -> Any:
-    """Enqueue *n* fresh events into a processor and ``join()``; returns the seconds taken."""
+def processor_body(impl: str, kind: str = "ok", many: bool = False) -> Any:
+    """Enqueue *n* fresh events into a processor and ``join()``; returns the seconds taken.
+
+    *many*: one ``enqueue_many`` of the batch instead of an ``enqueue`` per event.
+    """
     event = getattr(event_types(impl), kind)
     processor_type, _ = classes(impl, event)
 
@@ -116,8 +124,11 @@ def processor_body(impl: str, kind: str = "ok") -> Any:
         processor = processor_type(**CONFIG)
         events = [event() for _ in range(n)]
         start = time.perf_counter()
-        for item in events:
-            await processor.enqueue(item)
+        if many:
+            await processor.enqueue_many(events)
+        else:
+            for item in events:
+                await processor.enqueue(item)
         await processor.join()
         elapsed = time.perf_counter() - start
         _check(events)
@@ -176,8 +187,14 @@ def cases(impl: str, quick: bool) -> list[Case]:
         # lionagi's pending Progression checks deque membership on every popleft: O(n) each,
         # so bulk forwarding is quadratic (about 20 s for 20k events). One run is enough.
         bulk_note = "one run: quadratic in the batch size"
+    many_name = f"processor: {k(small)} trivial events, one enqueue_many"
+    if impl == "lionagi":
+        many = Case(many_name, small, None, unavailable="lionagi has no batch enqueue")
+    else:
+        many = Case(many_name, small, processor_body(impl, many=True), throughput=True)
     return [
         Case(f"processor: {k(small)} trivial events", small, trivial, throughput=True),
+        many,
         Case(f"processor: {k(large)} trivial events", large, trivial, throughput=True, repeats=3),
         Case(
             f"processor: {k(small)} events sleeping 1 ms",

@@ -1,8 +1,12 @@
 """Turn the children's results into one document: JSON for machines, a Markdown table for people.
 
-Every figure is "lower is better" (µs per operation or bytes per item), so both ratios read the
-same way: ``speedup_vs_lionagi`` = lionagi / lionexec (above 1: lionexec is faster or smaller)
-and ``cost_vs_raw`` = lionexec / raw trio (1 would be the floor itself).
+Every figure is "lower is better" (µs per operation, µs, bytes per item, bytes, percent), and
+timed figures are the median of all runs with the interquartile range beside it. The ratios
+read the same way: ``speedup_vs_lionagi`` = lionagi / lionexec (above 1: lionexec is faster
+or smaller), ``cost_vs_floor`` = lionexec / the equivalent-work floor (the same contract in
+plain trio) and ``cost_vs_raw`` = lionexec / the bare raw-trio floor (1 would be the floor
+itself). Ratios of near-zero byte counts mean nothing and are not computed; a memory row where
+every implementation keeps next to nothing is left out of the table (and named in the notes).
 """
 
 from __future__ import annotations
@@ -11,21 +15,30 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-AREA_ORDER = ("events", "processor", "tools", "act", "scaling")
+AREA_ORDER = ("events", "processor", "tools", "act", "scaling", "server_load")
+IMPL_ORDER = ("lionexec", "lionagi", "floor", "raw")
 HEADER = (
-    "| scenario | lionexec | lionagi 0.36.0 | raw trio "
-    "| lionexec speedup vs lionagi | lionexec/raw cost |"
+    "| scenario | lionexec | lionagi 0.36.0 | equivalent floor | bare raw trio "
+    "| speedup vs lionagi | lionexec / equivalent floor | lionexec / bare floor |"
 )
+#: Byte figures below this are "next to nothing": no ratio, and a row of them is left out.
+TINY_BYTES = 16.0
 
 
-#: The issues' targets: (issue, check, scenario, bound[, larger scenario]). ``speedup`` must
-#: reach the bound (lionagi / lionexec), ``cost`` stay within it (lionexec / raw), ``linear``
-#: bounds lionexec's per-item cost at the larger size over the smaller one.
+#: The issues' targets: (issue, check, scenario, bound, other scenario). ``speedup`` must
+#: reach the bound (lionagi / lionexec); ``cost`` (lionexec / bare raw trio) and ``floor``
+#: (lionexec / equivalent floor) stay within it; ``linear`` bounds lionexec's per-item cost
+#: at the *other* (larger) size over this one; ``versus`` bounds lionexec's figure here over
+#: its figure in the *other* scenario (same run); ``value`` bounds lionexec's figure itself;
+#: ``share`` bounds (lionexec - raw) / lionexec; ``info`` reports lionexec here / lionexec in
+#: *other* with no bound. Scenario names are the full run's; a quick run's smaller sizes are
+#: matched through :func:`quick_name`.
 TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
     ("2", "speedup", "events: create + invoke 20k", 3.0, ""),
     ("2", "cost", "events: create + invoke 20k", 2.0, ""),
@@ -39,13 +52,80 @@ TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
     ("4", "speedup", "tools: invoke 20k sync tools inline", 5.0, ""),
     ("4", "cost", "tools: 5k sync tools offloaded, one at a time", 1.5, ""),
     ("4", "cost", "tools: 5k sync tools offloaded, concurrently", 1.5, ""),
-    ("6", "speedup", "act: 1k concurrent calls", 15.0, ""),
-    ("6", "speedup", "act: 10k concurrent calls", 15.0, ""),
-    ("6", "speedup", "act: 1k sequential calls", 15.0, ""),
-    ("6", "speedup", "act: 1k failing calls (concurrent)", 15.0, ""),
     ("6", "speedup", "act: retained per call, 10k concurrent", 4.0, ""),
     ("6", "linear", "act: 1k concurrent calls", 1.3, "act: 10k concurrent calls"),
+    (
+        "10",
+        "info",
+        "act: 10k calls with a JSONL log, longest step of the sink's drain task",
+        0.0,
+        "act: 10k calls with a JSONL log written on the trio thread (old sink), longest step "
+        "of the sink's drain task",
+    ),
+    ("13", "floor", "act: 1k concurrent calls", 1.6, ""),
+    ("13", "floor", "act: 1k sequential calls", 2.2, ""),
+    ("13", "floor", "act: 1k failing calls (concurrent)", 1.6, ""),
+    ("13", "floor", "act: single-call act × 1k, in sequence", 1.5, ""),
+    (
+        "13",
+        "versus",
+        "act: 1k concurrent calls, governed (gate, rules, pre/post hooks)",
+        1.3,
+        "act: 1k concurrent calls",
+    ),
+    ("13", "floor", "act: retained per call, 10k concurrent", 1.3, ""),
+    ("13", "value", "act: retained per failing call, 10k concurrent", 1700.0, ""),
+    ("13", "speedup", "act: 1k concurrent calls", 30.0, ""),
+    ("13", "speedup", "act: 10k concurrent calls", 30.0, ""),
+    ("13", "speedup", "act: 1k sequential calls", 30.0, ""),
+    ("13", "speedup", "act: 1k failing calls (concurrent)", 30.0, ""),
+    ("13", "speedup", "act: single-call act × 1k, in sequence", 30.0, ""),
+    ("13", "speedup", "tools: register 1k tools + schemas", 1.0, ""),
+    (
+        "13",
+        "value",
+        "act: long-lived branch, 100 batches × 1k calls, max GC pause",
+        35_000.0,
+        "",
+    ),
+    (
+        "13",
+        "value",
+        "act: long-lived branch, 100 batches × 1k calls, memory growth per call after the warm-up",
+        50.0,
+        "",
+    ),
+    (
+        "13",
+        "info",
+        "processor: 20k trivial events, one enqueue_many",
+        0.0,
+        "processor: 20k trivial events",
+    ),
+    ("13", "share", "server CPU per request: one-call POST /v1/act", 0.2, ""),
 )
+
+#: Full-run sizes -> quick-run sizes, per area (see :func:`quick_name`).
+QUICK_SIZES: dict[str, tuple[tuple[str, str], ...]] = {
+    "events": (("20k", "2k"),),
+    "processor": (("100k", "10k"), ("20k", "2k")),
+    "executor": (("20k", "2k"),),
+    "tools": (("20k", "2k"), ("5k", "500"), ("1k tools", "100 tools")),
+    "act": (
+        ("100 batches × 1k", "20 batches × 200"),
+        ("10k", "2k"),
+        ("× 1k", "× 200"),
+        ("1k", "200"),
+    ),
+}
+
+
+def quick_name(scenario: str) -> str:
+    """The quick run's name for a full run's *scenario* (smaller sizes, same words)."""
+    area = scenario.split(":", 1)[0]
+    for full, quick in QUICK_SIZES.get(area, ()):
+        scenario = re.sub(rf"(?<![\d.]){re.escape(full)}(?![\d])", quick, scenario)
+    return scenario
 
 
 def _now() -> str:
@@ -108,8 +188,8 @@ def build(
                     },
                 )
                 row["results"][impl] = {
-                    k: m[k] for k in ("value", "median", "n", "repeats", "note")
-                }
+                    k: m.get(k) for k in ("value", "median", "best", "q1", "q3", "n", "repeats")
+                } | {"note": m.get("note", ""), "samples": m.get("samples", [])}
                 row["results"][impl].update(m.get("extra", {}))
     document = {
         "meta": {
@@ -133,8 +213,11 @@ def _finish(document: dict[str, Any]) -> dict[str, Any]:
     scaling: dict[str, dict[str, list[list[float]]]] = {}
     for row in rows:
         value = {impl: r.get("value") for impl, r in row["results"].items()}
+        if row["unit"] in ("B/item", "B"):  # ratios of next to nothing mean nothing
+            value = {i: v for i, v in value.items() if v is not None and v >= TINY_BYTES}
         row["ratios"] = {
             "speedup_vs_lionagi": _ratio(value.get("lionagi"), value.get("lionexec")),
+            "cost_vs_floor": _ratio(value.get("lionexec"), value.get("floor")),
             "cost_vs_raw": _ratio(value.get("lionexec"), value.get("raw")),
         }
         if row["series"]:
@@ -164,14 +247,25 @@ def merge(path: Path, document: dict[str, Any]) -> dict[str, Any]:
     return _finish(document)
 
 
+def _number(value: float, unit: str) -> str:
+    if unit in ("B/item", "B"):
+        return f"{value:,.0f} B"
+    if unit == "%":
+        return f"{value:.1f} %"
+    digits = 2 if value < 10 else 1 if value < 100 else 0
+    return f"{value:,.{digits}f} µs"
+
+
 def _cell(result: dict[str, Any] | None, unit: str) -> str:
     if result is None or result.get("value") is None:
         return "n/a"
     value = result["value"]
-    if unit == "B/item":
-        return f"{value:,.0f} B"
-    digits = 2 if value < 10 else 1 if value < 100 else 0
-    text = f"{value:,.{digits}f} µs"
+    text = _number(value, unit)
+    q1 = result.get("q1", result.get("q1_us"))
+    q3 = result.get("q3", result.get("q3_us"))
+    if q1 is not None and q3 is not None and (result.get("repeats") or 0) > 1:
+        digits = 2 if q3 < 10 else 1 if q3 < 100 else 0
+        text += f" [{q1:,.{digits}f}–{q3:,.{digits}f}]"
     if "ops_per_s" in result:
         text += f" ({result['ops_per_s'] / 1000:,.1f}k/s)"
     return text
@@ -181,34 +275,49 @@ def _times(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{ratio:,.2f}×"
 
 
+def _tiny(row: dict[str, Any]) -> bool:
+    """A byte row where every implementation keeps next to nothing."""
+    values = [r.get("value") for r in row["results"].values() if r.get("value") is not None]
+    return row["unit"] in ("B/item", "B") and bool(values) and max(values) < TINY_BYTES
+
+
 def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
     """The Markdown table (with notes) for every scenario, or those of the *only* areas."""
     meta = document["meta"]
-    versions = ", ".join(meta.get("versions", {}).values())
+    versions = ", ".join(dict.fromkeys(meta.get("versions", {}).values()))
     lines = [
         "# lionexec benchmarks",
         "",
         f"Generated {meta['generated']} from `{meta.get('revision', '?')}` "
         f"on Python {meta['python']}, {meta['platform']}, "
         f"{meta['cpus']} CPUs ({versions}). Figures are per operation (µs) or per item "
-        "(bytes), best of all runs (up to 5 per pass, after a warm-up); lower is better. "
-        "Throughput in parentheses. Speedup = lionagi / lionexec; cost = lionexec / raw trio. "
+        "(bytes), or as stated; lower is better. Timed figures are the **median** of every "
+        "run (up to 5 per pass after a warm-up, 2 passes), with the interquartile range "
+        "[q1–q3]; throughput in parentheses. Speedup = lionagi / lionexec. The equivalent "
+        "floor does the same work as lionexec's `act` in lean plain trio (envelope parsing, "
+        "argument validation, call id, private argument copy, event, log record, linked "
+        "request/response pair, cancellation safety; `benchmarks/_floor.py`); the bare floor "
+        "only calls the tool and appends two dicts. Every floor uses lionexec's id generator. "
         f"1-minute load average as each area started (per pass): {_loads(meta) or '?'}.",
         "",
         HEADER,
-        "|---|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes: dict[tuple[str, str], list[str]] = {}
+    omitted: list[str] = []
     for row in document["scenarios"]:
         if only and row["area"] not in only:
             continue
+        if _tiny(row):
+            omitted.append(row["scenario"])
+            continue
         results, unit = row["results"], row["unit"]
-        label = row["scenario"]
-        cells = [_cell(results.get(impl), unit) for impl in ("lionexec", "lionagi", "raw")]
+        cells = [_cell(results.get(impl), unit) for impl in IMPL_ORDER]
         ratios = row["ratios"]
         lines.append(
-            f"| {label} | {' | '.join(cells)} | {_times(ratios['speedup_vs_lionagi'])} "
-            f"| {_times(ratios['cost_vs_raw'])} |"
+            f"| {row['scenario']} | {' | '.join(cells)} "
+            f"| {_times(ratios.get('speedup_vs_lionagi'))} "
+            f"| {_times(ratios.get('cost_vs_floor'))} | {_times(ratios.get('cost_vs_raw'))} |"
         )
         for impl, r in results.items():
             if r.get("note"):
@@ -218,11 +327,16 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
             continue
         for impl, reason in info.get("unavailable", {}).items():
             notes.setdefault((impl, reason), []).append(f"all of {area}")
-    if notes:
+    if notes or omitted:
         lines += ["", "Notes:", ""]
         for (impl, note), where in notes.items():
             rows = "; ".join(where) if len(where) <= 2 else f"{len(where)} rows ({where[0]}, ...)"
             lines.append(f"- {impl}, {rows}: {note}")
+        for scenario in omitted:
+            lines.append(
+                f"- {scenario}: left out, every implementation keeps under "
+                f"{TINY_BYTES:.0f} B (a ratio would mean nothing)"
+            )
     lines += _targets(document, only)
     if any(info.get("quick") for info in meta.get("areas", {}).values()):
         lines += ["", "(quick run: small sizes, not for comparison)"]
@@ -234,36 +348,73 @@ def _loads(meta: dict[str, Any]) -> str:
     return ", ".join(f"{a} {'/'.join(f'{x:.1f}' for x in v)}" for a, v in loads.items() if v)
 
 
+def _lionexec(row: dict[str, Any] | None) -> float | None:
+    if row is None:
+        return None
+    value: float | None = row["results"].get("lionexec", {}).get("value")
+    return value
+
+
 def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
     rows = {row["scenario"]: row for row in document["scenarios"]}
+
+    def find(scenario: str) -> dict[str, Any] | None:
+        return rows.get(scenario) or rows.get(quick_name(scenario))
+
     out: list[str] = []
-    for issue, check, scenario, bound, larger in TARGETS:
-        row = rows.get(scenario)
+    for issue, check, scenario, bound, other in TARGETS:
+        row = find(scenario)
         if row is None or (only and row["area"] not in only):
             continue
-        if check == "linear":
-            big = rows.get(larger)
-            small_value = row["results"].get("lionexec", {}).get("value")
-            big_value = big["results"].get("lionexec", {}).get("value") if big else None
-            ratio = _ratio(big_value, small_value)
-            what = f"{larger} per item ≤ {bound:g}× {scenario}"
+        name = row["scenario"]
+        other_row = find(other) if other else None
+        other_name = other_row["scenario"] if other_row else other
+        figure = ""
+        if check in ("linear", "versus", "info"):
+            ratio = _ratio(_lionexec(other_row), _lionexec(row))
+            if check != "linear":
+                ratio = _ratio(_lionexec(row), _lionexec(other_row))
+            what = {
+                "linear": f"{other_name} per item ≤ {bound:g}× {name}",
+                "versus": f"{name}: ≤ {bound:g}× {other_name}",
+                "info": f"{name}, against {other_name}",
+            }[check]
         elif check == "speedup":
             ratio = row["ratios"]["speedup_vs_lionagi"]
-            what = f"{scenario}: ≥ {bound:g}× lionagi"
-        else:
+            what = f"{name}: ≥ {bound:g}× lionagi"
+        elif check == "floor":
+            ratio = row["ratios"].get("cost_vs_floor")
+            what = f"{name}: ≤ {bound:g}× the equivalent floor"
+        elif check == "cost":
             ratio = row["ratios"]["cost_vs_raw"]
-            what = f"{scenario}: ≤ {bound:.2g}× raw trio"
+            what = f"{name}: ≤ {bound:.2g}× raw trio"
+        elif check == "share":
+            raw = row["results"].get("raw", {}).get("value")
+            mine = _lionexec(row)
+            ratio = None if raw is None or not mine else (mine - raw) / mine
+            what = f"{name}: lionexec's share of the server CPU ≤ {bound:.0%}"
+        else:  # value
+            ratio = _lionexec(row)
+            what = f"{name}: ≤ {_number(bound, row['unit'])}"
         if ratio is None:
             verdict = "not measured"
+        elif check == "info":
+            verdict = f"{ratio:.2f}× ({_number(_lionexec(row) or 0.0, row['unit'])})"
         else:
             met = ratio >= bound if check == "speedup" else ratio <= bound
-            verdict = f"{ratio:.2f}×, {'met' if met else '**missed**'}"
+            if check == "value":
+                figure = _number(ratio, row["unit"])
+            elif check == "share":
+                figure = f"{ratio:.0%}"
+            else:
+                figure = f"{ratio:.2f}×"
+            verdict = f"{figure}, {'met' if met else '**missed**'}"
         out.append(f"| {issue} | {what} | {verdict} |")
     if not out:
         return []
     header = [
         "",
-        "Targets (from the issues):",
+        "Targets (from the issues; medians):",
         "",
         "| issue | target | lionexec |",
         "|---|---|---|",

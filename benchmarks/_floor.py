@@ -1,0 +1,252 @@
+"""The equivalent-work floor for ``Branch.act``: the same contract in plain trio, kept lean.
+
+Issue 13: the bare raw-trio floor (:class:`benchmarks.act.RawBranch`) does much less than the
+contract asks of ``act``. This floor does the same work as lionexec per call, in slotted
+classes with no framework:
+
+* **envelope parsing** of a ``{"function", "arguments"[, "call_id"]}`` dict or an OpenAI
+  ``tool_calls`` item (``{"id", "type", "function": {"name", "arguments": "<json>"}}``);
+  every proposal of a batch is read before anything is recorded;
+* **argument validation** against the tool's tiny declared schema (exact key set, exact
+  types, read once from the annotations at registration); unknown tool or bad arguments end
+  the call ``invalid`` without invoking it;
+* a **call id** (the provider's, or ``call_`` + 32 hex digits, as lionexec makes them);
+* a **private deep copy** of the arguments (containers copied, scalars shared);
+* an **event-like record** (id, status, duration, response, error: the exception without its
+  traceback, as lionexec keeps failures);
+* a **log record** per invoked call (branch, call, request and response ids, outcome, status,
+  event) appended to an in-memory log;
+* a **two-way linked request/response pair** in a list history: requests appended in proposal
+  order before any call runs, each response appended (and linked both ways) when its call ends;
+* **cancellation safety**: a ``BaseException`` passing through a call records it
+  ``cancelled`` (response and log record) synchronously, then re-raises; ``act`` is always a
+  checkpoint and a sequential batch checkpoints between calls (issue 13, item 4);
+* ids from the same fast generator as lionexec (:func:`lionexec._ids.uuid4`): three per call
+  (request, response, event), as lionexec makes.
+
+Concurrent batches run in one nursery; a one-call batch runs inline (no nursery), the leanest
+way to do a single call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from lionexec._ids import uuid4
+
+_perf = time.perf_counter
+_urandom = os.urandom
+
+
+def new_call_id() -> str:
+    return "call_" + _urandom(16).hex()
+
+
+def _copy(value: Any) -> Any:
+    """A private deep copy of JSON-like data: containers rebuilt, scalars shared."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy(item) for item in value]
+    return value
+
+
+class FloorTool:
+    """A registered tool: its function and its declared schema (parameter name -> exact type)."""
+
+    __slots__ = ("func", "name", "schema")
+
+    def __init__(self, func: Callable[..., Awaitable[Any]]) -> None:
+        self.func = func
+        self.name = func.__name__
+        annotations = dict(func.__annotations__)
+        annotations.pop("return", None)
+        self.schema: dict[str, type] = annotations
+
+    def valid(self, arguments: Any) -> bool:
+        schema = self.schema
+        if type(arguments) is not dict or arguments.keys() != schema.keys():
+            return False
+        for key, value in arguments.items():  # noqa: SIM110 (a loop is faster than all())
+            if type(value) is not schema[key]:
+                return False
+        return True
+
+
+class FloorRequest:
+    __slots__ = ("arguments", "call_id", "function", "id", "response_id")
+
+    def __init__(self, function: str, arguments: Any, call_id: str) -> None:
+        self.id = uuid4()
+        self.function = function
+        self.arguments = arguments
+        self.call_id = call_id
+        self.response_id: Any = None
+
+
+class FloorResponse:
+    __slots__ = ("call_id", "error", "id", "outcome", "output", "request_id")
+
+    def __init__(
+        self, request: FloorRequest, outcome: str, output: Any, error: tuple[str, str] | None
+    ) -> None:
+        self.id = uuid4()
+        self.request_id = request.id
+        self.call_id = request.call_id
+        self.outcome = outcome
+        self.output = output
+        self.error = error
+        request.response_id = self.id  # the two-way link
+
+
+class FloorEvent:
+    __slots__ = ("duration", "error", "id", "response", "status")
+
+    def __init__(self) -> None:
+        self.id = uuid4()
+        self.status = "processing"
+        self.duration = 0.0
+        self.response: Any = None
+        self.error: BaseException | None = None
+
+
+class FloorLogRecord:
+    __slots__ = (
+        "branch_id",
+        "call_id",
+        "event",
+        "function",
+        "outcome",
+        "request_id",
+        "response_id",
+        "status",
+    )
+
+    def __init__(
+        self, branch_id: Any, function: str, response: FloorResponse, event: FloorEvent
+    ) -> None:
+        self.branch_id = branch_id
+        self.call_id = response.call_id
+        self.function = function
+        self.request_id = response.request_id
+        self.response_id = response.id
+        self.outcome = response.outcome
+        self.status = event.status
+        self.event = event
+
+
+def _error(exc: BaseException) -> tuple[str, str]:
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<unprintable {type(exc).__name__}>"
+    return (type(exc).__name__, message)
+
+
+class FloorBranch:
+    """History, tools and log; :meth:`act` runs a batch and returns its responses in order."""
+
+    __slots__ = ("history", "id", "log", "tools")
+
+    def __init__(self) -> None:
+        self.id = uuid4()
+        self.tools: dict[str, FloorTool] = {}
+        self.history: list[FloorRequest | FloorResponse] = []
+        self.log: list[FloorLogRecord] = []
+
+    def register_tools(self, funcs: list[Callable[..., Awaitable[Any]]]) -> None:
+        for func in funcs:
+            tool = FloorTool(func)
+            self.tools[tool.name] = tool
+
+    @staticmethod
+    def _read(call: Any) -> FloorRequest:
+        """Envelope parsing: a plain dict, or an OpenAI ``tool_calls`` item."""
+        if type(call) is not dict:
+            raise ValueError(f"cannot read a tool call from {type(call).__name__}")
+        function = call.get("function")
+        if type(function) is dict:  # OpenAI: arguments are a JSON string
+            name, raw, call_id = function.get("name"), function.get("arguments"), call.get("id")
+            arguments = json.loads(raw) if type(raw) is str else raw
+        else:
+            name, arguments, call_id = function, call.get("arguments"), call.get("call_id")
+        if type(name) is not str:
+            raise ValueError(f"a tool call needs a function name, got {name!r:.80}")
+        if call_id is not None and type(call_id) is not str:
+            raise ValueError(f"a tool call id must be a string, got {call_id!r:.80}")
+        return FloorRequest(name, _copy(arguments), call_id or new_call_id())
+
+    def _finish(
+        self,
+        request: FloorRequest,
+        outcome: str,
+        output: Any,
+        error: tuple[str, str] | None,
+        event: FloorEvent | None,
+    ) -> FloorResponse:
+        response = FloorResponse(request, outcome, output, error)
+        self.history.append(response)
+        if event is not None:
+            self.log.append(FloorLogRecord(self.id, request.function, response, event))
+        return response
+
+    async def _call(self, request: FloorRequest) -> FloorResponse:
+        tool = self.tools.get(request.function)
+        if tool is None or not tool.valid(request.arguments):
+            return self._finish(request, "invalid", None, ("ValidationError", "bad call"), None)
+        event = FloorEvent()
+        start = _perf()
+        try:
+            output = await tool.func(**request.arguments)
+        except Exception as exc:
+            event.duration = _perf() - start
+            exc.__traceback__ = None
+            event.error, event.status = exc, "failed"
+            return self._finish(request, "failed", None, _error(exc), event)
+        except BaseException as exc:  # cancellation: record it, then let it through
+            event.duration = _perf() - start
+            event.error, event.status = exc, "cancelled"
+            self._finish(request, "cancelled", None, _error(exc), event)
+            raise
+        event.duration = _perf() - start
+        event.response, event.status = output, "completed"
+        return self._finish(request, "completed", output, None, event)
+
+    def _cancel_unanswered(self, requests: list[FloorRequest], exc: BaseException) -> None:
+        for request in requests:
+            if request.response_id is None:
+                self._finish(request, "cancelled", None, _error(exc), None)
+
+    async def act(self, calls: list[Any], strategy: str = "concurrent") -> list[FloorResponse]:
+        """Run *calls*; always a checkpoint; every request ends with exactly one response."""
+        requests = [self._read(call) for call in calls]  # all read before any is recorded
+        self.history.extend(requests)
+        out: list[Any] = [None] * len(requests)
+        try:
+            if len(requests) == 1:
+                await trio.lowlevel.checkpoint()
+                out[0] = await self._call(requests[0])
+            elif strategy == "sequential":
+                for index, request in enumerate(requests):
+                    await trio.lowlevel.checkpoint()
+                    out[index] = await self._call(request)
+            else:
+                call = self._call
+
+                async def one(index: int, request: FloorRequest) -> None:
+                    out[index] = await call(request)
+
+                async with trio.open_nursery() as nursery:
+                    for index, request in enumerate(requests):
+                        nursery.start_soon(one, index, request)
+        except BaseException as exc:
+            self._cancel_unanswered(requests, exc)
+            raise
+        return out
