@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import os
 import signal
 import sys
@@ -88,6 +89,18 @@ async def test_after_a_kill_every_request_gets_exactly_one_response(
         history = await journal.history(branch_id)
         assert await journal.calls(unfinished=True) == []
     counts = ran(effects_file)
+    if os.environ.get("LIONEXEC_CRASH_REPORT"):  # one JSON line per case, for reports
+        with open(os.environ["LIONEXEC_CRASH_REPORT"], "a", encoding="utf-8") as out:
+            line = {
+                "point": point,
+                "effect": effect,
+                "backend": backend,
+                "journaled_requests": len(history.requests()),
+                "resolutions": report.counts(),
+                "tool_runs": sum(counts.values()),
+                "runs_before_recovery": sum(before_recovery.values()),
+            }
+            out.write(json.dumps(line) + "\n")
 
     # the history committed before the crash is the start of the recovered one
     assert [m.id for m in history.messages[: len(committed)]] == [m.id for m in committed]
