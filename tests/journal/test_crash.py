@@ -52,6 +52,14 @@ def ran(effects_file: Path) -> collections.Counter[int]:
     return collections.Counter(int(line) for line in effects_file.read_text().split())
 
 
+def report_case(line: dict[str, object]) -> None:
+    """With ``LIONEXEC_CRASH_REPORT=path``, append the case's counts there as a JSON line."""
+    path = os.environ.get("LIONEXEC_CRASH_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("point", "effect", "backend"), MATRIX)
 async def test_after_a_kill_every_request_gets_exactly_one_response(
@@ -89,18 +97,17 @@ async def test_after_a_kill_every_request_gets_exactly_one_response(
         history = await journal.history(branch_id)
         assert await journal.calls(unfinished=True) == []
     counts = ran(effects_file)
-    if os.environ.get("LIONEXEC_CRASH_REPORT"):  # one JSON line per case, for reports
-        with open(os.environ["LIONEXEC_CRASH_REPORT"], "a", encoding="utf-8") as out:
-            line = {
-                "point": point,
-                "effect": effect,
-                "backend": backend,
-                "journaled_requests": len(history.requests()),
-                "resolutions": report.counts(),
-                "tool_runs": sum(counts.values()),
-                "runs_before_recovery": sum(before_recovery.values()),
-            }
-            out.write(json.dumps(line) + "\n")
+    report_case(
+        {
+            "point": point,
+            "effect": effect,
+            "backend": backend,
+            "journaled_requests": len(history.requests()),
+            "resolutions": report.counts(),
+            "tool_runs": sum(counts.values()),
+            "runs_before_recovery": sum(before_recovery.values()),
+        }
+    )
 
     # the history committed before the crash is the start of the recovered one
     assert [m.id for m in history.messages[: len(committed)]] == [m.id for m in committed]
