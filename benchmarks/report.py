@@ -261,8 +261,8 @@ def _cell(result: dict[str, Any] | None, unit: str) -> str:
         return "n/a"
     value = result["value"]
     text = _number(value, unit)
-    q1 = result.get("q1", result.get("q1_us"))
-    q3 = result.get("q3", result.get("q3_us"))
+    q1 = result["q1"] if result.get("q1") is not None else result.get("q1_us")
+    q3 = result["q3"] if result.get("q3") is not None else result.get("q3_us")
     if q1 is not None and q3 is not None and (result.get("repeats") or 0) > 1:
         digits = 2 if q3 < 10 else 1 if q3 < 100 else 0
         text += f" [{q1:,.{digits}f}–{q3:,.{digits}f}]"
