@@ -13,6 +13,12 @@ faulthandler) and killed, and counted apart.
 
 The suite runs :data:`RUNS` runs (``LIONEXEC_KI_RUNS`` overrides, as ``nox -s ki-soak`` does
 with 200); ``LIONEXEC_KI_SEED`` picks the delays; ``LIONEXEC_KI_JOBS`` runs that many at once.
+
+Real signals land where the machine's timing puts them, mostly at trio checkpoints. The second
+test is the deterministic complement: the driver's ``--sweep`` plays trio's SIGINT handler
+itself (raise in unprotected code, defer in KI-protected code) at sampled *lines* of lionexec
+code, so every window between two evidence writes is reached, in one process, in seconds
+(``LIONEXEC_KI_SWEEP_POINTS``; the nox session runs many more).
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ DURATION = float(os.environ.get("LIONEXEC_KI_DURATION", "0.4"))
 OVERSHOOT = 0.1
 READY_TIMEOUT = 60.0  # interpreter start-up and imports, on a busy machine
 EXIT_TIMEOUT = 30.0  # after the signal (or the end of the batches)
+
+#: In-process runs of the line sweep, each interrupted at one line of lionexec code.
+SWEEP_POINTS = int(os.environ.get("LIONEXEC_KI_SWEEP_POINTS", "60"))
 
 VERDICTS = {0: "ok-interrupted", 10: "finished-before-signal", 20: "violation", 30: "other"}
 
@@ -150,3 +159,21 @@ def test_sigint_at_random_instants_never_tears_the_evidence() -> None:
     assert set(verdicts) <= {"ok-interrupted", "finished-before-signal"}, report
     # the signals must mostly land inside the batches, or this proves nothing
     assert verdicts["ok-interrupted"] >= RUNS // 2, report
+
+
+@pytest.mark.timeout(60 + SWEEP_POINTS // 2)
+def test_an_interrupt_at_any_line_never_tears_the_evidence() -> None:
+    command = [sys.executable, str(DRIVER), "--sweep", str(SWEEP_POINTS), "--batches", "6"]
+    command += ["--seed", str(SEED)]
+    done = subprocess.run(command, capture_output=True, timeout=50 + SWEEP_POINTS // 2)
+    lines = done.stdout.decode(errors="replace").splitlines()
+    assert lines, done.stderr.decode(errors="replace")[-4000:]
+    summary = json.loads(lines[-1])
+    violations = [json.loads(line) for line in lines[:-1]]
+    shown = "\n".join(json.dumps(v)[:1500] for v in violations[:5])
+    assert not violations, f"{summary}\n{shown}"
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
+    verdicts = summary["sweep"]
+    # a point past the end of the workload (worker threads shift the count a little) finishes
+    assert set(verdicts) <= {"ok-interrupted", "finished-before-signal"}, summary
+    assert verdicts.get("ok-interrupted", 0) >= summary["points"] * 9 // 10, summary
