@@ -210,13 +210,14 @@ def retained_body(impl: str, function: str = "add") -> Any:
 def long_lived_body(impl: str, batches: int, warm: int, retain: int) -> Any:
     """*batches* batches of *n* concurrent calls into one branch: time, GC pauses, memory.
 
-    Two runs on fresh branches: one timed, with every cyclic-GC pass timed through
-    ``gc.callbacks``; one traced with :mod:`tracemalloc` (which slows everything down) for
-    the memory after each batch.
+    Three runs, each on a fresh branch: one timed, with every cyclic-GC pass timed through
+    ``gc.callbacks``; the same with ``gc.freeze()`` after each batch (the guidance for servers:
+    what survived a batch is not scanned again); one traced with :mod:`tracemalloc` (which
+    slows everything down) for the memory after each batch.
     """
     fresh = branch_factory(impl, retain=retain)
 
-    async def body(n: int) -> dict[str, tuple[str, float]]:
+    async def timed(n: int, freeze: bool) -> tuple[float, list[float], list[int]]:
         calls = requests(n)
         pauses: list[float] = []
         started = [0.0]
@@ -228,18 +229,25 @@ def long_lived_body(impl: str, batches: int, warm: int, retain: int) -> Any:
                 pauses.append(time.perf_counter() - started[0])
 
         branch = fresh()
+        frozen: list[int] = []  # objects in the permanent generation after each batch
         gc.collect()
         gc.callbacks.append(on_gc)
         try:
             start = time.perf_counter()
             for _ in range(batches):
                 responses = await branch.act(calls)
+                if freeze:
+                    gc.freeze()
+                    frozen.append(gc.get_freeze_count())
             elapsed = time.perf_counter() - start
         finally:
             gc.callbacks.remove(on_gc)
+            gc.unfreeze()
         _verify(responses, n, ok=True)
-        del branch, responses
+        return elapsed, pauses, frozen
 
+    async def traced(n: int) -> list[int]:
+        calls = requests(n)
         branch = fresh()
         gc.collect()
         tracemalloc.start()
@@ -251,12 +259,28 @@ def long_lived_body(impl: str, batches: int, warm: int, retain: int) -> Any:
                 sizes.append(tracemalloc.get_traced_memory()[0] - base)
         finally:
             tracemalloc.stop()
+        return sizes
+
+    async def body(n: int) -> dict[str, tuple[str, float]]:
+        elapsed, pauses, _ = await timed(n, freeze=False)
+        frozen_elapsed, frozen_pauses, frozen = await timed(n, freeze=True)
+        sizes = await traced(n)
         warmed, later = sizes[warm - 1], max(sizes[warm:])
         total = batches * n
         return {
             "time per call": ("us/op", elapsed / total * 1e6),
             "max GC pause": ("us", max(pauses, default=0.0) * 1e6),
             "GC time share": ("%", sum(pauses) / elapsed * 100),
+            "time per call, gc.freeze() after each batch": ("us/op", frozen_elapsed / total * 1e6),
+            "max GC pause, gc.freeze() after each batch": (
+                "us",
+                max(frozen_pauses, default=0.0) * 1e6,
+            ),
+            # trimmed calls caught in reference cycles stay in the permanent generation
+            "frozen objects kept per call after the warm-up, gc.freeze() after each batch": (
+                "objects/item",
+                (max(frozen[warm:]) - frozen[warm - 1]) / ((batches - warm) * n),
+            ),
             f"memory after {warm} batches (warm-up)": ("B", float(warmed)),
             "most memory after the warm-up": ("B", float(later)),
             "memory growth per call after the warm-up": (

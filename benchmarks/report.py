@@ -252,6 +252,8 @@ def _number(value: float, unit: str) -> str:
         return f"{value:,.0f} B"
     if unit == "%":
         return f"{value:.1f} %"
+    if unit == "objects/item":
+        return f"{value:,.2f} objects"
     digits = 2 if value < 10 else 1 if value < 100 else 0
     return f"{value:,.{digits}f} µs"
 
