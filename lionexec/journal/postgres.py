@@ -132,7 +132,7 @@ class PostgresBackend(Backend):
                 with pool.connection() as conn:
                     used.append(conn)
                     with conn.transaction():
-                        return fn(SqlStore(_Tx(conn)))
+                        return fn(SqlStore(_Tx(conn), bulk=True))
             except PoolTimeout as exc:
                 raise JournalConnectionError(f"no connection to {self.target}: {exc}") from exc
             except psycopg.OperationalError as exc:

@@ -65,6 +65,7 @@ _CALL_COLUMNS = (
     "idempotency_key, branch_id, call_id, request_id, function, arguments, effect, attempts, "
     "state, outcome, response, requested_at, finished_at"
 )
+_CALL_TYPES = (*("text",) * 7, "integer", "text", "text", "text", *("double precision",) * 2)
 _CHUNK = 400  # keys per IN (...) list: well under every placeholder limit
 
 
@@ -128,29 +129,49 @@ def _call(row: Sequence[Any]) -> CallRow:
 
 
 class SqlStore:
-    """A :class:`~lionexec.journal.store.Store` over one SQL transaction."""
+    """A :class:`~lionexec.journal.store.Store` over one SQL transaction.
 
-    def __init__(self, tx: Tx) -> None:
+    With *bulk* (PostgreSQL: every statement is a round trip to the server), a batch's rows
+    go in multi-row statements; otherwise (SQLite, in process) through ``executemany``.
+    """
+
+    def __init__(self, tx: Tx, *, bulk: bool = False) -> None:
         self.tx = tx
+        self.bulk = bulk
+
+    def _insert(
+        self, head: str, types: Sequence[str], rows: Sequence[Sequence[Any]], tail: str = ""
+    ) -> None:
+        """``head VALUES (?, ...) tail`` for each of *rows* (``executemany``); in bulk, one
+        statement over one array per column (``SELECT * FROM unnest(?::type[], ...)``)."""
+        if not rows:
+            return
+        if not self.bulk:
+            one = "(" + ", ".join("?" * len(types)) + ")"
+            self.tx.executemany(f"{head} VALUES {one} {tail}", rows)
+            return
+        arrays = ", ".join(f"?::{kind}[]" for kind in types)
+        self.tx.execute(
+            f"{head} SELECT * FROM unnest({arrays}) {tail}", _columns(rows, len(types))
+        )
 
     def commit(self, batch: Batch) -> list[Claim]:
         tx = self.tx
-        if batch.branches:
-            tx.executemany(
-                "INSERT INTO lionexec_branches (branch_id, created_at) VALUES (?, ?) "
-                "ON CONFLICT DO NOTHING",
-                batch.branches,
-            )
-        if batch.messages:
-            tx.executemany(
-                "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in batch.messages],
-            )
+        self._insert(
+            "INSERT INTO lionexec_branches (branch_id, created_at)",
+            ("text", "double precision"),
+            batch.branches,
+            "ON CONFLICT DO NOTHING",
+        )
+        self._insert(
+            "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body)",
+            ("text", "bigint", "text", "text", "text"),
+            [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in batch.messages],
+        )
         claims: list[Claim] = []
         if batch.requests:
             claims = self._claim(batch)
-        if batch.outcomes:
+        if batch.outcomes and not self.bulk:
             tx.executemany(
                 "UPDATE lionexec_calls SET state = ?, outcome = ?, response = ?, finished_at = ? "
                 "WHERE branch_id = ? AND call_id = ? AND state = ?",
@@ -159,15 +180,25 @@ class SqlStore:
                     for o in batch.outcomes
                 ],
             )
+        elif batch.outcomes:
+            rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in batch.outcomes]
+            tx.execute(
+                "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
+                "response = v.response, finished_at = v.at "
+                "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
+                "?::double precision[]) AS v (branch_id, call_id, outcome, response, at) "
+                "WHERE c.branch_id = v.branch_id AND c.call_id = v.call_id AND c.state = ?",
+                [DONE, *_columns(rows, 5), REQUESTED],
+            )
         return claims
 
     def _claim(self, batch: Batch) -> list[Claim]:
         tx = self.tx
-        placeholders = ", ".join("?" * 13)
-        tx.executemany(
-            f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) VALUES ({placeholders}) "
-            "ON CONFLICT DO NOTHING",
+        self._insert(
+            f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})",
+            _CALL_TYPES,
             [_values(new_row(op)) for op in batch.requests],
+            "ON CONFLICT DO NOTHING",
         )
         keys = list(dict.fromkeys(op.key for op in batch.requests))
         rows: dict[str, CallRow] = {}
@@ -197,10 +228,16 @@ class SqlStore:
             if claim.mine:
                 counted[row.key] = after.attempts
             claims.append(claim)
-        if counted:
+        if counted and not self.bulk:
             tx.executemany(
                 "UPDATE lionexec_calls SET attempts = ? WHERE idempotency_key = ?",
                 [(attempts, key) for key, attempts in counted.items()],
+            )
+        elif counted:  # each key is counted once per batch: one more attempt each
+            tx.execute(
+                "UPDATE lionexec_calls SET attempts = attempts + 1 "
+                "WHERE idempotency_key = ANY(?::text[])",
+                [list(counted)],
             )
         return claims
 
@@ -239,6 +276,11 @@ class SqlStore:
             f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
         )
         return _call(rows[0]) if rows else None
+
+
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    """Rows as one list per column (the arrays ``unnest`` takes)."""
+    return [[row[i] for row in rows] for i in range(width)]
 
 
 def _values(row: CallRow) -> tuple[Any, ...]:
