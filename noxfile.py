@@ -6,6 +6,8 @@ fresh machine needs is Python and ``pip install nox``.
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.needs_version = ">=2024.3.2"
@@ -76,4 +78,32 @@ def crash(session: nox.Session) -> None:
         "no:cacheprovider",
         *session.posargs,
         env={"LIONEXEC_CRASH_MATRIX": "full"},
+    )
+
+
+@nox.session(name="ki-soak")
+def ki_soak(session: nox.Session) -> None:
+    """Ctrl+C soak: real SIGINTs at random instants into running batches, then the evidence.
+
+    tests/act/test_ki_signals.py with ``LIONEXEC_KI_RUNS`` (default 200) subprocess runs,
+    each interrupted once, and ``LIONEXEC_KI_SWEEP_POINTS`` (default 2000) in-process runs of
+    the line sweep; ``LIONEXEC_KI_SEED`` and ``LIONEXEC_KI_JOBS`` pass through. Zero
+    violations allowed; the summary (``-s``) counts each verdict and where interrupts landed.
+    """
+    session.install(".", *TEST_DEPS)
+    env = {
+        "LIONEXEC_KI_RUNS": os.environ.get("LIONEXEC_KI_RUNS", "200"),
+        "LIONEXEC_KI_SWEEP_POINTS": os.environ.get("LIONEXEC_KI_SWEEP_POINTS", "2000"),
+    }
+    for name in ("LIONEXEC_KI_SEED", "LIONEXEC_KI_JOBS"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    session.run(
+        "pytest",
+        "tests/act/test_ki_signals.py",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        *session.posargs,
+        env=env,
     )
