@@ -33,7 +33,6 @@ from .engine import Executor as Executor
 from .engine import Processor as Processor
 from .engine import ProcessorStatistics as ProcessorStatistics
 from .engine import Unset as Unset
-from .errors import CallRejected as CallRejected
 from .errors import ConfigurationError as ConfigurationError
 from .errors import DuplicateCallError as DuplicateCallError
 from .errors import DuplicateToolError as DuplicateToolError
@@ -71,7 +70,6 @@ __all__ = [
     "BatchSummary",
     "Branch",
     "CallContext",
-    "CallRejected",
     "ConfigurationError",
     "DuplicateCallError",
     "DuplicateToolError",

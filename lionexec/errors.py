@@ -11,7 +11,6 @@ from __future__ import annotations
 import trio
 
 __all__ = [
-    "CallRejected",
     "ConfigurationError",
     "DuplicateCallError",
     "DuplicateToolError",
@@ -163,21 +162,6 @@ class ProcessorBusyError(LionexecError, trio.BusyResourceError):
 
     A processor runs at most one service at a time; start a second processor instead.
     """
-
-
-class CallRejected(LionexecError):
-    """A call was refused after its transform: revalidation found it invalid or denied.
-
-    Raised inside a :class:`~lionexec.tools.FunctionCalling` (so the event records it); the act
-    layer turns it into an ``invalid`` or ``denied`` response.
-
-    Attributes:
-        outcome: ``"invalid"`` or ``"denied"``.
-    """
-
-    def __init__(self, outcome: str, reason: str) -> None:
-        super().__init__(reason)
-        self.outcome = outcome
 
 
 class DuplicateCallError(LionexecError, ValueError):

@@ -53,7 +53,7 @@ class BranchStatistics:
 
 
 def _dumps(record: object) -> str:
-    return _unstructure.converter.dumps(record)
+    return _unstructure.get().dumps(record)
 
 
 def _sinks(value: Iterable[EvidenceSink]) -> tuple[EvidenceSink, ...]:

@@ -547,7 +547,7 @@ class CallTransaction:
                     duration=duration,
                 )
             if scope.observer is not None:
-                await scope.observer.emit(_detached(event))
+                await scope.observer.emit(_detached(event), call_id=self.call_id)
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))
         if hooks.handlers_for(HookPoint.MESSAGE_ADD):

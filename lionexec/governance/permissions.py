@@ -811,7 +811,7 @@ class PermissionPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"mode", "allow", "deny", "escalate"}`` as JSON data; the handler is left out."""
-        from lionexec.serialization import converter
+        from lionexec._unstructure import converter
 
         data: dict[str, Any] = converter.unstructure(self)
         return data

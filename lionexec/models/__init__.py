@@ -11,17 +11,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
-    BudgetExceededError,
-    MalformedResponseError,
-    ModelConnectionError,
-    ModelError,
-    ProviderError,
-    StreamTruncatedError,
-    UnknownFinishReasonError,
-)
-from .limiter import RateLimiter, RateLimiterStatistics
-from .processor import RateLimitedProcessor, RateLimitedStatistics
+from .._public import publish as _publish
+from .errors import BudgetExceededError as BudgetExceededError
+from .errors import MalformedResponseError as MalformedResponseError
+from .errors import ModelConnectionError as ModelConnectionError
+from .errors import ModelError as ModelError
+from .errors import ProviderError as ProviderError
+from .errors import StreamTruncatedError as StreamTruncatedError
+from .errors import UnknownFinishReasonError as UnknownFinishReasonError
+from .limiter import RateLimiter as RateLimiter
+from .limiter import RateLimiterStatistics as RateLimiterStatistics
+from .processor import RateLimitedProcessor as RateLimitedProcessor
+from .processor import RateLimitedStatistics as RateLimitedStatistics
 
 if TYPE_CHECKING:
     from .call import Endpoint, ModelCall, ModelResponse, Usage
@@ -87,4 +88,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
+    _publish(__name__, {"__all__": [name], name: value})
     return value
+
+
+_publish(__name__, globals())

@@ -41,6 +41,7 @@ EFFECTS: Final[tuple[Effect, ...]] = ("pure", "idempotent", "keyed", "unsafe")
 #: What a provider accepts as a function name (OpenAI and Anthropic agree).
 TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
+
 def _no_kwargs() -> dict[str, Any]:
     return {}
 

@@ -19,13 +19,13 @@ from lionexec import (
     AlcallParams,
     Branch,
     ConfigurationError,
+    DuplicateCallError,
     EventStatus,
     HookPoint,
     SessionObserver,
     Tool,
     alcall,
 )
-from lionexec.act import DuplicateCallError
 from lionexec.errors import NotInTrioError
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
