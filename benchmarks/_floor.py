@@ -10,7 +10,9 @@ classes with no framework:
 * **argument validation** against the tool's tiny declared schema (exact key set, exact
   types, read once from the annotations at registration); unknown tool or bad arguments end
   the call ``invalid`` without invoking it;
-* a **call id** (the provider's, or ``call_`` + 32 hex digits, as lionexec makes them);
+* a **call id** (the provider's, or ``call_`` + 32 hex digits, as lionexec makes them),
+  refused before anything is recorded if the history or the batch already has it (an index
+  of the history by call id, as lionexec keeps one);
 * a **private deep copy** of the arguments (containers copied, scalars shared);
 * an **event-like record** (id, status, duration, response, error: the exception without its
   traceback, as lionexec keeps failures);
@@ -153,12 +155,13 @@ def _error(exc: BaseException) -> tuple[str, str]:
 class FloorBranch:
     """History, tools and log; :meth:`act` runs a batch and returns its responses in order."""
 
-    __slots__ = ("history", "id", "log", "tools")
+    __slots__ = ("by_call_id", "history", "id", "log", "tools")
 
     def __init__(self) -> None:
         self.id = uuid4()
         self.tools: dict[str, FloorTool] = {}
         self.history: list[FloorRequest | FloorResponse] = []
+        self.by_call_id: dict[str, FloorRequest] = {}
         self.log: list[FloorLogRecord] = []
 
     def register_tools(self, funcs: list[Callable[..., Awaitable[Any]]]) -> None:
@@ -227,6 +230,11 @@ class FloorBranch:
     async def act(self, calls: list[Any], strategy: str = "concurrent") -> list[FloorResponse]:
         """Run *calls*; always a checkpoint; every request ends with exactly one response."""
         requests = [self._read(call) for call in calls]  # all read before any is recorded
+        by_call_id = self.by_call_id
+        fresh = {request.call_id: request for request in requests}
+        if len(fresh) != len(requests) or not by_call_id.keys().isdisjoint(fresh):
+            raise ValueError("a tool call id is repeated in the batch or already in the history")
+        by_call_id.update(fresh)
         self.history.extend(requests)
         out: list[Any] = [None] * len(requests)
         try:
