@@ -457,7 +457,7 @@ class CallTransaction:
         """
         scope = self.scope
         request = self.request
-        response = ActionResponse.create(
+        response = ActionResponse._recorded(
             request,
             output=output,
             error=error,

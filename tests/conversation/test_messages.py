@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 import pytest
@@ -203,3 +204,28 @@ def test_assistant_tool_calls_accept_requests_or_ids() -> None:
 def test_message_base_class_cannot_be_instantiated() -> None:
     with pytest.raises(TypeError, match="base class"):
         Message()
+
+
+@pytest.mark.parametrize(
+    ("outcome", "error"),
+    [
+        (ActionOutcome.COMPLETED, None),
+        (ActionOutcome.FAILED, ErrorInfo("RuntimeError", "x")),
+        (ActionOutcome.DENIED, ErrorInfo("PermissionDenied", "no")),
+        (ActionOutcome.CANCELLED, ErrorInfo("Cancelled", "c")),
+    ],
+)
+def test_the_act_layers_trusted_constructor_builds_what_create_builds(
+    outcome: ActionOutcome, error: ErrorInfo | None
+) -> None:
+
+    request = ActionRequest.create("f", {"a": 1}, call_id="c1")
+    options: dict[str, Any] = dict(output={"o": 1}, error=error, outcome=outcome, attempts=2)
+    fast = ActionResponse._recorded(request, sender="f", recipient="b", **options)
+    slow = ActionResponse.create(request, sender="f", recipient="b", **options)
+    assert attrs.asdict(fast.content) == attrs.asdict(slow.content)
+    assert (fast.sender, fast.recipient) == (slow.sender, slow.recipient)
+    for field in attrs.fields(type(fast)):
+        assert hasattr(fast, field.name)
+    for field in attrs.fields(type(fast.content)):
+        assert hasattr(fast.content, field.name)
