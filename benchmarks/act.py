@@ -292,6 +292,44 @@ def long_lived_body(impl: str, batches: int, warm: int, retain: int) -> Any:
     return body
 
 
+def paired_body(runs: int) -> Any:
+    """lionexec / equivalent floor per scenario, from runs interleaved in one process.
+
+    The cross-process ratios compare runs made minutes apart on a shared machine; here each
+    lionexec run is followed at once by the floor's, and the ratio of each pair is kept, so a
+    burst of load elsewhere hits both sides. (The floor then runs with lionexec imported: its
+    cyclic GC passes see more objects, a bias in lionexec's favour.)
+    """
+    scenarios = {
+        "concurrent calls": ("concurrent", "add", False),
+        "sequential calls": ("sequential", "add", False),
+        "failing calls (concurrent)": ("concurrent", "boom", False),
+        "single-call act, in sequence": ("concurrent", "add", True),
+    }
+
+    async def body(n: int) -> dict[str, tuple[str, list[float]]]:
+        out: dict[str, tuple[str, list[float]]] = {}
+        for name, (strategy, function, single) in scenarios.items():
+            if single:
+                pair = (single_call_body("lionexec"), single_call_body("floor"))
+            else:
+                pair = (
+                    act_body("lionexec", strategy, function),
+                    act_body("floor", strategy, function),
+                )
+            ratios: list[float] = []
+            for index in range(runs if n > 1 else 1):
+                gc.collect()
+                first, second = pair if index % 2 == 0 else pair[::-1]  # alternate who leads
+                a, b = await first(n), await second(n)
+                mine, floor = (a, b) if index % 2 == 0 else (b, a)
+                ratios.append(mine / floor)
+            out[name] = ("x", ratios)
+        return out
+
+    return body
+
+
 # -- event-loop stall: the longest trio scheduler step --------------------------------------------
 
 
@@ -451,6 +489,15 @@ def cases(impl: str, quick: bool) -> list[Case]:
     ]
     if impl == "lionexec":  # against the ungoverned row above, same process
         out.append(Case(names["governed"], small, act_body(impl, governed=True), warmup=100))
+        out.append(
+            Case(
+                f"act: lionexec / equivalent floor, paired in one process, {k(small)}",
+                small,
+                paired_body(runs=6 if quick else 10),
+                kind="report",
+                warmup=100,
+            )
+        )
     out += [
         Case(
             f"act: retained per call, {k(large)} concurrent",
