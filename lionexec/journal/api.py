@@ -260,6 +260,21 @@ class Journal:
         calls = [_unstructure.converter.unstructure(c) for c in await self.calls()]
         return {"target": self.target, "branches": branches, "calls": calls}
 
+    async def flush(self) -> None:
+        """Commit everything the open branches recorded so far (their outcomes included).
+
+        ``Branch.act`` returns once responses are recorded in memory; their commit follows
+        from the sink service. Await this before telling anyone outside the process about a
+        response (replying to a client, say) when it must survive a crash. One group commit.
+        """
+        sinks = list(self._sinks.values())
+        if not sinks:
+            await trio.lowlevel.checkpoint()
+            return
+        async with trio.open_nursery() as nursery:
+            for sink in sinks:
+                nursery.start_soon(sink.flush)
+
     async def recover(
         self,
         tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
@@ -304,11 +319,23 @@ class Journal:
         batch = Batch()
         staged: dict[JournalSink, int] = {}
         try:
+            refused: dict[JournalSink, Exception] = {}
             for item in items:
-                if item.sink not in staged:
-                    staged[item.sink] = item.sink._stage(batch)
+                sink = item.sink
+                if sink in refused:
+                    continue
+                if sink not in staged:
+                    try:  # a branch whose messages cannot be written fails alone
+                        staged[sink] = sink._stage(batch)
+                    except Exception as exc:
+                        refused[sink] = exc
+                        continue
                 if item.op is not None:
                     batch.requests.append(item.op)
+            for item in items:
+                if item.sink in refused:
+                    item.error, item.done = refused[item.sink], True
+            items = [item for item in items if not item.done]
             claims: list[Claim] = []
             if batch:
                 with trio.CancelScope(shield=True):  # a commit others wait for ends whole
@@ -482,9 +509,25 @@ class JournalSink:
     # -- staging (on the trio thread, by the commit's leader) ---------------------------------
 
     def _stage(self, batch: Batch) -> int:
+        """Add the messages not yet journaled to *batch*; return where they start.
+
+        All or nothing: if a message cannot be serialized, *batch* is left as it was.
+        """
         start = self._mirrored
         messages = self.history.messages[start:]
         now = time.time()
+        mark = (len(batch.branches), len(batch.messages), len(batch.outcomes))
+        try:
+            self._stage_messages(batch, start, messages, now)
+        except Exception:
+            del batch.branches[mark[0] :], batch.messages[mark[1] :], batch.outcomes[mark[2] :]
+            raise
+        self._mirrored = start + len(messages)
+        return start
+
+    def _stage_messages(
+        self, batch: Batch, start: int, messages: Sequence[Message], now: float
+    ) -> None:
         if not self._registered:
             batch.branches.append((self.branch_id, now))
         branch_id = self.branch_id
@@ -509,8 +552,6 @@ class JournalSink:
                             at=now,
                         )
                     )
-        self._mirrored = start + len(messages)
-        return start
 
     def _unstage(self, start: int) -> None:
         self._mirrored = start

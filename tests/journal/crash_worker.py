@@ -2,8 +2,9 @@
 
 Usage: ``python crash_worker.py TARGET EFFECT POINT EFFECTS_FILE BRANCH_ID CALLS HIT``
 
-Runs CALLS concurrent calls of ``work(n)`` (effect class EFFECT) on branch BRANCH_ID of the
-journal at TARGET, and SIGKILLs itself at the HIT-th time POINT is reached:
+Runs two batches of CALLS concurrent calls of ``work(n)`` (effect class EFFECT) on branch
+BRANCH_ID of the journal at TARGET, one after the other, and SIGKILLs itself at the HIT-th time
+POINT is reached:
 
 * ``before_request``: at a call's write-ahead, before its request is committed;
 * ``after_request``: after the request commit, before the tool is invoked;
@@ -127,9 +128,13 @@ async def main(argv: list[str]) -> int:
         branch = await journal.branch(branch_id)
         branch.register_tools(tool)
         async with branch:
-            await branch.act(
-                [{"function": "work", "arguments": {"n": n}} for n in range(int(calls))]
-            )
+            for first in (0, int(calls)):
+                await branch.act(
+                    [
+                        {"function": "work", "arguments": {"n": n}}
+                        for n in range(first, first + int(calls))
+                    ]
+                )
     return 0
 
 

@@ -519,3 +519,52 @@ async def test_a_key_in_flight_elsewhere_is_waited_for(journals: JournalFactory)
     assert runs == ["R1"]
     assert answers["one"].output == answers["two"].output == "booked R1"
     assert answers["two"].content.attempts == 0
+
+
+async def test_a_branch_that_cannot_be_written_fails_alone(journals: JournalFactory) -> None:
+    runs: list[str] = []
+
+    async def note(who: str) -> str:
+        runs.append(who)
+        return who
+
+    async with journals.new() as journal:
+        good, bad = await journal.branch(), await journal.branch()
+        for branch in (good, bad):
+            branch.register_tools(Tool(note))
+        sink = bad.sinks[0]
+
+        def broken(*args: Any) -> None:
+            raise ValueError("this message cannot be written")
+
+        sink._stage_messages = broken  # type: ignore[attr-defined]
+        answers: dict[str, Any] = {}
+
+        async def act(branch: Branch, who: str) -> None:
+            [answers[who]] = await branch.act({"function": "note", "arguments": {"who": who}})
+
+        async with good, bad:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(act, good, "good")
+                nursery.start_soon(act, bad, "bad")
+            del sink._stage_messages  # mended: its history is committed when it closes
+    assert runs == ["good"]  # the call whose request could not be committed never ran
+    assert answers["good"].outcome is ActionOutcome.COMPLETED
+    assert answers["bad"].outcome is ActionOutcome.FAILED
+    assert "cannot be written" in answers["bad"].error.message
+    async with journals.new() as journal:
+        assert [c.arguments for c in await journal.calls()] == [{"who": "good"}]
+        assert (await journal.history(bad.id)).responses()[0].outcome is ActionOutcome.FAILED
+
+
+async def test_flush_commits_what_open_branches_recorded(journals: JournalFactory) -> None:
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            await branch.act({"function": "add", "arguments": {"a": 1, "b": 1}})
+            await journal.flush()
+            async with journals.new() as reader:  # what another process would see now
+                [call] = await reader.calls()
+                assert (call.done, call.outcome) == (True, "completed")
+                assert len(await reader.history(branch.id)) == 2

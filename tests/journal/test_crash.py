@@ -34,10 +34,14 @@ from .crash_worker import POINTS, make_tool
 WORKER = Path(__file__).with_name("crash_worker.py")
 EFFECTS = ("pure", "idempotent", "keyed", "unsafe")
 CALLS = 4
-HIT = 2  # the second arrival: something is committed by then, something is not
+#: At which arrival at its point each worker dies: the second (something is committed by
+#: then, something is not); a request commit's, in the second batch (the first arrivals all
+#: come before the first commit ends).
+HITS = {"before_request": CALLS + 2}
 
 FULL = list(itertools.product(POINTS, EFFECTS, ("sqlite", "postgres")))
 SAMPLE = [
+    ("before_request", "idempotent", "sqlite"),
     ("after_request", "keyed", "sqlite"),
     ("during_invoke", "unsafe", "sqlite"),
     ("before_outcome", "pure", "postgres"),
@@ -82,7 +86,7 @@ async def test_after_a_kill_every_request_gets_exactly_one_response(
             str(effects_file),
             branch_id,
             str(CALLS),
-            str(HIT),
+            str(HITS.get(point, 2)),
         ],
         check=False,
         capture_stdout=True,
