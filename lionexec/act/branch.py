@@ -15,7 +15,7 @@ import trio
 
 from lionexec import _unstructure
 from lionexec._failures import FailureLog, FailureStatistics
-from lionexec.conversation import ActionRequest, ActionResponse, MessageManager
+from lionexec.conversation import ActionRequest, ActionResponse, AssistantResponse, MessageManager
 from lionexec.errors import ConfigurationError, DuplicateCallError, require_trio
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
@@ -309,25 +309,23 @@ class Branch:
         scope = self._scope()
         requests = [new_request(scope, proposal) for proposal in proposals]
         self._check_new(proposals, requests)
-        if batch.turn is not None:
-            self.messages.add_message(batch.turn)
         if not proposals:
+            if batch.turn is not None:
+                self.messages.add_message(batch.turn)
             await trio.lowlevel.checkpoint()
             return []
         params = call_params or DEFAULT_PARAMS
-        for request in requests:  # proposal order; each response is linked as its call ends
-            self.messages.add_message(request)
         transactions = [
             CallTransaction(scope, proposal, request, params)
             for proposal, request in zip(proposals, requests, strict=True)
         ]
         in_flight = self._in_flight
-        in_flight.update(request.id for request in requests)
 
         async def run(_index: int, transaction: CallTransaction) -> ActionResponse:
             return await transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
 
         try:
+            self._admit(batch.turn, requests)
             return await fan_out(
                 run,
                 transactions,
@@ -343,6 +341,18 @@ class Branch:
             in_flight.difference_update(request.id for request in requests)
             if self.retain is not None:
                 self._trim(self.retain)
+
+    @trio.lowlevel.enable_ki_protection
+    def _admit(self, turn: AssistantResponse | None, requests: list[ActionRequest]) -> None:
+        """Write the turn and the requests (proposal order) and mark them in flight, in one
+        synchronous, KI-protected step: a ``KeyboardInterrupt`` lands before the batch is in
+        the history (nothing to answer) or after it (every request gets its response)."""
+        messages = self.messages
+        if turn is not None:
+            messages.add_message(turn)
+        for request in requests:  # each response is linked as its call ends
+            messages.add_message(request)
+        self._in_flight.update(request.id for request in requests)
 
     @trio.lowlevel.enable_ki_protection
     def _trim(self, retain: int) -> None:

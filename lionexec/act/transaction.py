@@ -353,37 +353,34 @@ class CallTransaction:
         assert tool is not None and self.context is not None
         if tool.preprocessor is None:
             return True
-        event = self.event = self._new_event(self.arguments)
-        self.attempts = 1  # the transform is part of the first attempt
+        event = self._begin_attempt(1)  # the transform is part of the first attempt
         try:
             processed = await tool.transform(snapshot(self.arguments))
         except Exception as exc:
-            _settle(event, _FAILED, exc)
-            self.failure = exc
-            return self._finish_false(ActionOutcome.FAILED, ErrorInfo.from_exception(exc))
+            return self._settle_and_finish(
+                _FAILED, ActionOutcome.FAILED, ErrorInfo.from_exception(exc), exc
+            )
         if not isinstance(processed, Mapping):
             problem = TypeError(
                 f"the preprocessor of tool {tool.name!r} returned "
                 f"{type(processed).__name__}, not a mapping of arguments"
             )
-            _settle(event, _FAILED, problem)
-            self.failure = problem
-            return self._finish_false(ActionOutcome.FAILED, ErrorInfo.from_exception(problem))
+            return self._settle_and_finish(
+                _FAILED, ActionOutcome.FAILED, ErrorInfo.from_exception(problem), problem
+            )
         processed = dict(processed)
         event.arguments = snapshot(processed)
         try:
             checked = tool.validate(processed)
         except ValidationError as exc:
-            _settle(event, EventStatus.ABORTED)
             error = ErrorInfo(type(exc).__name__, f"after transform: {exc}")
-            return self._finish_false(ActionOutcome.INVALID, error)
+            return self._settle_and_finish(EventStatus.ABORTED, ActionOutcome.INVALID, error)
         context = self.context = self.context.with_arguments(checked)
         if self.scope.policy is not None:
             decision = await self.scope.policy.decide(context)
             if decision.behavior != "allow":
-                _settle(event, EventStatus.SKIPPED)
                 error = ErrorInfo("PermissionDenied", f"after transform: {decision.reason}")
-                return self._finish_false(ActionOutcome.DENIED, error)
+                return self._settle_and_finish(EventStatus.SKIPPED, ActionOutcome.DENIED, error)
         self.arguments = checked
         event.arguments = checked
         return True
@@ -394,10 +391,10 @@ class CallTransaction:
         assert tool is not None
         may_retry = tool.idempotent or params.force_retry
         if self.event is None:  # no transform built it
-            self.event = self._new_event(self.arguments)
-            self.attempts = 1
+            self._begin_attempt(1)
         while True:
             event = self.event
+            assert event is not None
             reply = None
             if scope.evidence.feeds:  # without sinks, nothing to wait for (act rows of the bench)
                 reply = await scope.evidence.write_ahead(
@@ -411,10 +408,7 @@ class CallTransaction:
                 )
             if reply is not None:
                 if reply.recorded is not None:  # a completed idempotency key: not invoked
-                    self.event, self.attempts = None, 0
-                    recorded = reply.recorded
-                    output = snapshot(recorded.output)
-                    self.finish(recorded.outcome, output=output, error=recorded.error)
+                    self._finish_recorded(reply.recorded)
                     return
                 self.attempts += reply.prior_attempts
             if params.timeout is None:
@@ -438,8 +432,7 @@ class CallTransaction:
                 self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(error))
                 return
             await trio.sleep(params.retry_delay(self.attempts - 1))
-            self.event = self._new_event(self.arguments)
-            self.attempts += 1
+            self._begin_attempt(self.attempts + 1)
 
     # -- evidence -----------------------------------------------------------------------------
 
@@ -483,14 +476,20 @@ class CallTransaction:
         scope.evidence.record(request, response, log)
         self.response = response
 
+    @trio.lowlevel.enable_ki_protection
     def _cut_short(self, outcome: ActionOutcome, error: ErrorInfo) -> None:
         """Record a call stopped from outside (cancelled, or over its whole-call deadline).
 
-        If the latest attempt already ended ``failed`` (it was stopped while waiting to
-        retry), that failure is the truth recorded; otherwise *outcome*, and an event that was
-        built but not finished ends ``cancelled``.
+        If the latest attempt already ended ``completed`` (the interruption came after the
+        tool returned, before the record), ``completed`` with its output is the truth
+        recorded; if it ended ``failed`` (stopped while waiting to retry), that failure;
+        otherwise *outcome*, and an event that was built but not finished ends ``cancelled``.
+        Synchronous and KI-protected, like :meth:`finish`.
         """
         event = self.event
+        if event is not None and event.status is _COMPLETED:
+            self.finish(ActionOutcome.COMPLETED, output=snapshot(event.response))
+            return
         if event is not None and event.status is _FAILED:
             failed = event.execution.error
             assert isinstance(failed, BaseException)
@@ -500,9 +499,38 @@ class CallTransaction:
             event.status = EventStatus.CANCELLED
         self.finish(outcome, error=error)
 
-    def _new_event(self, arguments: dict[str, Any]) -> FunctionCalling:
+    @trio.lowlevel.enable_ki_protection
+    def _begin_attempt(self, attempts: int) -> FunctionCalling:
+        """A fresh event for attempt number *attempts*; event and count change together
+        (KI-protected: a call with an event always counts an attempt, so it gets its log
+        record)."""
         assert self.tool is not None
-        return FunctionCalling(tool=self.tool, arguments=arguments, context=self.context)
+        event = FunctionCalling(tool=self.tool, arguments=self.arguments, context=self.context)
+        self.event, self.attempts = event, attempts
+        return event
+
+    @trio.lowlevel.enable_ki_protection
+    def _settle_and_finish(
+        self,
+        status: EventStatus,
+        outcome: ActionOutcome,
+        error: ErrorInfo,
+        exc: Exception | None = None,
+    ) -> bool:
+        """End the built, uninvoked event with *status* and record *outcome*, in one
+        KI-protected step (the event and the response never disagree). Returns ``False``."""
+        assert self.event is not None
+        _settle(self.event, status, exc)
+        if exc is not None:
+            self.failure = exc
+        self.finish(outcome, error=error)
+        return False
+
+    @trio.lowlevel.enable_ki_protection
+    def _finish_recorded(self, recorded: ActionResponseContent) -> None:
+        """Answer with an outcome a sink already holds (not invoked: no event, no attempt)."""
+        self.event, self.attempts = None, 0
+        self.finish(recorded.outcome, output=snapshot(recorded.output), error=recorded.error)
 
     def _invalid(self, exc: Exception) -> bool:
         return self._finish_false(ActionOutcome.INVALID, ErrorInfo.from_exception(exc))
@@ -657,11 +685,25 @@ async def answer_unanswered(
         if not isinstance(exc, Exception)
         else ErrorInfo("NotStarted", f"the batch stopped at an earlier failure: {exc!r}")
     )
-    stopped = [t for t in transactions if t.response is None]
-    for transaction in stopped:
-        transaction.finish(ActionOutcome.CANCELLED, error=reason)
+    stopped = _cut_all_short(scope, transactions, reason)
     if stopped:
         await announce_interrupted(scope, stopped)
+
+
+@trio.lowlevel.enable_ki_protection
+def _cut_all_short(
+    scope: CallScope, transactions: Sequence[CallTransaction], reason: ErrorInfo
+) -> list[CallTransaction]:
+    """Record every unanswered call of a stopped batch, in one KI-protected step.
+
+    A call whose request never reached the history (the batch was stopped before it was
+    admitted) is left out: there is nothing to answer.
+    """
+    history = scope.history
+    stopped = [t for t in transactions if t.response is None and t.request.id in history]
+    for transaction in stopped:
+        transaction._cut_short(ActionOutcome.CANCELLED, reason)
+    return stopped
 
 
 async def announce_interrupted(scope: CallScope, transactions: list[CallTransaction]) -> None:
