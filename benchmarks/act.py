@@ -14,8 +14,10 @@ Implementations (each in its own process):
 Every run uses a fresh branch with the tools registered. Scenarios: concurrent, sequential and
 failing batches; a single-call ``act`` repeated in sequence (the server's shape); a governed
 batch (session gate, rules policy, ``tool.pre``/``tool.post`` hooks) beside the ungoverned one
-in the same process; memory retained per successful and per failing call; a long-lived branch
-(100 batches of 1k calls: total time, max GC pause, memory growth after warm-up); and the
+in the same process; lionexec / floor and governed / ungoverned ratios from runs interleaved in
+one process (robust to load from elsewhere on a shared machine); memory retained per successful
+and per failing call; a long-lived branch (100 batches of 1k calls: total time, max GC pause,
+the same with ``gc.freeze()`` after each batch, memory growth after warm-up); and the
 longest trio scheduler step of a 10k-call batch with a JSONL log, against a sink that writes
 synchronously on the trio thread (the old JSONL sink). Logging is disabled in every process:
 lionagi logs each failing call, and stderr output is not what is measured.
@@ -292,42 +294,46 @@ def long_lived_body(impl: str, batches: int, warm: int, retain: int) -> Any:
     return body
 
 
-def paired_body(runs: int) -> Any:
-    """lionexec / equivalent floor per scenario, from runs interleaved in one process.
+def paired_body(pairs: dict[str, tuple[Any, Any]], runs: int) -> Any:
+    """The ratio first / second of each named pair of bodies, from runs interleaved in one
+    process (who runs first alternates).
 
-    The cross-process ratios compare runs made minutes apart on a shared machine; here each
-    lionexec run is followed at once by the floor's, and the ratio of each pair is kept, so a
-    burst of load elsewhere hits both sides. (The floor then runs with lionexec imported: its
-    cyclic GC passes see more objects, a bias in lionexec's favour.)
+    Ratios across processes compare runs made minutes apart on a shared machine; here each
+    run of one side is followed at once by the other's and the ratio of each pair is kept,
+    so a burst of load elsewhere hits both sides. (Against the floor, the floor then runs with
+    lionexec imported: its cyclic GC passes see more objects, a bias in lionexec's favour.)
     """
-    scenarios = {
-        "concurrent calls": ("concurrent", "add", False),
-        "sequential calls": ("sequential", "add", False),
-        "failing calls (concurrent)": ("concurrent", "boom", False),
-        "single-call act, in sequence": ("concurrent", "add", True),
-    }
 
     async def body(n: int) -> dict[str, tuple[str, list[float]]]:
         out: dict[str, tuple[str, list[float]]] = {}
-        for name, (strategy, function, single) in scenarios.items():
-            if single:
-                pair = (single_call_body("lionexec"), single_call_body("floor"))
-            else:
-                pair = (
-                    act_body("lionexec", strategy, function),
-                    act_body("floor", strategy, function),
-                )
+        for name, (mine, other) in pairs.items():
             ratios: list[float] = []
             for index in range(runs if n > 1 else 1):
                 gc.collect()
-                first, second = pair if index % 2 == 0 else pair[::-1]  # alternate who leads
-                a, b = await first(n), await second(n)
-                mine, floor = (a, b) if index % 2 == 0 else (b, a)
-                ratios.append(mine / floor)
+                if index % 2 == 0:
+                    a = await mine(n)
+                    b = await other(n)
+                else:
+                    b = await other(n)
+                    a = await mine(n)
+                ratios.append(a / b)
             out[name] = ("x", ratios)
         return out
 
     return body
+
+
+def floor_pairs() -> dict[str, tuple[Any, Any]]:
+    """lionexec against the equivalent floor, per scenario (see :func:`paired_body`)."""
+    return {
+        "concurrent calls": (act_body("lionexec"), act_body("floor")),
+        "sequential calls": (act_body("lionexec", "sequential"), act_body("floor", "sequential")),
+        "failing calls (concurrent)": (
+            act_body("lionexec", function="boom"),
+            act_body("floor", function="boom"),
+        ),
+        "single-call act, in sequence": (single_call_body("lionexec"), single_call_body("floor")),
+    }
 
 
 # -- event-loop stall: the longest trio scheduler step --------------------------------------------
@@ -489,15 +495,24 @@ def cases(impl: str, quick: bool) -> list[Case]:
     ]
     if impl == "lionexec":  # against the ungoverned row above, same process
         out.append(Case(names["governed"], small, act_body(impl, governed=True), warmup=100))
-        out.append(
+        runs = 6 if quick else 10
+        governed = {"concurrent calls": (act_body(impl, governed=True), act_body(impl))}
+        out += [
+            Case(
+                f"act: governed / ungoverned, paired in one process, {k(small)}",
+                small,
+                paired_body(governed, runs),
+                kind="report",
+                warmup=100,
+            ),
             Case(
                 f"act: lionexec / equivalent floor, paired in one process, {k(small)}",
                 small,
-                paired_body(runs=6 if quick else 10),
+                paired_body(floor_pairs(), runs),
                 kind="report",
                 warmup=100,
-            )
-        )
+            ),
+        ]
     out += [
         Case(
             f"act: retained per call, {k(large)} concurrent",

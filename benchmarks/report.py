@@ -368,14 +368,16 @@ PAIRED = {
 }
 
 
-def _paired(rows: dict[str, dict[str, Any]], scenario: str) -> dict[str, Any] | None:
-    """lionexec's paired ratio against the equivalent floor for *scenario*, if measured."""
+def _paired(
+    rows: dict[str, dict[str, Any]],
+    scenario: str,
+    prefix: str = "act: lionexec / equivalent floor, paired",
+) -> dict[str, Any] | None:
+    """lionexec's paired ratio (rows starting with *prefix*) for *scenario*, if measured."""
     for key, suffix in PAIRED.items():
         if key in scenario:
             for name, row in rows.items():
-                if name.startswith("act: lionexec / equivalent floor, paired") and name.endswith(
-                    f", {suffix}"
-                ):
+                if name.startswith(prefix) and name.endswith(f", {suffix}"):
                     result: dict[str, Any] | None = row["results"].get("lionexec")
                     return result
     return None
@@ -400,6 +402,10 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
             ratio = _ratio(_lionexec(other_row), _lionexec(row))
             if check != "linear":
                 ratio = _ratio(_lionexec(row), _lionexec(other_row))
+            if check == "versus" and "governed" in name:
+                paired = _paired(rows, "concurrent calls", "act: governed / ungoverned, paired")
+                if paired is not None:
+                    paired_note = f"; paired in one process: {_cell(paired, 'x')}"
             what = {
                 "linear": f"{other_name} per item ≤ {bound:g}× {name}",
                 "versus": f"{name}: ≤ {bound:g}× {other_name}",
