@@ -423,7 +423,10 @@ class CallTransaction:
                     )
                     return
             if event.status is _COMPLETED:
-                self.finish(ActionOutcome.COMPLETED, output=snapshot(event.response))
+                # one private snapshot, shared by the history and the log record: what the
+                # tool does later with the object it returned changes neither
+                output = event.execution.response = snapshot(event.response)
+                self.finish(ActionOutcome.COMPLETED, output=output)
                 return
             error = event.execution.error
             assert isinstance(error, BaseException)

@@ -130,6 +130,7 @@ async def test_output_is_snapshotted_when_recorded() -> None:
     [response] = await branch.act(call("leaky"))
     kept[0]["n"] = 2  # the tool keeps a reference and changes it later
     assert response.output == {"n": 1}
+    assert branch.log[0].event.response == {"n": 1}
 
 
 # -- duplicates and re-entry --------------------------------------------------------------------
