@@ -293,9 +293,9 @@ class CallTransaction:
             return self._invalid(exc)
         self.tool = tool
         self.arguments = arguments
-        self.context = CallContext(
+        self.context = CallContext(  # its own copy: gates, policy and hooks read it
             function=tool.name,
-            arguments=arguments,
+            arguments=snapshot(arguments),
             call_id=proposal.call_id,
             branch_id=self.scope.branch_name,
             tool=tool,
@@ -375,7 +375,7 @@ class CallTransaction:
         except ValidationError as exc:
             error = ErrorInfo(type(exc).__name__, f"after transform: {exc}")
             return self._settle_and_finish(EventStatus.ABORTED, ActionOutcome.INVALID, error)
-        context = self.context = self.context.with_arguments(checked)
+        context = self.context = self.context.with_arguments(snapshot(checked))
         if self.scope.policy is not None:
             decision = await self.scope.policy.decide(context)
             if decision.behavior != "allow":
@@ -631,10 +631,11 @@ def _copy_error(error: object) -> object:
 
 def _detached(event: FunctionCalling) -> FunctionCalling:
     """A copy of *event* for observers: changing it changes nothing recorded."""
-    clone = copy.copy(event)
-    execution = copy.copy(event.execution)
+    clone = _shallow(event)
+    execution = _shallow(event.execution)
     execution.response = snapshot(execution.response)
-    clone.execution = execution
+    object.__setattr__(clone, "execution", execution)
+    object.__setattr__(clone, "arguments", snapshot(event.arguments))
     return clone
 
 
