@@ -313,7 +313,7 @@ def test_lone_surrogates_become_the_replacement_character() -> None:
 
 
 def test_deep_nesting_ends_in_the_marker_without_recursion_error() -> None:
-    rendered = jsonable(nested(50_000, 1))
+    rendered = jsonable(nested(5 * sys.getrecursionlimit(), 1))
     strict_dumps(rendered)
     depth = 0
     while isinstance(rendered, dict | list):
