@@ -491,7 +491,8 @@ class CallTransaction:
         """
         event = self.event
         if event is not None and event.status is _COMPLETED:
-            self.finish(ActionOutcome.COMPLETED, output=snapshot(event.response))
+            output = event.execution.response = snapshot(event.response)
+            self.finish(ActionOutcome.COMPLETED, output=output)
             return
         if event is not None and event.status is _FAILED:
             failed = event.execution.error
