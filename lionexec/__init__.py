@@ -22,14 +22,18 @@ from .conversation import ActionRequest as ActionRequest
 from .conversation import ActionResponse as ActionResponse
 from .conversation import AssistantResponse as AssistantResponse
 from .conversation import ErrorInfo as ErrorInfo
+from .conversation import FilePart as FilePart
+from .conversation import ImagePart as ImagePart
 from .conversation import Instruction as Instruction
 from .conversation import MessageManager as MessageManager
 from .conversation import System as System
+from .conversation import TextPart as TextPart
 from .engine import TERMINAL_STATUSES as TERMINAL_STATUSES
 from .engine import Event as Event
 from .engine import EventStatus as EventStatus
 from .engine import Execution as Execution
 from .engine import Executor as Executor
+from .engine import ExecutorStatistics as ExecutorStatistics
 from .engine import Processor as Processor
 from .engine import ProcessorStatistics as ProcessorStatistics
 from .engine import Unset as Unset
@@ -81,13 +85,16 @@ __all__ = [
     "EventTypeError",
     "Execution",
     "Executor",
+    "ExecutorStatistics",
     "FailureLog",
     "FailureStatistics",
+    "FilePart",
     "FunctionCalling",
     "GateDenied",
     "HistoryError",
     "HookBus",
     "HookPoint",
+    "ImagePart",
     "Instruction",
     "LionexecError",
     "MessageManager",
@@ -103,6 +110,7 @@ __all__ = [
     "SessionObserver",
     "StopHook",
     "System",
+    "TextPart",
     "Tool",
     "ToolInvocation",
     "ToolNotFoundError",

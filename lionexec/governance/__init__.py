@@ -17,6 +17,7 @@ from .hooks import HookHandler as HookHandler
 from .hooks import HookPoint as HookPoint
 from .hooks import PreHookResult as PreHookResult
 from .hooks import StopHook as StopHook
+from .permissions import IGNORE_CASE as IGNORE_CASE
 from .permissions import SHELL_CONTROL as SHELL_CONTROL
 from .permissions import Behavior as Behavior
 from .permissions import EscalationHandler as EscalationHandler
@@ -24,8 +25,12 @@ from .permissions import PermissionDecision as PermissionDecision
 from .permissions import PermissionMode as PermissionMode
 from .permissions import PermissionPolicy as PermissionPolicy
 from .permissions import Rules as Rules
+from .permissions import SubjectKind as SubjectKind
+from .permissions import ignoring_case as ignoring_case
+from .permissions import subject_kind_of as subject_kind_of
 
 __all__ = [
+    "IGNORE_CASE",
     "MAX_KEPT_FAILURES",
     "SHELL_CONTROL",
     "Behavior",
@@ -46,9 +51,12 @@ __all__ = [
     "SessionObserver",
     "SessionObserverStatistics",
     "StopHook",
+    "SubjectKind",
     "SubscriberFailure",
     "ToolInvocation",
     "frozen_arguments",
+    "ignoring_case",
+    "subject_kind_of",
 ]
 
 _publish(__name__, globals())

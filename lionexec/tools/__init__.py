@@ -12,9 +12,13 @@ from .runner import DEFAULT_TOOL_THREADS as DEFAULT_TOOL_THREADS
 from .runner import current_tool_limiter as current_tool_limiter
 from .runner import is_async_callable as is_async_callable
 from .runner import run_callable as run_callable
+from .schema import SCHEMA_FORMATS as SCHEMA_FORMATS
 from .schema import Parameter as Parameter
+from .schema import SchemaFormat as SchemaFormat
 from .schema import anthropic_schema as anthropic_schema
 from .schema import openai_schema as openai_schema
+from .schema import responses_schema as responses_schema
+from .schema import tool_schema as tool_schema
 from .schema import type_schema as type_schema
 from .tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
 from .tool import Tool as Tool
@@ -23,10 +27,12 @@ from .validation import make_argument_converter as make_argument_converter
 
 __all__ = [
     "DEFAULT_TOOL_THREADS",
+    "SCHEMA_FORMATS",
     "TOOL_NAME_PATTERN",
     "ActionManager",
     "FunctionCalling",
     "Parameter",
+    "SchemaFormat",
     "Tool",
     "ToolLike",
     "anthropic_schema",
@@ -36,7 +42,9 @@ __all__ = [
     "make_argument_converter",
     "openai_schema",
     "parse_docstring",
+    "responses_schema",
     "run_callable",
+    "tool_schema",
     "type_schema",
 ]
 
