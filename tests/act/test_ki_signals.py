@@ -169,6 +169,7 @@ def test_an_interrupt_at_any_line_never_tears_the_evidence() -> None:
     lines = done.stdout.decode(errors="replace").splitlines()
     assert lines, done.stderr.decode(errors="replace")[-4000:]
     summary = json.loads(lines[-1])
+    print(f"line sweep: {summary}")
     violations = [json.loads(line) for line in lines[:-1]]
     shown = "\n".join(json.dumps(v)[:1500] for v in violations[:5])
     assert not violations, f"{summary}\n{shown}"
