@@ -23,6 +23,8 @@ from typing import Protocol
 
 import attrs
 
+from .errors import JournalError
+
 __all__ = [
     "Batch",
     "CallRow",
@@ -185,9 +187,10 @@ class MemoryStore:
         for message in batch.messages:
             expected = next_seq.get(message.branch_id, 0)
             if message.seq != expected or message.message_id in self._message_ids | ids:
-                raise ValueError(
-                    f"message position {message.seq} of branch {message.branch_id} (or id "
-                    f"{message.message_id}) is already taken"
+                raise JournalError(
+                    f"another writer holds position {message.seq} of branch "
+                    f"{message.branch_id} (or message id {message.message_id}): one branch is "
+                    "journaled by one process at a time"
                 )
             next_seq[message.branch_id] = expected + 1
             ids.add(message.message_id)

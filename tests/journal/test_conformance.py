@@ -13,6 +13,7 @@ from lionexec.act import Branch
 from lionexec.conversation import ActionOutcome, AssistantResponse, Instruction, System
 from lionexec.governance import CallContext, PermissionPolicy
 from lionexec.journal import Applied, Journal, JournalError, NotApplied
+from lionexec.journal.backend import MemoryBackend
 from lionexec.tools import Tool
 
 from .conftest import JournalFactory
@@ -568,3 +569,76 @@ async def test_flush_commits_what_open_branches_recorded(journals: JournalFactor
                 [call] = await reader.calls()
                 assert (call.done, call.outcome) == (True, "completed")
                 assert len(await reader.history(branch.id)) == 2
+
+
+class GatedBackend(MemoryBackend):
+    """A memory backend whose transactions wait for a gate once armed (a slow database)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.gate = trio.Event()
+        self.waiting = trio.Event()
+
+    async def run(self, fn: Any, *, cancellable: bool = True) -> Any:
+        if self.armed:
+            self.waiting.set()
+            await self.gate.wait()
+        return await super().run(fn, cancellable=cancellable)
+
+
+async def test_a_call_cancelled_at_the_write_ahead_never_runs_and_is_answered() -> None:
+    runs: list[int] = []
+    backend = GatedBackend()
+    async with Journal(backend) as journal:
+        branch = await journal.branch()
+        branch.register_tools(Tool(lambda x: runs.append(x), name="f"))
+        async with branch:
+            backend.armed = True
+            scope = trio.CancelScope()
+
+            async def call() -> None:
+                with scope:
+                    await branch.act({"function": "f", "arguments": {"x": 1}})
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call)
+                await backend.waiting.wait()  # its request is being committed
+                scope.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                assert branch.messages.responses() == []  # a commit ends whole...
+                backend.gate.set()
+            [response] = branch.messages.responses()  # ...then the cancellation lands
+            assert response.outcome is ActionOutcome.CANCELLED
+        assert runs == []
+    async with Journal(backend) as journal:
+        history = await journal.history(branch.id)
+        assert history.unanswered() == []
+        assert [c.outcome for c in await journal.calls()] == ["cancelled"]
+
+
+async def test_two_writers_of_one_branch_are_refused_by_name(journals: JournalFactory) -> None:
+    async with journals.new() as first, journals.new() as second:
+        one = await first.branch()
+        one.register_tools(add)
+        async with one:
+            await one.act({"function": "add", "arguments": {"a": 1, "b": 1}})
+        two_a = await first.branch(one.id)
+        two_b = await second.branch(one.id)  # the same branch, opened by a second writer
+        for branch in (two_a, two_b):
+            branch.register_tools(add)
+        async with two_a:
+            [ok] = await two_a.act({"function": "add", "arguments": {"a": 2, "b": 2}})
+        answers = []
+        with pytest.raises(BaseException) as closing:  # it cannot commit what it holds
+            async with two_b:
+                answers += await two_b.act({"function": "add", "arguments": {"a": 3, "b": 3}})
+        assert "another writer" in repr(closing.value) or "another writer" in str(
+            getattr(closing.value, "exceptions", "")
+        )
+        [refused] = answers
+        assert ok.output == 4
+        assert refused.outcome is ActionOutcome.FAILED
+        assert refused.error is not None and "another writer" in refused.error.message
+    async with journals.new() as journal:  # the first writer's record is intact
+        assert await journal.history(one.id) == two_a.messages
