@@ -326,7 +326,7 @@ class Branch:
 
         try:
             self._admit(batch.turn, requests)
-            return await fan_out(
+            results = await fan_out(
                 run,
                 transactions,
                 max_concurrent=1 if strategy == "sequential" else params.max_concurrent,
@@ -334,6 +334,10 @@ class Branch:
                 return_exceptions=params.return_exceptions,
                 limiter=limiter,
             )
+            for feed in self._feeds:  # a durable sink holds what the caller is about to see
+                if feed.durable:
+                    await feed.wait_settled(feed.accepted)
+            return results
         except BaseException as exc:
             await answer_unanswered(scope, transactions, exc)
             raise

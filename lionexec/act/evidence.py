@@ -107,7 +107,12 @@ class EvidenceRecord:
 
 @runtime_checkable
 class EvidenceSink(Protocol):
-    """A destination for evidence that is written asynchronously (a file, a journal)."""
+    """A destination for evidence that is written asynchronously (a file, a journal).
+
+    A sink with a true ``durable`` attribute (a journal) makes :meth:`Branch.act` wait, before
+    it returns, until the records of its batch have been written: a response a caller has
+    seen is then one the sink holds. Other sinks (a log file) are written behind.
+    """
 
     async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
         """Called at the write-ahead point, before the tool runs; may block (a commit).
@@ -166,6 +171,11 @@ class SinkFeed:
         self._report = report
         self._send, self._receive = trio.open_memory_channel[EvidenceRecord](capacity)
         self._room = trio.lowlevel.ParkingLot()
+        self._settled_lot = trio.lowlevel.ParkingLot()
+        self._accepted = 0  # records put in the buffer
+        self._settled = 0  # records whose write returned (or raised)
+        #: Whether :meth:`Branch.act` waits for its records to be written before returning.
+        self.durable: bool = bool(getattr(sink, "durable", False))
         self._reserved: set[uuid.UUID] = set()
         self._written = 0
         self._dropped = 0
@@ -192,7 +202,23 @@ class SinkFeed:
             self._send.send_nowait(record)
         except trio.ClosedResourceError:
             return self._drop(record, full=False)
+        self._accepted += 1
         return True
+
+    @property
+    def accepted(self) -> int:
+        """How many records were ever put in the buffer."""
+        return self._accepted
+
+    async def wait_settled(self, mark: int) -> None:
+        """Wait until the first *mark* records accepted have been written (or failed).
+
+        Returns early if the service stops. Always a checkpoint. Cancellation: the records
+        are still written by the service; only the wait ends.
+        """
+        while self._settled < mark and self._serving:
+            await self._settled_lot.park()
+        await trio.lowlevel.checkpoint()
 
     def _used(self) -> int:
         return self._send.statistics().current_buffer_used + len(self._reserved)
@@ -244,10 +270,13 @@ class SinkFeed:
                         self._report(self.sink, batch[0].request.call_id, exc)
                     else:
                         self._written += len(batch)
+                    self._settled += len(batch)
+                    self._settled_lot.unpark_all()
             await self.sink.aclose()
         finally:
             self._serving = False
             self._room.unpark_all()
+            self._settled_lot.unpark_all()
 
     def close(self) -> None:
         """No more records: the service writes what is buffered, closes the sink and ends."""

@@ -263,9 +263,9 @@ class Journal:
     async def flush(self) -> None:
         """Commit everything the open branches recorded so far (their outcomes included).
 
-        ``Branch.act`` returns once responses are recorded in memory; their commit follows
-        from the sink service. Await this before telling anyone outside the process about a
-        response (replying to a client, say) when it must survive a crash. One group commit.
+        ``Branch.act`` returns once its batch's outcomes are committed (the journal's sink is
+        durable); this commits what else was recorded (messages added by hand, say). One
+        group commit.
         """
         sinks = list(self._sinks.values())
         if not sinks:
@@ -431,6 +431,9 @@ class JournalSink:
     It mirrors the branch's history, which only ever grows, into the journal: each commit
     writes the messages added since the last one, in order.
     """
+
+    #: :meth:`Branch.act` returns only once its batch's outcomes are committed.
+    durable = True
 
     def __init__(self, journal: Journal, branch_id: str, history: MessageManager) -> None:
         self.journal = journal

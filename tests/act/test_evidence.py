@@ -205,3 +205,43 @@ async def test_a_sequential_batch_of_refused_calls_checkpoints_between_calls() -
     branch = Branch()
     with trio.testing.assert_checkpoints():
         await branch.act([call("missing")] * 3, strategy="sequential")
+
+
+async def test_act_waits_for_a_durable_sink_before_returning() -> None:
+    sink = RecordingSink()
+    sink.durable = True  # type: ignore[attr-defined]
+    sink.release = trio.Event()
+    returned = trio.Event()
+
+    async def ok() -> int:
+        return 1
+
+    async with Branch(sinks=[sink]) as branch:
+        branch.register_tools(Tool(ok))
+
+        async def act() -> None:
+            await branch.act([call("ok"), call("ok")])
+            returned.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(act)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not returned.is_set()  # the records are not written yet
+            assert len(branch.messages.responses()) == 2  # but they are recorded
+            sink.release.set()
+        assert returned.is_set()
+        assert sum(sink.batches) == 2
+
+
+async def test_act_does_not_wait_for_a_log_file_sink() -> None:
+    sink = RecordingSink()
+    sink.release = trio.Event()
+
+    async def ok() -> int:
+        return 1
+
+    async with Branch(sinks=[sink]) as branch:
+        branch.register_tools(Tool(ok))
+        await branch.act(call("ok"))  # returns with its record still buffered
+        assert branch.statistics().sinks[0].written == 0
+        sink.release.set()
