@@ -21,6 +21,7 @@ from .evidence import EvidenceSink as EvidenceSink
 from .evidence import SinkFeed as SinkFeed
 from .evidence import SinkStatistics as SinkStatistics
 from .evidence import WriteAhead as WriteAhead
+from .evidence import WriteAheadReply as WriteAheadReply
 from .log import ActionLogRecord as ActionLogRecord
 from .log import EventLog as EventLog
 from .log import JsonlSink as JsonlSink
@@ -55,6 +56,7 @@ __all__ = [
     "Strategy",
     "Throttle",
     "WriteAhead",
+    "WriteAheadReply",
     "alcall",
     "fan_out",
     "read_batch",

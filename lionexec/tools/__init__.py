@@ -20,16 +20,20 @@ from .schema import openai_schema as openai_schema
 from .schema import responses_schema as responses_schema
 from .schema import tool_schema as tool_schema
 from .schema import type_schema as type_schema
+from .tool import EFFECTS as EFFECTS
 from .tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
+from .tool import Effect as Effect
 from .tool import Tool as Tool
 from .validation import argument_converter as argument_converter
 from .validation import make_argument_converter as make_argument_converter
 
 __all__ = [
     "DEFAULT_TOOL_THREADS",
+    "EFFECTS",
     "SCHEMA_FORMATS",
     "TOOL_NAME_PATTERN",
     "ActionManager",
+    "Effect",
     "FunctionCalling",
     "Parameter",
     "SchemaFormat",
