@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 import attrs
 import trio
 
+from .._failures import call_user
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -1017,9 +1018,7 @@ class PermissionPolicy:
             reason = f"{decision.reason}; no escalation handler is configured"
             return attrs.evolve(decision, behavior="deny", reason=reason)
         try:
-            verdict = handler(decision, ctx)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
+            verdict = await call_user(handler, decision, ctx)
         except Exception as exc:
             reason = (
                 f"{decision.reason}; the escalation handler raised {type(exc).__name__}: {exc}"
