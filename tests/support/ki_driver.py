@@ -26,12 +26,20 @@ verdict                code meaning
 ok-interrupted            0 interrupted by the ``KeyboardInterrupt``; every invariant holds
 finished-before-signal   10 the batches ended before the signal landed; invariants hold
 violation                20 an invariant failed (the JSON line says which)
-other                    30 the driver itself broke (bad arguments, an unexpected error)
+other                    30 the driver itself broke (bad arguments, an unexpected error), or
+                            trio's own state was corrupted where the interrupt landed
+                            ("nursery stack corrupted": raw trio does the same), counted apart
 ====================== ==== ================================================================
 
 A run that never exits is *wedged*: the caller detects it with a timeout. ``SIGUSR1`` dumps
 every thread's stack to stderr (``faulthandler``) so a wedge can be diagnosed before it is
 killed. ``--raw`` runs comparable work in raw trio (no lionexec) for comparing wedges.
+
+``--sweep POINTS`` sends no signal: it runs the workload (``--batches`` batches on trio's mock
+clock) POINTS times in this process and, in each run, plays trio's SIGINT handler itself at
+one sampled line of lionexec code (``KeyboardInterrupt`` raised there if the frame is not
+KI-protected, ``deliver_ki()`` if it is), so the windows a real signal rarely hits are all
+reached. It prints a JSON line per violation and a summary; exit code 20 if any.
 
 Imports are kept to what the run needs: subprocess start-up dominates a soak.
 """
