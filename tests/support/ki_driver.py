@@ -547,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         return sweep(args.sweep, args.seed, args.batches)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # a parent started without job control (``cmd &`` in a script) passes SIGINT on ignored;
+    # give it back to Python, so trio installs its handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     import trio
 
