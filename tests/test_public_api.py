@@ -31,7 +31,7 @@ import pytest
 import lionexec
 
 ROOT = pathlib.Path(lionexec.__file__).parent
-PROJECT = ROOT.parent
+PROJECT = pathlib.Path(__file__).resolve().parent.parent  # the checkout (docs/), not site-packages
 API_DOC = (PROJECT / "docs" / "api.md").read_text(encoding="utf-8")
 
 PUBLIC_MODULES = ("lionexec.errors", "lionexec.serialization", "lionexec.testing")
