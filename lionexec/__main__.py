@@ -2,6 +2,9 @@
 
 ``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal
 (see :mod:`lionexec.journal.cli`).
+
+``python -m lionexec worker --database URL --tools MODULE:ATTRIBUTE``: run a worker that
+claims submitted calls (see :mod:`lionexec.journal.worker_cli`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,14 @@ def main(argv: list[str] | None = None) -> int:
         from .journal.cli import main as journal_main
 
         return journal_main(args[1:])
+    if args and args[0] == "worker":
+        from .journal.worker_cli import main as worker_main
+
+        return worker_main(args[1:])
     if not args or args[0] != "demo":
         print(
-            "usage: python -m lionexec demo | journal show|export|recover PATH_OR_URL",
+            "usage: python -m lionexec demo | journal show|export|recover PATH_OR_URL | "
+            "worker --database URL --tools MODULE:ATTRIBUTE",
             file=sys.stderr,
         )
         return 2

@@ -24,6 +24,7 @@ transactions, not N.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -35,7 +36,7 @@ import trio
 
 from lionexec import _unstructure
 from lionexec._jsonable import jsonable
-from lionexec.act import Branch
+from lionexec.act import Branch, read_batch
 from lionexec.act.evidence import EvidenceRecord, WriteAhead, WriteAheadReply
 from lionexec.conversation import (
     ActionRequest,
@@ -47,6 +48,7 @@ from lionexec.conversation import (
 from lionexec.errors import HistoryError
 from lionexec.tools import ActionManager, Tool
 
+from . import queue
 from .backend import Backend, MemoryBackend
 from .errors import IdempotencyKeyConflict, JournalConnectionError, JournalError
 from .store import DONE, Batch, CallRow, Claim, MessageRow, OutcomeOp, RequestOp, Store
@@ -155,6 +157,7 @@ class Journal:
         self._sinks: dict[str, JournalSink] = {}
         self._key_events: dict[str, trio.Event] = {}
         self._inflight: dict[tuple[str, str], str] = {}
+        self._submitted: dict[str, str] = {}  # call id -> branch, of calls submitted here
         #: Transactions committed, and the write-aheads and outcome writes they carried.
         self.commits = 0
         self.committed_items = 0
@@ -287,6 +290,85 @@ class Journal:
         from .recovery import recover
 
         return await recover(self, tools, **branch_kwargs)
+
+    # -- submitted calls (run by workers: lionexec.journal.worker) ----------------------------
+
+    async def submit(self, branch_id: uuid.UUID | str, tool_calls: object) -> list[str]:
+        """Queue proposed calls of branch *branch_id* for workers; return their call ids.
+
+        *tool_calls* is what :meth:`Branch.act <lionexec.act.Branch.act>` takes (one call, a
+        list, an assistant message: only its calls are queued). Nothing runs here: each
+        request is committed with status ``queued``; a worker claims it and runs it through
+        the whole transaction (validation, gate, policy, hooks) where the tool is. All or
+        nothing: a call id already submitted for the branch raises
+        :class:`~lionexec.errors.DuplicateCallError` and nothing is queued. Needs a SQL
+        journal (SQLite, PostgreSQL). One transaction; cancellable before it commits.
+        """
+        name = str(_branch_uuid(branch_id))
+        batch = read_batch(tool_calls, sender=name)
+        requests = [proposal.to_request(sender=name) for proposal in batch.proposals]
+        if requests:
+            await self._run(lambda store: queue.submit(store, name, requests))
+        else:
+            await trio.lowlevel.checkpoint()
+        for request in requests:
+            self._submitted[request.call_id] = name
+        return [request.call_id for request in requests]
+
+    async def wait(
+        self,
+        call_ids: Sequence[str],
+        *,
+        branch_id: uuid.UUID | str | None = None,
+        poll: float = 0.5,
+    ) -> list[ActionResponse]:
+        """Wait for the responses of submitted calls; return them in the order of *call_ids*.
+
+        *branch_id* names their branch; without it, each call id must have been submitted by
+        this journal object. Wakes on PostgreSQL's ``NOTIFY`` (polling every *poll* seconds
+        as a fallback), polls on SQLite. Blocks until every call is answered: bound it with
+        ``trio.fail_after``. Raises :class:`~lionexec.journal.JournalError` naming a call id
+        that was never submitted.
+        """
+        pairs: list[tuple[str, str]] = []
+        for call_id in call_ids:
+            if branch_id is not None:
+                pairs.append((str(_branch_uuid(branch_id)), call_id))
+            elif call_id in self._submitted:
+                pairs.append((self._submitted[call_id], call_id))
+            else:
+                raise JournalError(
+                    f"call {call_id!r} was not submitted through this journal object: pass "
+                    "branch_id= to wait for calls submitted elsewhere"
+                )
+        listen = getattr(self.backend, "listener", None)
+        async with contextlib.AsyncExitStack() as stack:
+            listener = None
+            if listen is not None:
+                listener = await stack.enter_async_context(listen("lionexec_done"))
+            delay = 0.005
+            while True:
+                rows = await self._run(lambda store: queue.lookup(store, pairs))
+                for (branch, call_id), row in zip(pairs, rows, strict=True):
+                    if row is None:
+                        raise JournalError(f"call {call_id!r} of branch {branch} is not queued")
+                if all(row is not None and row.state == queue.DONE for row in rows):
+                    responses = [row.response_message() for row in rows if row is not None]
+                    for branch, call_id in pairs:
+                        if self._submitted.get(call_id) == branch:
+                            del self._submitted[call_id]
+                    return [r for r in responses if r is not None]
+                if listener is not None:
+                    await listener.wait(poll)
+                else:
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, poll)
+
+    async def queued(self, branch_id: uuid.UUID | str | None = None) -> list[queue.QueuedCall]:
+        """Every submitted call (of one branch, or all), oldest first, with its state, the
+        worker that answered it, its fencing token, attempts and deferrals."""
+        name = None if branch_id is None else str(_branch_uuid(branch_id))
+        return await self._run(lambda store: queue.listing(store, name))
 
     # -- the group commit ---------------------------------------------------------------------
 

@@ -56,6 +56,45 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             "CREATE INDEX lionexec_calls_state ON lionexec_calls (state, branch_id)",
         ),
     ),
+    (
+        2,  # the work queue of submitted calls, shared rate limits (lionexec.journal.queue)
+        (
+            """CREATE TABLE lionexec_queue (
+                branch_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                function TEXT NOT NULL,
+                request TEXT NOT NULL,
+                state TEXT NOT NULL,
+                not_before DOUBLE PRECISION NOT NULL,
+                fence BIGINT NOT NULL,
+                owner TEXT,
+                lease_until DOUBLE PRECISION,
+                effect TEXT,
+                attempts INTEGER NOT NULL,
+                deferrals INTEGER NOT NULL,
+                outcome TEXT,
+                response TEXT,
+                worker TEXT,
+                submitted_at DOUBLE PRECISION NOT NULL,
+                finished_at DOUBLE PRECISION,
+                PRIMARY KEY (branch_id, call_id)
+            )""",
+            "CREATE INDEX lionexec_queue_ready ON lionexec_queue (state, not_before)",
+            """CREATE TABLE lionexec_limits (
+                name TEXT PRIMARY KEY,
+                tat DOUBLE PRECISION NOT NULL,
+                used BIGINT NOT NULL
+            )""",
+            """CREATE TABLE lionexec_rejected_writes (
+                branch_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                worker TEXT NOT NULL,
+                fence BIGINT NOT NULL,
+                outcome TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL
+            )""",
+        ),
+    ),
 )
 
 #: The newest schema version this lionexec writes.

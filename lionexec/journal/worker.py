@@ -1,0 +1,395 @@
+"""Workers: processes (or tasks) that claim submitted calls from a journal and run them.
+
+A :class:`Worker` runs calls that some process queued with
+:meth:`Journal.submit <lionexec.journal.Journal.submit>`, on any machine that reaches the
+database, through the whole act transaction of a :class:`~lionexec.act.Branch` of its own
+(validation, gate, policy, hooks run *here*, with this worker's registry and governance).
+See :mod:`lionexec.journal.queue` for the states of a queued call.
+
+* **Claims**: ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL (``BEGIN IMMEDIATE`` on
+  SQLite); each claim increments the call's **fencing token** and gives this worker a
+  **lease** of *lease* seconds, renewed by a heartbeat task every ``lease / 3`` seconds.
+* **Results** are written by one ``UPDATE`` that checks the fencing token: a worker that
+  stalled past its lease (a long GC pause, a ``SIGSTOP``, a partition) and wakes after another
+  worker took its call over cannot overwrite that worker's result; its late write is refused,
+  counted (:attr:`WorkerStatistics.rejected`), logged on ``lionexec.worker`` and kept in the
+  journal (``lionexec_rejected_writes``). A heartbeat that finds a lease lost cancels the call.
+* **Reclaim**: a call whose lease expired is, by the effect class of the tool in this
+  worker's registry, queued again (``pure``, ``idempotent``, ``keyed``) or answered
+  ``interrupted`` (``unsafe``: it may or may not have taken effect).
+* **Wake-ups**: PostgreSQL ``LISTEN``/``NOTIFY``, with polling every *poll* seconds as the
+  fallback (and the only way on SQLite).
+* **Shared limits**: :class:`~lionexec.journal.queue.Limit` per tool, kept in the database:
+  over a rate → deferred (queued again for later), over a budget → denied with the reason.
+* **Shutdown**: cancelling :meth:`Worker.run` (or ``SIGTERM`` to ``python -m lionexec
+  worker``) stops claiming, gives the running calls *grace* seconds to finish and write their
+  results, then cancels the rest: ``pure``/``idempotent``/``keyed`` ones are released to the
+  queue (another worker runs them), ``unsafe`` ones are answered with the ``cancelled``
+  response their transaction recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AsyncExitStack
+from functools import partial
+from typing import Any
+
+import attrs
+import trio
+
+from lionexec._failures import FailureLog
+from lionexec.act import Branch
+from lionexec.errors import ConfigurationError
+from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
+from lionexec.tools import ActionManager, Tool
+
+from . import queue
+from .api import Journal
+from .errors import JournalError
+from .queue import Claimed, Completion, Limit
+
+__all__ = ["Worker", "WorkerStatistics"]
+
+logger = logging.getLogger("lionexec.worker")
+
+#: Calls claimed in one transaction at most.
+CLAIM_BATCH = 32
+
+
+@attrs.frozen(kw_only=True)
+class WorkerStatistics:
+    """A snapshot of a :class:`Worker`'s counters.
+
+    Attributes:
+        name: the worker's name (as recorded in the journal).
+        running: calls it holds now.
+        claimed: calls claimed (each claim of a call counts).
+        recorded: results written.
+        rejected: late results refused by the fencing token.
+        deferred: claims put back by a rate limit.
+        denied: calls denied by a budget.
+        requeued: expired leases of other workers it queued again.
+        interrupted: expired leases it answered ``interrupted``.
+        released: calls it gave back while shutting down.
+        leases_lost: calls whose lease its heartbeat found taken.
+    """
+
+    name: str
+    running: int
+    claimed: int
+    recorded: int
+    rejected: int
+    deferred: int
+    denied: int
+    requeued: int
+    interrupted: int
+    released: int
+    leases_lost: int
+
+
+@attrs.define(eq=False)
+class _Job:
+    claimed: Claimed
+    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    started: bool = False
+    lost: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.claimed.branch_id, self.claimed.call_id)
+
+
+def _seconds(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _registry(tools: ActionManager | Iterable[Tool | Callable[..., Any]]) -> ActionManager:
+    if isinstance(tools, ActionManager):
+        return tools
+    registry = ActionManager()
+    registry.register_tools(list(tools))
+    return registry
+
+
+class Worker:
+    """Claims and runs the calls submitted to *journal* (see the module docs).
+
+    Start it with ``await nursery.start(worker.run)``; cancel to stop it gracefully.
+
+    Args:
+        journal: an open SQL journal (SQLite or PostgreSQL).
+        tools: the registry (or tools) calls run with.
+        name: how the journal names this worker (default: host, pid and a random tag).
+        concurrency: calls run at once.
+        lease: seconds a claim holds without a heartbeat.
+        poll: longest wait between two looks at the queue when idle.
+        grace: seconds running calls get to finish on shutdown.
+        limits: shared limits by tool name (every worker of a database should pass the same).
+        policy, hooks, observer: the governance calls run under (as for ``Branch``).
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        tools: ActionManager | Iterable[Tool | Callable[..., Any]],
+        *,
+        name: str | None = None,
+        concurrency: int = 8,
+        lease: float = 30.0,
+        poll: float = 0.5,
+        grace: float = 10.0,
+        limits: Mapping[str, Limit] | None = None,
+        policy: PermissionPolicy | None = None,
+        hooks: HookBus | None = None,
+        observer: SessionObserver | None = None,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        self.journal = journal
+        self.registry = _registry(tools)
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.concurrency = concurrency
+        self.lease = _seconds("lease", lease)
+        self.poll = _seconds("poll", poll)
+        self.grace = _seconds("grace", grace) if grace != 0 else 0.0
+        self.limits = dict(limits or {})
+        for tool, limit in self.limits.items():
+            if not isinstance(limit, Limit):
+                raise ConfigurationError(f"limits[{tool!r}] must be a Limit, got {limit!r}")
+        self.policy = policy
+        self.hooks = hooks if hooks is not None else HookBus()
+        self.observer = observer
+        self.failures = FailureLog()
+        self._jobs: dict[tuple[str, str], _Job] = {}
+        self._slot = trio.lowlevel.ParkingLot()
+        self._stopped = trio.Event()
+        self._counts = dict.fromkeys(
+            (
+                "claimed",
+                "recorded",
+                "rejected",
+                "deferred",
+                "denied",
+                "requeued",
+                "interrupted",
+                "released",
+                "leases_lost",
+            ),
+            0,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.name} on {self.journal.target}>"
+
+    def statistics(self) -> WorkerStatistics:
+        """A snapshot of the counters."""
+        return WorkerStatistics(name=self.name, running=len(self._jobs), **self._counts)
+
+    def _effect_of(self, function: str) -> str:
+        if function in self.registry:
+            return self.registry.get(function).effect
+        return "unsafe"
+
+    # -- the service ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Claim and run calls until cancelled; then shut down gracefully (module docs).
+
+        For ``await nursery.start(worker.run)``: started once it listens for work. On
+        cancellation it stops claiming, waits up to *grace* seconds for running calls,
+        cancels and releases (or answers) the rest, then re-raises. Raises
+        :class:`~lionexec.journal.JournalError` for a journal that is not SQL.
+        """
+        async with trio.open_nursery() as nursery:
+            calls: trio.Nursery = await nursery.start(self._serve_calls)
+            try:
+                await self._claim_loop(calls, task_status)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self._shutdown()
+
+    async def _serve_calls(self, *, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+        # Shielded: a cancellation of run() reaches the calls only through _shutdown().
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as calls:
+                calls.start_soon(self._heartbeat)
+                task_status.started(calls)
+                await self._stopped.wait()
+                calls.cancel_scope.cancel()
+
+    async def _claim_loop(self, calls: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
+        journal = self.journal
+        listen = getattr(journal.backend, "listener", None)
+        async with AsyncExitStack() as stack:
+            listener = None
+            if listen is not None:
+                listener = await stack.enter_async_context(listen("lionexec_queue"))
+            task_status.started()
+            idle = 0.005
+            next_reclaim = -math.inf
+            while True:
+                free = self.concurrency - len(self._jobs)
+                if free <= 0:
+                    await self._slot.park()
+                    continue
+                reclaim_now = trio.current_time() >= next_reclaim
+                if reclaim_now:
+                    next_reclaim = trio.current_time() + min(self.poll, self.lease / 2)
+                want = min(free, CLAIM_BATCH)
+
+                def round_(store: Any, reclaim_now: bool = reclaim_now, want: int = want) -> Any:
+                    swept = (
+                        queue.reclaim(store, self.name, self._effect_of) if reclaim_now else (0, 0)
+                    )
+                    return swept, queue.claim(store, self.name, want, self.lease, self.limits)
+
+                try:
+                    (requeued, interrupted), (claimed, deferred, denied) = await journal._run(
+                        round_
+                    )
+                except JournalError as exc:
+                    self._log("claim_failed", error=f"{type(exc).__name__}: {exc}")
+                    await trio.sleep(self.poll)
+                    continue
+                counts = self._counts
+                counts["requeued"] += requeued
+                counts["interrupted"] += interrupted
+                counts["claimed"] += len(claimed) + deferred + denied
+                counts["deferred"] += deferred
+                counts["denied"] += denied
+                for claim in claimed:
+                    job = _Job(claim)
+                    self._jobs[job.key] = job
+                    calls.start_soon(self._execute, job)
+                if claimed or deferred or denied or requeued:
+                    idle = 0.005
+                    await trio.lowlevel.checkpoint()
+                    continue
+                if listener is not None:
+                    await listener.wait(self.poll)
+                else:
+                    await trio.sleep(idle)
+                    idle = min(idle * 2, self.poll)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await trio.sleep(self.lease / 3)
+            jobs = list(self._jobs.values())
+            if not jobs:
+                continue
+            held = [(j.claimed.branch_id, j.claimed.call_id, j.claimed.fence) for j in jobs]
+            try:
+                kept = await self.journal._run(
+                    partial(queue.heartbeat, held=held, lease=self.lease)
+                )
+            except JournalError as exc:
+                self._log("heartbeat_failed", error=f"{type(exc).__name__}: {exc}")
+                continue
+            for job in jobs:
+                if job.key not in kept and self._jobs.get(job.key) is job and not job.lost:
+                    job.lost = True
+                    self._counts["leases_lost"] += 1
+                    self._log("lease_lost", branch_id=job.key[0], call_id=job.key[1])
+                    job.scope.cancel()
+
+    async def _execute(self, job: _Job) -> None:
+        claim = job.claimed
+        try:
+            request = queue.load_request(claim.request)
+            branch = Branch(
+                id=uuid.UUID(claim.branch_id),
+                registry=self.registry,
+                hooks=self.hooks,
+                observer=self.observer,
+                policy=self.policy,
+                failures=self.failures,
+            )
+            if job.scope.cancel_called:  # shutting down before it started: give it back
+                await self._release([job])
+                return
+            job.started = True
+            with job.scope:
+                await branch.act(request)
+            response = branch.messages.response_for(request)
+            if response is None:  # pragma: no cover - act answers every request
+                raise JournalError(f"call {claim.call_id!r} was left unanswered")
+            if (
+                job.scope.cancelled_caught
+                and not job.lost
+                and self._effect_of(claim.function) in queue.SAFE_EFFECTS
+            ):
+                await self._release([job])
+                return
+            completion = Completion(
+                branch_id=claim.branch_id,
+                call_id=claim.call_id,
+                fence=claim.fence,
+                outcome=response.outcome.value,
+                response=queue.response_record(response),
+            )
+            result = await self.journal._run(
+                lambda store: queue.complete(store, self.name, [completion]), cancellable=False
+            )
+            self._counts["recorded"] += len(result.recorded)
+            for refused in result.rejected:
+                self._counts["rejected"] += 1
+                self._log(
+                    "late_write_rejected",
+                    branch_id=refused.branch_id,
+                    call_id=refused.call_id,
+                    fence=refused.fence,
+                    outcome=refused.outcome,
+                )
+        except Exception as exc:  # the call stays claimed; its lease expires, it is reclaimed
+            self._log(
+                "call_failed",
+                branch_id=claim.branch_id,
+                call_id=claim.call_id,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        finally:
+            if self._jobs.get(job.key) is job:
+                del self._jobs[job.key]
+            self._slot.unpark_all()
+
+    async def _release(self, jobs: list[_Job]) -> None:
+        held = [(j.claimed.branch_id, j.claimed.call_id, j.claimed.fence, j.started) for j in jobs]
+        released = await self.journal._run(
+            lambda store: queue.release(store, held), cancellable=False
+        )
+        self._counts["released"] += released
+
+    async def _shutdown(self) -> None:
+        """Shielded by the caller. Grace for the running calls, then cancel the rest."""
+        with trio.move_on_after(self.grace):
+            while self._jobs:
+                await self._slot.park()
+        for job in list(self._jobs.values()):
+            job.scope.cancel()
+        with trio.move_on_after(self.lease):  # each ends by recording, releasing or writing
+            while self._jobs:
+                await self._slot.park()
+        self._stopped.set()
+
+    def _log(self, event: str, **fields: Any) -> None:
+        line = json.dumps(
+            {"event": event, "worker": self.name, **fields}, allow_nan=False, default=str
+        )
+        if event in ("late_write_rejected", "lease_lost"):
+            logger.warning("%s", line)
+        else:
+            logger.error("%s", line)
