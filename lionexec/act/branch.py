@@ -25,7 +25,13 @@ from .batch import fan_out
 from .envelope import Proposal, read_batch
 from .evidence import DEFAULT_SINK_CAPACITY, Evidence, EvidenceSink, SinkFeed, SinkStatistics
 from .log import EventLog, JsonlSink
-from .transaction import CallScope, CallTransaction, answer_unanswered, new_request
+from .transaction import (
+    CallScope,
+    CallTransaction,
+    announce_interrupted,
+    new_request,
+    record_unanswered,
+)
 
 __all__ = ["Branch", "BranchStatistics", "Strategy"]
 
@@ -339,7 +345,10 @@ class Branch:
                     await feed.wait_settled(feed.accepted)
             return results
         except BaseException as exc:
-            await answer_unanswered(scope, transactions, exc)
+            # first thing, one KI-protected step: nothing can come between stop and record
+            stopped = record_unanswered(scope, transactions, exc)
+            if stopped:
+                await announce_interrupted(scope, stopped)
             raise
         finally:
             in_flight.difference_update(request.id for request in requests)

@@ -76,6 +76,7 @@ __all__ = [
     "answer_unanswered",
     "idempotency_key",
     "new_request",
+    "record_unanswered",
 ]
 
 logger = logging.getLogger("lionexec.act")
@@ -682,28 +683,32 @@ async def answer_unanswered(
     """Record ``cancelled`` for every call of a stopped batch that has no response yet.
 
     Those are the calls that never started (queued behind a limiter or a throttle, or after
-    the failure that stopped a sequential batch). Recorded synchronously, then announced,
-    shielded and bounded.
+    the failure that stopped a sequential batch). Recorded synchronously
+    (:func:`record_unanswered`), then announced, shielded and bounded.
+    """
+    stopped = record_unanswered(scope, transactions, exc)
+    if stopped:
+        await announce_interrupted(scope, stopped)
+
+
+@trio.lowlevel.enable_ki_protection
+def record_unanswered(
+    scope: CallScope, transactions: Sequence[CallTransaction], exc: BaseException
+) -> list[CallTransaction]:
+    """Record every unanswered call of a batch stopped by *exc*; return those calls.
+
+    One synchronous, KI-protected step, reason included: call it first thing in the
+    handler, so that no ``KeyboardInterrupt`` can come between the stop and the record. A
+    call whose request never reached the history (the batch was stopped before it was
+    admitted) is left out: there is nothing to answer. Each is recorded as
+    :meth:`CallTransaction._cut_short` says (its event decides: completed, failed, or
+    ``cancelled``).
     """
     reason = (
         interruption(exc)
         if not isinstance(exc, Exception)
         else ErrorInfo("NotStarted", f"the batch stopped at an earlier failure: {exc!r}")
     )
-    stopped = _cut_all_short(scope, transactions, reason)
-    if stopped:
-        await announce_interrupted(scope, stopped)
-
-
-@trio.lowlevel.enable_ki_protection
-def _cut_all_short(
-    scope: CallScope, transactions: Sequence[CallTransaction], reason: ErrorInfo
-) -> list[CallTransaction]:
-    """Record every unanswered call of a stopped batch, in one KI-protected step.
-
-    A call whose request never reached the history (the batch was stopped before it was
-    admitted) is left out: there is nothing to answer.
-    """
     history = scope.history
     stopped = [t for t in transactions if t.response is None and t.request.id in history]
     for transaction in stopped:
