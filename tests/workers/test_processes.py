@@ -1,0 +1,149 @@
+"""Worker processes on one database: exactly once, kill -9, and a zombie held off by fencing.
+
+Real ``python -m lionexec worker`` processes and a real PostgreSQL (started by the test
+session; under CI its absence fails the tests). Side effects are counted in a file outside
+the journal (``tools.py``). Leases are 1 s; every wait is a poll with a deadline.
+``LIONEXEC_WORKERS_N`` sets how many calls the exactly-once test submits (300 here;
+``nox -s workers`` runs 5,000).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+from lionexec.conversation import ActionOutcome
+from lionexec.journal import open_journal
+from lionexec.journal.queue import rejected_writes
+
+from .conftest import Workers, until
+
+N = int(os.environ.get("LIONEXEC_WORKERS_N", "300"))
+
+
+async def submit_all(journal, calls: list[tuple[str, int]], branches: int = 4):  # type: ignore[no-untyped-def]
+    """Submit *calls* over several branches, in chunks; return ``(branch, call_id, tool, n)``."""
+    submitted = []
+    ids = [uuid.uuid4() for _ in range(branches)]
+    chunk = 50
+    for start in range(0, len(calls), chunk):
+        part = calls[start : start + chunk]
+        branch = ids[(start // chunk) % branches]
+        call_ids = await journal.submit(
+            branch, [{"function": tool, "arguments": {"n": n}} for tool, n in part]
+        )
+        submitted += [(branch, c, tool, n) for c, (tool, n) in zip(call_ids, part, strict=True)]
+    return submitted
+
+
+@pytest.mark.timeout(300 if N > 1000 else 60)
+async def test_three_workers_run_every_call_exactly_once(workers: Workers) -> None:
+    async with trio.open_nursery() as nursery:
+        for name in ("w1", "w2", "w3"):
+            nursery.start_soon(lambda name=name: workers.start(name, lease=5.0))
+    calls = [("safe", n) for n in range(N)]
+    async with open_journal(workers.target) as journal:
+        began = time.perf_counter()
+        submitted = await submit_all(journal, calls)
+        with trio.fail_after(240 if N > 1000 else 40):
+            responses = await journal.wait([c for _, c, _, _ in submitted])
+        elapsed = time.perf_counter() - began
+        rows = await journal.queued()
+    assert [r.outcome for r in responses] == [ActionOutcome.COMPLETED] * N
+    assert [r.output for r in responses] == [n * 2 for _, _, _, n in submitted]
+    ran = workers.ran()
+    assert ran == {("safe", n): 1 for n in range(N)}  # each ran exactly once
+    assert all(row.state == "done" and row.fence == 1 for row in rows)
+    stats = [await workers.stop(w) for w in workers.started]
+    assert sum(s["recorded"] for s in stats) == N
+    assert sum(s["rejected"] for s in stats) == 0
+    print(f"\n{N} calls, 3 workers: {N / elapsed:.0f} calls/s; per worker {[s['recorded'] for s in stats]}")
+
+
+async def test_a_killed_workers_calls_are_reclaimed_by_effect_class(workers: Workers) -> None:
+    doomed = await workers.start("doomed", hang="forever", concurrency=4)
+    async with open_journal(workers.target) as journal:
+        first = await submit_all(
+            journal, [("safe", 0), ("safe", 1), ("unsafe", 2), ("unsafe", 3)], branches=1
+        )
+        await until(lambda: sum(workers.ran().values()) == 4, within=20, what="4 calls to start")
+        doomed.proc.send_signal(signal.SIGKILL)
+        doomed.proc.wait(timeout=10)
+        rest = await submit_all(journal, [("safe", n) for n in range(4, 24)], branches=2)
+        async with trio.open_nursery() as nursery:
+            for name in ("heir1", "heir2"):
+                nursery.start_soon(lambda name=name: workers.start(name))
+        with trio.fail_after(30):
+            responses = await journal.wait([c for _, c, _, _ in first + rest])
+        rows = {row.call_id: row for row in await journal.queued()}
+    by_n = {n: r for (_, _, _, n), r in zip(first + rest, responses, strict=True)}
+    ran = workers.ran()
+    for n in (0, 1):  # idempotent: run again by another worker
+        assert by_n[n].outcome is ActionOutcome.COMPLETED and by_n[n].output == n * 2
+        assert ran[("safe", n)] == 2
+    for n in (2, 3):  # unsafe: never run again, answered interrupted
+        assert by_n[n].outcome is ActionOutcome.INTERRUPTED
+        assert ran[("unsafe", n)] == 1
+    for n in range(4, 24):
+        assert by_n[n].outcome is ActionOutcome.COMPLETED
+        assert ran[("safe", n)] == 1
+    assert all(row.state == "done" for row in rows.values())
+    assert {rows[c].worker for _, c, _, _ in first} <= {"heir1", "heir2"}
+    assert {rows[c].effect for _, c, t, _ in first} == {"idempotent", "unsafe"}
+
+
+async def test_a_zombie_workers_late_write_is_rejected(workers: Workers, tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    zombie = await workers.start("zombie", hang=str(release), concurrency=1)
+    async with open_journal(workers.target) as journal:
+        [(branch, call_id, _, _)] = await submit_all(journal, [("safe", 7)], branches=1)
+        await until(lambda: workers.ran()[("safe", 7)] == 1, within=20, what="the call to start")
+        zombie.proc.send_signal(signal.SIGSTOP)  # stalls past its 1 s lease
+        heir = await workers.start("heir")
+
+        async def row():  # type: ignore[no-untyped-def]
+            [found] = await journal.queued(branch)
+            return found
+
+        with trio.fail_after(20):
+            [response] = await journal.wait([call_id])
+        done = await row()
+        assert (done.worker, done.state, done.fence) == ("heir", "done", 3)  # claim, reclaim, claim
+        assert response.outcome is ActionOutcome.COMPLETED and response.output == 14
+        release.touch()
+        zombie.proc.send_signal(signal.SIGCONT)  # wakes up and tries to write its result
+
+        async def refused():  # type: ignore[no-untyped-def]
+            return await journal._run(rejected_writes)
+
+        with trio.fail_after(20):
+            while not (found := await refused()):
+                await trio.sleep(0.05)
+        assert found == [(branch.__str__(), call_id, "zombie", 1, found[0][4])]
+        after = await row()
+        assert (after.worker, after.outcome, after.fence) == ("heir", "completed", 3)
+        assert after.response_message().output == 14  # type: ignore[union-attr]
+    zombie_stats = await workers.stop(zombie)
+    await workers.stop(heir)
+    assert zombie_stats["rejected"] == 1
+    assert workers.ran()[("safe", 7)] == 2
+
+
+async def test_sqlite_workers_on_one_machine(sqlite_workers: Workers) -> None:
+    async with trio.open_nursery() as nursery:
+        for name in ("s1", "s2"):
+            nursery.start_soon(lambda name=name: sqlite_workers.start(name, lease=5.0))
+    async with open_journal(sqlite_workers.target) as journal:
+        submitted = await submit_all(journal, [("safe", n) for n in range(100)])
+        with trio.fail_after(40):
+            responses = await journal.wait([c for _, c, _, _ in submitted])
+    assert all(r.outcome is ActionOutcome.COMPLETED for r in responses)
+    assert sqlite_workers.ran() == {("safe", n): 1 for n in range(100)}
+    stats = [await sqlite_workers.stop(w) for w in sqlite_workers.started]
+    assert sum(s["recorded"] for s in stats) == 100

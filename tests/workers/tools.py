@@ -1,0 +1,58 @@
+"""Tools for the worker processes of these tests (``--tools tests.workers.tools:registry``).
+
+Every run appends ``KIND N PID TIME`` to the file named by ``LIONEXEC_TEST_EFFECTS``
+(``O_APPEND``): side effects counted outside the journal. ``LIONEXEC_TEST_HANG`` makes every
+call of this process hang after its side effect: ``forever``, or the path of a file whose
+appearance releases it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import trio
+
+from lionexec.journal.queue import Limit
+from lionexec.tools import ActionManager, Tool
+
+
+def side_effect(kind: str, n: int) -> None:
+    path = os.environ["LIONEXEC_TEST_EFFECTS"]
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{kind} {n} {os.getpid()} {time.time():.6f}\n".encode())
+    finally:
+        os.close(fd)
+
+
+async def hang() -> None:
+    mode = os.environ.get("LIONEXEC_TEST_HANG")
+    if not mode:
+        return
+    if mode == "forever":
+        await trio.sleep_forever()
+    with trio.fail_after(60):
+        while not os.path.exists(mode):
+            await trio.sleep(0.01)
+
+
+async def safe(n: int) -> int:
+    """An idempotent tool: run again after a lost lease."""
+    side_effect("safe", n)
+    await hang()
+    return n * 2
+
+
+async def unsafe(n: int) -> int:
+    """An unsafe tool: answered `interrupted` after a lost lease."""
+    side_effect("unsafe", n)
+    await hang()
+    return n * 2
+
+
+registry = ActionManager()
+registry.register_tools([Tool(safe, effect="idempotent"), Tool(unsafe, effect="unsafe")])
+
+#: ``--limits tests.workers.tools:limits``: a shared rate (``LIONEXEC_TEST_RATE`` per second).
+limits = {"safe": Limit(rate=float(os.environ.get("LIONEXEC_TEST_RATE", "50")), burst=3)}
