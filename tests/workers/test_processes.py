@@ -99,36 +99,36 @@ async def test_a_killed_workers_calls_are_reclaimed_by_effect_class(workers: Wor
 
 
 async def test_a_zombie_workers_late_write_is_rejected(workers: Workers, tmp_path: Path) -> None:
-    release = tmp_path / "release"
-    zombie = await workers.start("zombie", hang=str(release), concurrency=1)
+    """The zombie wakes while the heir still holds the call: only the fence refuses it."""
+    wake, finish = tmp_path / "wake", tmp_path / "finish"
+    zombie = await workers.start("zombie", hang=str(wake), concurrency=1)
     async with open_journal(workers.target) as journal:
         [(branch, call_id, _, _)] = await submit_all(journal, [("safe", 7)], branches=1)
-        await until(lambda: workers.ran()[("safe", 7)] == 1, within=20, what="the call to start")
-        zombie.proc.send_signal(signal.SIGSTOP)  # stalls past its 1 s lease
-        heir = await workers.start("heir")
 
         async def row():  # type: ignore[no-untyped-def]
             [found] = await journal.queued(branch)
             return found
 
+        await until(lambda: workers.ran()[("safe", 7)] == 1, within=20, what="the call to start")
+        zombie.proc.send_signal(signal.SIGSTOP)  # stalls past its 1 s lease
+        heir = await workers.start("heir", hang=str(finish))
+        await until(lambda: workers.ran()[("safe", 7)] == 2, within=20, what="the heir to run it")
+        taken = await row()
+        assert (taken.state, taken.owner, taken.fence) == ("claimed", "heir", 3)
+        wake.touch()
+        zombie.proc.send_signal(signal.SIGCONT)  # wakes up and tries to write its result
+        with trio.fail_after(20):
+            while not (refused := await journal._run(rejected_writes)):
+                await trio.sleep(0.05)
+        assert [r[:4] for r in refused] == [(str(branch), call_id, "zombie", 1)]
+        held = await row()
+        assert (held.state, held.owner, held.fence, held.response) == ("claimed", "heir", 3, None)
+        finish.touch()
         with trio.fail_after(20):
             [response] = await journal.wait([call_id])
-        done = await row()
-        assert (done.worker, done.state, done.fence) == ("heir", "done", 3)  # claim, reclaim, claim
-        assert response.outcome is ActionOutcome.COMPLETED and response.output == 14
-        release.touch()
-        zombie.proc.send_signal(signal.SIGCONT)  # wakes up and tries to write its result
-
-        async def refused():  # type: ignore[no-untyped-def]
-            return await journal._run(rejected_writes)
-
-        with trio.fail_after(20):
-            while not (found := await refused()):
-                await trio.sleep(0.05)
-        assert found == [(branch.__str__(), call_id, "zombie", 1, found[0][4])]
         after = await row()
         assert (after.worker, after.outcome, after.fence) == ("heir", "completed", 3)
-        assert after.response_message().output == 14  # type: ignore[union-attr]
+        assert response.outcome is ActionOutcome.COMPLETED and response.output == 14
     zombie_stats = await workers.stop(zombie)
     await workers.stop(heir)
     assert zombie_stats["rejected"] == 1
