@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,17 @@ async def until(predicate: Callable[[], Any], *, within: float, what: str) -> An
             if value:
                 return value
             await trio.sleep(0.02)
+    raise AssertionError(f"timed out after {within}s waiting for {what}")
+
+
+async def eventually(probe: Callable[[], Awaitable[Any]], *, within: float, what: str) -> Any:
+    """Await *probe* until it returns something true; fail after *within* seconds."""
+    with trio.move_on_after(within):
+        while True:
+            value = await probe()
+            if value:
+                return value
+            await trio.sleep(0.05)
     raise AssertionError(f"timed out after {within}s waiting for {what}")
 
 
@@ -123,7 +134,10 @@ class Workers:
         if limits:
             command += ["--limits", "tests.workers.tools:limits"]
         with out.open("wb") as stdout, err.open("wb") as stderr:
-            proc = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=environ, cwd=ROOT)
+            # Popen starts the process and returns; its output goes to files
+            proc = subprocess.Popen(  # noqa: ASYNC220
+                command, stdout=stdout, stderr=stderr, env=environ, cwd=ROOT
+            )
         worker = WorkerProcess(name, proc, out, err)
         self.started.append(worker)
         if ready:

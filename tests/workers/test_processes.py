@@ -22,7 +22,7 @@ from lionexec.conversation import ActionOutcome
 from lionexec.journal import open_journal
 from lionexec.journal.queue import rejected_writes
 
-from .conftest import Workers, until
+from .conftest import Workers, eventually, until
 
 N = int(os.environ.get("LIONEXEC_WORKERS_N", "300"))
 
@@ -63,7 +63,8 @@ async def test_three_workers_run_every_call_exactly_once(workers: Workers) -> No
     stats = [await workers.stop(w) for w in workers.started]
     assert sum(s["recorded"] for s in stats) == N
     assert sum(s["rejected"] for s in stats) == 0
-    print(f"\n{N} calls, 3 workers: {N / elapsed:.0f} calls/s; per worker {[s['recorded'] for s in stats]}")
+    shares = [s["recorded"] for s in stats]
+    print(f"\n{N} calls, 3 workers: {N / elapsed:.0f} calls/s; per worker {shares}")
 
 
 async def test_a_killed_workers_calls_are_reclaimed_by_effect_class(workers: Workers) -> None:
@@ -117,9 +118,9 @@ async def test_a_zombie_workers_late_write_is_rejected(workers: Workers, tmp_pat
         assert (taken.state, taken.owner, taken.fence) == ("claimed", "heir", 3)
         wake.touch()
         zombie.proc.send_signal(signal.SIGCONT)  # wakes up and tries to write its result
-        with trio.fail_after(20):
-            while not (refused := await journal._run(rejected_writes)):
-                await trio.sleep(0.05)
+        refused = await eventually(
+            lambda: journal._run(rejected_writes), within=20, what="the late write's refusal"
+        )
         assert [r[:4] for r in refused] == [(str(branch), call_id, "zombie", 1)]
         held = await row()
         assert (held.state, held.owner, held.fence, held.response) == ("claimed", "heir", 3, None)

@@ -32,8 +32,11 @@ async def hang() -> None:
         return
     if mode == "forever":
         await trio.sleep_forever()
+    release = trio.Path(mode)
     with trio.fail_after(60):
-        while not os.path.exists(mode):
+        while True:  # another process creates the file: no trio.Event reaches here
+            if await release.exists():
+                return
             await trio.sleep(0.01)
 
 

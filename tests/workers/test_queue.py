@@ -1,0 +1,241 @@
+"""The queue and an embedded Worker, in one process: fencing, reclaim, shared limits,
+graceful shutdown, bad input.
+
+The queue transactions run on SQLite and PostgreSQL; the embedded-worker tests on SQLite
+(real time, short bounds: a worker's lease and limits are wall-clock by design).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+from lionexec.conversation import ActionOutcome, ActionResponse
+from lionexec.errors import ConfigurationError, DuplicateCallError
+from lionexec.journal import JournalError, MemoryJournal, SqliteJournal, open_journal, queue
+from lionexec.journal.queue import Completion, Limit
+from lionexec.journal.worker import Worker
+from lionexec.tools import Tool
+
+from ..journal.conftest import PostgresServer
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.create_database()
+
+
+def call(function: str, n: int) -> dict[str, object]:
+    return {"function": function, "arguments": {"n": n}}
+
+
+@pytest.mark.parametrize("effect", ["idempotent", "unsafe"])
+async def test_a_stale_fence_cannot_write_and_an_expired_lease_is_resolved_by_effect(
+    target: str, effect: str
+) -> None:
+    async with open_journal(target) as journal:
+        branch = uuid.uuid4()
+        [call_id] = await journal.submit(branch, [call("work", 1)])
+        # "a" claims with a lease that has already run out: it stalled
+        [a], _, _ = await journal._run(lambda s: queue.claim(s, "a", 10, -1.0, {}))
+        assert (a.call_id, a.fence, a.attempts) == (call_id, 1, 1)
+        swept = await journal._run(lambda s: queue.reclaim(s, "b", lambda _f: effect))
+        late = Completion(
+            branch_id=str(branch), call_id=call_id, fence=1, outcome="completed", response="{}"
+        )
+        if effect == "idempotent":
+            assert swept == (1, 0)
+            [b], _, _ = await journal._run(lambda s: queue.claim(s, "b", 10, 60.0, {}))
+            assert (b.fence, b.attempts) == (3, 2)
+            refused = await journal._run(lambda s: queue.complete(s, "a", [late]))
+            assert (refused.recorded, refused.rejected) == ((), (late,))
+            request = queue.load_request(b.request)  # b's own response, as a worker builds it
+            body = queue.response_record(ActionResponse.create(request, output=2))
+            mine = Completion(
+                branch_id=str(branch), call_id=call_id, fence=3, outcome="completed", response=body
+            )
+            written = await journal._run(lambda s: queue.complete(s, "b", [mine]))
+            assert written.recorded == (mine,)
+            [response] = await journal.wait([call_id])
+            assert (response.outcome, response.output) == (ActionOutcome.COMPLETED, 2)
+        else:
+            assert swept == (0, 1)
+            refused = await journal._run(lambda s: queue.complete(s, "a", [late]))
+            assert refused.rejected == (late,)
+            [response] = await journal.wait([call_id])
+            assert response.outcome is ActionOutcome.INTERRUPTED
+            assert "may or may not have taken effect" in str(response.content.error)
+        [row] = await journal.queued()
+        assert row.worker == "b" and row.effect == effect
+        assert await journal._run(queue.rejected_writes) == [
+            (str(branch), call_id, "a", 1, "completed")
+        ]
+
+
+async def test_a_heartbeat_keeps_only_the_leases_still_held(target: str) -> None:
+    async with open_journal(target) as journal:
+        branch = uuid.uuid4()
+        await journal.submit(branch, [call("work", 1), call("work", 2)])
+        claimed, _, _ = await journal._run(lambda s: queue.claim(s, "a", 10, 60.0, {}))
+        held = [(c.branch_id, c.call_id, c.fence) for c in claimed]
+        stale = [(held[0][0], held[0][1], held[0][2] + 5), held[1]]
+        kept = await journal._run(lambda s: queue.heartbeat(s, stale, 60.0))
+        assert kept == {(held[1][0], held[1][1])}
+
+
+def test_gcra_is_the_in_process_limiters_arithmetic() -> None:
+    from lionexec.models.limiter import RateLimiter
+
+    limiter = RateLimiter(requests=10, period=1.0, burst=3)
+    tat = -1e300
+    for now in [0.0, 0.0, 0.0, 0.0, 0.05, 0.1, 0.1, 0.25, 0.26, 1.0, 1.0, 1.0, 1.0, 1.0]:
+        wait, new = queue.gcra(tat, now, 0.1, 3)
+        expected = limiter.try_acquire(now=now)
+        assert wait == pytest.approx(expected, abs=1e-9)
+        if wait <= 0:
+            tat = new
+
+
+# -- an embedded worker (SQLite) ---------------------------------------------------------
+
+
+async def test_a_rate_limit_defers_and_a_budget_denies(tmp_path: Path) -> None:
+    starts: list[float] = []
+
+    async def limited(n: int) -> int:
+        starts.append(trio.current_time())
+        return n
+
+    async def budgeted(n: int) -> int:
+        return n
+
+    tools = [Tool(limited, effect="pure"), Tool(budgeted, effect="pure")]
+    limits = {"limited": Limit(rate=20, burst=2), "budgeted": Limit(budget=3)}
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        worker = Worker(journal, tools, lease=5, poll=0.02, limits=limits, concurrency=4)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(worker.run)
+            branch = uuid.uuid4()
+            ids = await journal.submit(branch, [call("limited", n) for n in range(12)])
+            more = await journal.submit(branch, [call("budgeted", n) for n in range(6)])
+            with trio.fail_after(20):
+                responses = await journal.wait(ids + more)
+            nursery.cancel_scope.cancel()
+        rows = await journal.queued()
+    limited_rs, budget_rs = responses[:12], responses[12:]
+    assert [r.output for r in limited_rs] == list(range(12))  # deferred, never lost
+    assert sum(row.deferrals for row in rows) > 0
+    assert worker.statistics().denied == 3
+    starts.sort()
+    for i in range(len(starts)):  # never more than the burst allowance in any window
+        for j in range(i, len(starts)):
+            assert j - i + 1 <= 2 + (starts[j] - starts[i] + 0.02) * 20
+    outcomes = sorted(r.outcome.value for r in budget_rs)
+    assert outcomes == ["completed"] * 3 + ["denied"] * 3
+    denied = [r for r in budget_rs if r.outcome is ActionOutcome.DENIED]
+    assert all("budget of 3 calls of 'budgeted'" in str(r.content.error) for r in denied)
+    assert all(r.content.attempts == 0 for r in denied)
+
+
+async def test_shutdown_finishes_within_grace_then_releases_or_answers(tmp_path: Path) -> None:
+    started = {name: trio.Event() for name in ("finisher", "again", "once")}
+    go = trio.Event()
+
+    async def finisher(n: int) -> int:
+        started["finisher"].set()
+        await go.wait()
+        return n
+
+    async def again(n: int) -> int:
+        started["again"].set()
+        await trio.sleep_forever()
+        return n  # pragma: no cover
+
+    async def once(n: int) -> int:
+        started["once"].set()
+        await trio.sleep_forever()
+        return n  # pragma: no cover
+
+    tools = [Tool(finisher, effect="pure"), Tool(again, effect="idempotent"), Tool(once)]
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        worker = Worker(journal, tools, lease=5, poll=0.02, grace=0.3)
+        branch = uuid.uuid4()
+        ids = await journal.submit(
+            branch, [call("finisher", 1), call("again", 2), call("once", 3)]
+        )
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(worker.run)
+                for event in started.values():
+                    await event.wait()
+                nursery.cancel_scope.cancel()
+                go.set()  # the finisher ends within the grace period
+        rows = {row.call_id: row for row in await journal.queued()}
+    fin, rerun, unsafe = (rows[c] for c in ids)
+    assert (fin.state, fin.outcome) == ("done", "completed")
+    assert (rerun.state, rerun.fence, rerun.attempts) == ("queued", 2, 1)  # another may run it
+    assert (unsafe.state, unsafe.outcome) == ("done", "cancelled")
+    assert worker.statistics().released == 1 and worker.statistics().running == 0
+
+
+async def test_governance_runs_in_the_worker(tmp_path: Path) -> None:
+    from lionexec.governance import PermissionPolicy
+
+    def secret(n: int) -> int:
+        return n
+
+    policy = PermissionPolicy.deny_all()
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        worker = Worker(journal, [Tool(secret, effect="pure")], poll=0.02, policy=policy)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(worker.run)
+            ids = await journal.submit(uuid.uuid4(), [call("secret", 1), call("nope", 2)])
+            with trio.fail_after(10):
+                responses = await journal.wait(ids)
+            nursery.cancel_scope.cancel()
+    assert [r.outcome for r in responses] == [ActionOutcome.DENIED, ActionOutcome.INVALID]
+
+
+async def test_bad_submissions_are_refused_by_name(tmp_path: Path) -> None:
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        branch = uuid.uuid4()
+        first = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        await journal.submit(branch, [first])
+        again = {**first, "id": "call_2"}
+        with pytest.raises(DuplicateCallError, match="call_1"):
+            await journal.submit(branch, [again, first])
+        assert [row.call_id for row in await journal.queued()] == ["call_1"]
+        with pytest.raises(JournalError, match="nowhere"):
+            await journal.wait(["nowhere"])
+        with pytest.raises(JournalError, match="nowhere"):
+            await journal.wait(["nowhere"], branch_id=branch)
+    async with MemoryJournal() as memory:
+        with pytest.raises(JournalError, match="SQL journal"):
+            await memory.submit(uuid.uuid4(), [first])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"lease": float("nan")}, "lease"),
+        ({"limits": {"f": 3}}, "limits"),
+    ],
+)
+def test_worker_configuration_is_checked(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match):
+        Worker(MemoryJournal(), [], **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"rate": 0}, {"rate": float("inf")}, {"burst": 0}, {"budget": -1}, {"period": -1}]
+)
+def test_a_limit_is_checked(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigurationError):
+        Limit(**kwargs)  # type: ignore[arg-type]
