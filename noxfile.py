@@ -1,4 +1,5 @@
-"""Development sessions: ``nox -s tests``, ``lint``, ``typing``, ``bench``, ``demo``, ``docs``.
+"""Development sessions: ``nox -s tests``, ``lint``, ``typing``, ``bench``, ``demo``, ``docs``,
+``crash``, ``ki-soak``, ``workers``.
 
 Every session builds its own virtualenv with the interpreter nox runs on, so the only thing a
 fresh machine needs is Python and ``pip install nox``.
@@ -106,4 +107,24 @@ def ki_soak(session: nox.Session) -> None:
         "-s",
         *session.posargs,
         env=env,
+    )
+
+
+@nox.session
+def workers(session: nox.Session) -> None:
+    """Worker processes at scale: three workers and one submitter, 5,000 calls on PostgreSQL.
+
+    tests/workers/test_processes.py with ``LIONEXEC_WORKERS_N`` (default 5000): each call
+    executed exactly once (side effects counted outside the journal), plus the kill -9 and
+    zombie cases; prints the throughput. Needs PostgreSQL server binaries (initdb, pg_ctl).
+    """
+    session.install(".[postgres]", *TEST_DEPS)
+    session.run(
+        "pytest",
+        "tests/workers/test_processes.py",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        *session.posargs,
+        env={"LIONEXEC_WORKERS_N": os.environ.get("LIONEXEC_WORKERS_N", "5000")},
     )
