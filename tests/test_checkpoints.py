@@ -21,7 +21,7 @@ import pytest
 import trio
 from trio.testing import assert_checkpoints
 
-from lionexec.act import Branch, Throttle, alcall, fan_out
+from lionexec.act import Branch, SinkFeed, Throttle, alcall, fan_out
 from lionexec.conversation import ActionRequest, Instruction, MessageManager
 from lionexec.engine import Event, EventStatus, Executor, Processor
 from lionexec.governance import (
@@ -246,7 +246,26 @@ CASES: dict[str, list[Case]] = {
         ("no period", lambda: Throttle(None).wait()),
         ("the first call", lambda: Throttle(1.0).wait()),
     ],
+    "SinkFeed.wait_settled": [
+        ("nothing to wait for", lambda: _feed().wait_settled(0)),
+        ("the service is not running", lambda: _feed().wait_settled(5)),
+    ],
 }
+
+
+class _NullSink:
+    async def write_ahead(self, entry: Any) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def write(self, records: Any) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+def _feed() -> SinkFeed:
+    return SinkFeed(_NullSink(), capacity=1, report=lambda *args: None)
 
 
 #: Cases that run assert_checkpoints themselves (after their own setup).
