@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import linecache
 import os
 import signal
 import sys
@@ -297,12 +298,19 @@ class Injector:
     on the trio thread; at the chosen one it does what trio's handler does when a signal
     arrives there: raise ``KeyboardInterrupt`` in that frame if it is not KI-protected,
     otherwise ``deliver_ki()`` (delivery at the main task's next checkpoint). Once.
+
+    Line starts over-approximate where CPython runs a signal handler (after a call returns,
+    at a function's start, on a backward jump), with one exception the model must respect to
+    be faithful: an exception is handled without any such check, so the ``except`` line and
+    the first line of its body are not counted (a handler whose first statement calls a
+    KI-protected function is atomic with the exception's arrival).
     """
 
     def __init__(self, target: int) -> None:
         self.target = target
         self.lines = 0
         self.fired: str | None = None
+        self._handling: Any = None  # the frame whose last line was an ``except`` clause
 
     def __call__(self, frame: Any, event: str, arg: Any) -> Any:
         if event != "call" or "/lionexec/" not in frame.f_code.co_filename:
@@ -312,13 +320,17 @@ class Injector:
     def local(self, frame: Any, event: str, arg: Any) -> Any:
         if event != "line" or self.fired is not None:
             return self.local if self.fired is None else None
+        code = frame.f_code
+        text = linecache.getline(code.co_filename, frame.f_lineno).lstrip()
+        if text.startswith("except") or self._handling is frame:
+            self._handling = frame if text.startswith("except") else None
+            return self.local
         self.lines += 1
         if self.lines < self.target:
             return self.local
         from trio._core._ki import ki_protection_enabled
         from trio._core._run import GLOBAL_RUN_CONTEXT
 
-        code = frame.f_code
         where = f"{code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno} {code.co_name}"
         if ki_protection_enabled(frame):
             self.fired = where + " [deferred]"
