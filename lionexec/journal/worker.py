@@ -106,6 +106,12 @@ class _Job:
         return (self.claimed.branch_id, self.claimed.call_id)
 
 
+@attrs.define(eq=False)
+class _Write:
+    c: Completion
+    result: bool | BaseException | None = None
+
+
 def _seconds(name: str, value: object) -> float:
     if (
         isinstance(value, bool)
@@ -176,6 +182,9 @@ class Worker:
         self.failures = FailureLog()
         self._jobs: dict[tuple[str, str], _Job] = {}
         self._slot = trio.lowlevel.ParkingLot()
+        self._writes: list[_Write] = []
+        self._writing = False
+        self._write_lot = trio.lowlevel.ParkingLot()
         self._stopped = trio.Event()
         self._counts = dict.fromkeys(
             (
@@ -341,18 +350,16 @@ class Worker:
                 outcome=response.outcome.value,
                 response=queue.response_record(response),
             )
-            result = await self.journal._run(
-                lambda store: queue.complete(store, self.name, [completion]), cancellable=False
-            )
-            self._counts["recorded"] += len(result.recorded)
-            for refused in result.rejected:
+            if await self._write(completion):
+                self._counts["recorded"] += 1
+            else:
                 self._counts["rejected"] += 1
                 self._log(
                     "late_write_rejected",
-                    branch_id=refused.branch_id,
-                    call_id=refused.call_id,
-                    fence=refused.fence,
-                    outcome=refused.outcome,
+                    branch_id=completion.branch_id,
+                    call_id=completion.call_id,
+                    fence=completion.fence,
+                    outcome=completion.outcome,
                 )
         except Exception as exc:  # the call stays claimed; its lease expires, it is reclaimed
             self._log(
@@ -365,6 +372,39 @@ class Worker:
             if self._jobs.get(job.key) is job:
                 del self._jobs[job.key]
             self._slot.unpark_all()
+
+    async def _write(self, completion: Completion) -> bool:
+        """Write *completion* in the next group write; ``True`` if recorded, ``False`` if its
+        fence was stale. The first caller to find no write running writes everything
+        pending in one transaction; the others wait for it."""
+        item = _Write(completion)
+        self._writes.append(item)
+        while item.result is None:
+            if self._writing:
+                await self._write_lot.park()
+                continue
+            self._writing = True
+            batch, self._writes = self._writes, []
+            try:
+                result = await self.journal._run(
+                    partial(queue.complete, worker=self.name, completions=[w.c for w in batch]),
+                    cancellable=False,
+                )
+            except BaseException as exc:
+                for other in batch:
+                    other.result = exc
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                recorded = {id(c) for c in result.recorded}
+                for other in batch:
+                    other.result = id(other.c) in recorded
+            finally:
+                self._writing = False
+                self._write_lot.unpark_all()
+        if isinstance(item.result, BaseException):
+            raise JournalError(f"the group write failed: {item.result}") from item.result
+        return item.result
 
     async def _release(self, jobs: list[_Job]) -> None:
         held = [(j.claimed.branch_id, j.claimed.call_id, j.claimed.fence, j.started) for j in jobs]

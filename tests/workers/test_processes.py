@@ -25,6 +25,8 @@ from lionexec.journal.queue import rejected_writes
 from .conftest import Workers, eventually, until
 
 N = int(os.environ.get("LIONEXEC_WORKERS_N", "300"))
+#: Worker processes of the exactly-once test (``LIONEXEC_WORKERS_PROCS``, default 3).
+PROCS = int(os.environ.get("LIONEXEC_WORKERS_PROCS", "3"))
 
 
 async def submit_all(journal, calls: list[tuple[str, int]], branches: int = 4):  # type: ignore[no-untyped-def]
@@ -43,10 +45,10 @@ async def submit_all(journal, calls: list[tuple[str, int]], branches: int = 4): 
 
 
 @pytest.mark.timeout(300 if N > 1000 else 60)
-async def test_three_workers_run_every_call_exactly_once(workers: Workers) -> None:
+async def test_worker_processes_run_every_call_exactly_once(workers: Workers) -> None:
     async with trio.open_nursery() as nursery:
-        for name in ("w1", "w2", "w3"):
-            nursery.start_soon(lambda name=name: workers.start(name, lease=5.0))
+        for i in range(PROCS):
+            nursery.start_soon(lambda name=f"w{i + 1}": workers.start(name, lease=5.0))
     calls = [("safe", n) for n in range(N)]
     async with open_journal(workers.target) as journal:
         began = time.perf_counter()
@@ -64,7 +66,7 @@ async def test_three_workers_run_every_call_exactly_once(workers: Workers) -> No
     assert sum(s["recorded"] for s in stats) == N
     assert sum(s["rejected"] for s in stats) == 0
     shares = [s["recorded"] for s in stats]
-    print(f"\n{N} calls, 3 workers: {N / elapsed:.0f} calls/s; per worker {shares}")
+    print(f"\n{N} calls, {PROCS} workers: {N / elapsed:.0f} calls/s; per worker {shares}")
 
 
 async def test_a_killed_workers_calls_are_reclaimed_by_effect_class(workers: Workers) -> None:
