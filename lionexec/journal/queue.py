@@ -65,7 +65,8 @@ INTERRUPTED_MESSAGE: Final = (
 
 _COLUMNS = (
     "branch_id, call_id, function, request, state, not_before, fence, owner, lease_until, "
-    "effect, attempts, deferrals, outcome, response, worker, submitted_at, finished_at"
+    "effect, attempts, deferrals, outcome, response, worker, submitted_at, finished_at, "
+    "claimed_at"
 )
 
 
@@ -143,6 +144,9 @@ class QueuedCall:
         outcome: the outcome of its response once ``done``.
         worker: the worker whose response was recorded (``done``).
         effect: the effect class it was judged by when reclaimed, else ``None``.
+        submitted_at: when it was submitted (the database's clock, epoch seconds).
+        claimed_at: when its last claim was granted (after any rate-limit deferral).
+        finished_at: when its response was recorded.
     """
 
     branch_id: str
@@ -156,6 +160,9 @@ class QueuedCall:
     outcome: str | None
     worker: str | None
     effect: str | None
+    submitted_at: float
+    claimed_at: float | None
+    finished_at: float | None
     response: str | None = attrs.field(default=None, repr=False)
 
     def response_message(self) -> ActionResponse | None:
@@ -278,6 +285,9 @@ def _row(raw: Sequence[Any]) -> QueuedCall:
         outcome=raw[12],
         response=raw[13],
         worker=raw[14],
+        submitted_at=float(raw[15]),
+        claimed_at=None if raw[17] is None else float(raw[17]),
+        finished_at=None if raw[16] is None else float(raw[16]),
     )
 
 
@@ -425,11 +435,13 @@ def claim(
     n: int,
     lease: float,
     limits: Mapping[str, Limit],
-) -> tuple[list[Claimed], int, int]:
+) -> tuple[list[Claimed], int, int, float | None]:
     """Claim up to *n* ready calls for *worker* with a lease of *lease* seconds.
 
     Calls over a rate limit of *limits* go back to the queue for later (deferred); calls
-    over a budget are answered ``denied``. Returns ``(to run, deferred, denied)``.
+    over a budget are answered ``denied``. Returns ``(to run, deferred, denied, next)``:
+    *next* is, when fewer than *n* calls run, the seconds until the earliest call still queued
+    may run (``None`` if none is queued).
     """
     tx = _tx(store)
     now = db_now(store)
@@ -438,10 +450,11 @@ def claim(
         "WITH picked AS (SELECT branch_id, call_id FROM lionexec_queue "
         f"WHERE state = ? AND not_before <= ? ORDER BY not_before LIMIT ?{lock}) "
         "UPDATE lionexec_queue SET state = ?, fence = fence + 1, owner = ?, lease_until = ?, "
-        "attempts = attempts + 1 FROM picked WHERE lionexec_queue.branch_id = picked.branch_id "
+        "claimed_at = ?, attempts = attempts + 1 FROM picked "
+        "WHERE lionexec_queue.branch_id = picked.branch_id "
         "AND lionexec_queue.call_id = picked.call_id RETURNING lionexec_queue.branch_id, "
         "lionexec_queue.call_id, function, request, fence, attempts",
-        (QUEUED, now, n, CLAIMED, worker, now + lease),
+        (QUEUED, now, n, CLAIMED, worker, now + lease, now),
     )
     claimed = [
         Claimed(
@@ -455,9 +468,10 @@ def claim(
         for r in raw
     ]
     if not limits or not claimed:
-        return claimed, 0, 0
+        return claimed, 0, 0, _next_ready(store, now, len(claimed) < n)
     run: list[Claimed] = []
     deferred = denied = 0
+    behind: dict[str, int] = {}  # calls of each tool deferred in this round so far
     for job in claimed:
         limit = limits.get(job.function)
         if limit is None:
@@ -467,6 +481,10 @@ def claim(
         if verdict is None:
             run.append(job)
         elif isinstance(verdict, float):
+            # spread the deferred calls of one tool over the schedule (fewer wasted claims)
+            k = behind[job.function] = behind.get(job.function, -1) + 1
+            assert limit.rate is not None
+            verdict += k * limit.period / limit.rate
             tx.execute(
                 "UPDATE lionexec_queue SET state = ?, not_before = ?, lease_until = NULL, "
                 "attempts = attempts - 1, deferrals = deferrals + 1 "
@@ -490,7 +508,19 @@ def claim(
             denied += 1
     if denied:
         _notify(store, "lionexec_done")
-    return run, deferred, denied
+    return run, deferred, denied, _next_ready(store, now, len(run) < n)
+
+
+def _next_ready(store: Store, now: float, look: bool) -> float | None:
+    """Seconds until the earliest queued call may run (``None``: none queued), if *look*."""
+    if not look:
+        return None
+    rows = _tx(store).execute(
+        "SELECT MIN(not_before) FROM lionexec_queue WHERE state = ?", (QUEUED,)
+    )
+    if not rows or rows[0][0] is None:
+        return None
+    return max(0.0, float(rows[0][0]) - now)
 
 
 def _charge(store: Store, name: str, limit: Limit, now: float) -> float | str | None:

@@ -69,6 +69,7 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
                 fence BIGINT NOT NULL,
                 owner TEXT,
                 lease_until DOUBLE PRECISION,
+                claimed_at DOUBLE PRECISION,
                 effect TEXT,
                 attempts INTEGER NOT NULL,
                 deferrals INTEGER NOT NULL,

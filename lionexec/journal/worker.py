@@ -267,9 +267,10 @@ class Worker:
                     return swept, queue.claim(store, self.name, want, self.lease, self.limits)
 
                 try:
-                    (requeued, interrupted), (claimed, deferred, denied) = await journal._run(
-                        round_
-                    )
+                    (
+                        (requeued, interrupted),
+                        (claimed, deferred, denied, ready),
+                    ) = await journal._run(round_)
                 except JournalError as exc:
                     self._log("claim_failed", error=f"{type(exc).__name__}: {exc}")
                     await trio.sleep(self.poll)
@@ -284,14 +285,16 @@ class Worker:
                     job = _Job(claim)
                     self._jobs[job.key] = job
                     calls.start_soon(self._execute, job)
-                if claimed or deferred or denied or requeued:
+                if claimed or denied or requeued or ready == 0.0:
                     idle = 0.005
                     await trio.lowlevel.checkpoint()
                     continue
+                # nothing ready: wait for a NOTIFY, the next deferred call, or the poll
+                pause = self.poll if ready is None else min(self.poll, ready)
                 if listener is not None:
-                    await listener.wait(self.poll)
+                    await listener.wait(pause)
                 else:
-                    await trio.sleep(idle)
+                    await trio.sleep(min(idle, pause))
                     idle = min(idle * 2, self.poll)
 
     async def _heartbeat(self) -> None:

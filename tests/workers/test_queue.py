@@ -43,7 +43,7 @@ async def test_a_stale_fence_cannot_write_and_an_expired_lease_is_resolved_by_ef
         branch = uuid.uuid4()
         [call_id] = await journal.submit(branch, [call("work", 1)])
         # "a" claims with a lease that has already run out: it stalled
-        [a], _, _ = await journal._run(lambda s: queue.claim(s, "a", 10, -1.0, {}))
+        [a], *_ = await journal._run(lambda s: queue.claim(s, "a", 10, -1.0, {}))
         assert (a.call_id, a.fence, a.attempts) == (call_id, 1, 1)
         swept = await journal._run(lambda s: queue.reclaim(s, "b", lambda _f: effect))
         late = Completion(
@@ -51,7 +51,7 @@ async def test_a_stale_fence_cannot_write_and_an_expired_lease_is_resolved_by_ef
         )
         if effect == "idempotent":
             assert swept == (1, 0)
-            [b], _, _ = await journal._run(lambda s: queue.claim(s, "b", 10, 60.0, {}))
+            [b], *_ = await journal._run(lambda s: queue.claim(s, "b", 10, 60.0, {}))
             assert (b.fence, b.attempts) == (3, 2)
             refused = await journal._run(lambda s: queue.complete(s, "a", [late]))
             assert (refused.recorded, refused.rejected) == ((), (late,))
@@ -82,7 +82,7 @@ async def test_a_heartbeat_keeps_only_the_leases_still_held(target: str) -> None
     async with open_journal(target) as journal:
         branch = uuid.uuid4()
         await journal.submit(branch, [call("work", 1), call("work", 2)])
-        claimed, _, _ = await journal._run(lambda s: queue.claim(s, "a", 10, 60.0, {}))
+        claimed, *_ = await journal._run(lambda s: queue.claim(s, "a", 10, 60.0, {}))
         held = [(c.branch_id, c.call_id, c.fence) for c in claimed]
         stale = [(held[0][0], held[0][1], held[0][2] + 5), held[1]]
         kept = await journal._run(lambda s: queue.heartbeat(s, stale, 60.0))
