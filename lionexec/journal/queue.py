@@ -471,7 +471,6 @@ def claim(
         return claimed, 0, 0, _next_ready(store, now, len(claimed) < n)
     run: list[Claimed] = []
     deferred = denied = 0
-    behind: dict[str, int] = {}  # calls of each tool deferred in this round so far
     for job in claimed:
         limit = limits.get(job.function)
         if limit is None:
@@ -481,10 +480,6 @@ def claim(
         if verdict is None:
             run.append(job)
         elif isinstance(verdict, float):
-            # spread the deferred calls of one tool over the schedule (fewer wasted claims)
-            k = behind[job.function] = behind.get(job.function, -1) + 1
-            assert limit.rate is not None
-            verdict += k * limit.period / limit.rate
             tx.execute(
                 "UPDATE lionexec_queue SET state = ?, not_before = ?, lease_until = NULL, "
                 "attempts = attempts - 1, deferrals = deferrals + 1 "
@@ -524,27 +519,38 @@ def _next_ready(store: Store, now: float, look: bool) -> float | None:
 
 
 def _charge(store: Store, name: str, limit: Limit, now: float) -> float | str | None:
-    """Charge one call to the limit row *name*: ``None`` granted, a float: seconds to wait
-    (deferred), a string: why it is denied (over budget)."""
+    """Charge one call to the limit row *name*: ``None`` granted, a float: seconds until the
+    call may come back (deferred), a string: why it is denied (over budget).
+
+    A deferred call is given the next free slot of the schedule (``next_slot``, one
+    interval after the last one given), so the calls deferred by every worker come back one
+    by one instead of all at the same instant.
+    """
     tx = _tx(store)
     tx.execute(
-        "INSERT INTO lionexec_limits (name, tat, used) VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
-        (name, -1e300),
+        "INSERT INTO lionexec_limits (name, tat, used, next_slot) VALUES (?, ?, 0, ?) "
+        "ON CONFLICT DO NOTHING",
+        (name, -1e300, -1e300),
     )
     lock = " FOR UPDATE" if _is_pg(store) else ""
-    tat, used = tx.execute(f"SELECT tat, used FROM lionexec_limits WHERE name = ?{lock}", (name,))[
-        0
-    ]
-    tat, used = float(tat), int(used)
+    rows = tx.execute(
+        f"SELECT tat, used, next_slot FROM lionexec_limits WHERE name = ?{lock}", (name,)
+    )
+    tat, used, next_slot = float(rows[0][0]), int(rows[0][1]), float(rows[0][2])
     if limit.budget is not None and used >= limit.budget:
         return (
             f"the budget of {limit.budget} calls of {name.split(':', 1)[1]!r} shared by every "
             "worker is spent"
         )
     if limit.rate is not None:
-        wait, tat = gcra(tat, now, limit.period / limit.rate, limit.burst)
+        interval = limit.period / limit.rate
+        wait, tat = gcra(tat, now, interval, limit.burst)
         if wait > 0:
-            return wait
+            slot = max(next_slot, now + wait)
+            tx.execute(
+                "UPDATE lionexec_limits SET next_slot = ? WHERE name = ?", (slot + interval, name)
+            )
+            return slot - now
     tx.execute("UPDATE lionexec_limits SET tat = ?, used = used + 1 WHERE name = ?", (tat, name))
     return None
 

@@ -84,7 +84,8 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             """CREATE TABLE lionexec_limits (
                 name TEXT PRIMARY KEY,
                 tat DOUBLE PRECISION NOT NULL,
-                used BIGINT NOT NULL
+                used BIGINT NOT NULL,
+                next_slot DOUBLE PRECISION NOT NULL
             )""",
             """CREATE TABLE lionexec_rejected_writes (
                 branch_id TEXT NOT NULL,
