@@ -477,7 +477,11 @@ def claim(
             run.append(job)
             continue
         verdict = _charge(store, f"tool:{job.function}", limit, now)
-        if verdict is None:
+        if isinstance(verdict, Granted):
+            tx.execute(
+                "UPDATE lionexec_queue SET claimed_at = ? WHERE branch_id = ? AND call_id = ?",
+                (verdict.at, job.branch_id, job.call_id),
+            )
             run.append(job)
         elif isinstance(verdict, float):
             tx.execute(
@@ -506,6 +510,13 @@ def claim(
     return run, deferred, denied, _next_ready(store, now, len(run) < n)
 
 
+@attrs.frozen
+class Granted:
+    """A limit granted a call at *at* (the database's clock, read under the limit's lock)."""
+
+    at: float
+
+
 def _next_ready(store: Store, now: float, look: bool) -> float | None:
     """Seconds until the earliest queued call may run (``None``: none queued), if *look*."""
     if not look:
@@ -518,9 +529,9 @@ def _next_ready(store: Store, now: float, look: bool) -> float | None:
     return max(0.0, float(rows[0][0]) - now)
 
 
-def _charge(store: Store, name: str, limit: Limit, now: float) -> float | str | None:
-    """Charge one call to the limit row *name*: ``None`` granted, a float: seconds until the
-    call may come back (deferred), a string: why it is denied (over budget).
+def _charge(store: Store, name: str, limit: Limit, now: float) -> Granted | float | str:
+    """Charge one call to the limit row *name*: :class:`Granted` (when), a float: seconds
+    until the call may come back (deferred), a string: why it is denied (over budget).
 
     A deferred call is given the next free slot of the schedule (``next_slot``, one
     interval after the last one given), so the calls deferred by every worker come back one
@@ -537,6 +548,8 @@ def _charge(store: Store, name: str, limit: Limit, now: float) -> float | str | 
         f"SELECT tat, used, next_slot FROM lionexec_limits WHERE name = ?{lock}", (name,)
     )
     tat, used, next_slot = float(rows[0][0]), int(rows[0][1]), float(rows[0][2])
+    # the clock read under the row's lock: grants are decided in the order they are made
+    now = db_now(store)
     if limit.budget is not None and used >= limit.budget:
         return (
             f"the budget of {limit.budget} calls of {name.split(':', 1)[1]!r} shared by every "
@@ -552,7 +565,7 @@ def _charge(store: Store, name: str, limit: Limit, now: float) -> float | str | 
             )
             return slot - now
     tx.execute("UPDATE lionexec_limits SET tat = ?, used = used + 1 WHERE name = ?", (tat, name))
-    return None
+    return Granted(now)
 
 
 def heartbeat(
