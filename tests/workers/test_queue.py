@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from lionexec.conversation import ActionOutcome, ActionResponse
 from lionexec.errors import ConfigurationError, DuplicateCallError
@@ -239,3 +240,68 @@ def test_worker_configuration_is_checked(kwargs: dict[str, object], match: str) 
 def test_a_limit_is_checked(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError):
         Limit(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_lease_taken_over_cancels_the_call_and_its_write_is_refused(
+    tmp_path: Path,
+) -> None:
+    started = trio.Event()
+
+    async def slow(n: int) -> int:
+        started.set()
+        await trio.sleep_forever()
+        return n  # pragma: no cover
+
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        worker = Worker(journal, [Tool(slow, effect="idempotent")], lease=0.3, poll=0.02)
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(worker.run)
+                [call_id] = await journal.submit(uuid.uuid4(), [call("slow", 1)])
+                await started.wait()
+                # another worker takes the call over (its claim bumps the fence)
+                await journal._run(
+                    lambda s: s.tx.execute(  # type: ignore[attr-defined]
+                        "UPDATE lionexec_queue SET fence = fence + 1, owner = 'other'"
+                    )
+                )
+                while True:  # the heartbeat runs every lease / 3
+                    if worker.statistics().rejected:
+                        break
+                    await trio.sleep(0.02)
+                nursery.cancel_scope.cancel()
+        [row] = await journal.queued()
+    stats = worker.statistics()
+    assert (stats.leases_lost, stats.rejected, stats.recorded) == (1, 1, 0)
+    assert (row.state, row.owner, row.fence) == ("claimed", "other", 2)
+    refused = await _rejected(tmp_path / "j.db")
+    assert [(r[1], r[2], r[4]) for r in refused] == [(call_id, worker.name, "cancelled")]
+
+
+async def _rejected(path: Path) -> list[tuple[str, str, str, int, str]]:
+    async with SqliteJournal(path) as journal:
+        return await journal._run(queue.rejected_writes)
+
+
+async def test_submit_wait_and_queued_are_checkpoints(tmp_path: Path) -> None:
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        branch = uuid.uuid4()
+        with trio.testing.assert_checkpoints():
+            await journal.submit(branch, [])
+        with trio.testing.assert_checkpoints():
+            [call_id] = await journal.submit(branch, [call("f", 1)])
+        with trio.testing.assert_checkpoints():
+            await journal.queued(branch)
+        [claimed], *_ = await journal._run(lambda s: queue.claim(s, "w", 1, 60.0, {}))
+        request = queue.load_request(claimed.request)
+        done = Completion(
+            branch_id=str(branch),
+            call_id=call_id,
+            fence=claimed.fence,
+            outcome="completed",
+            response=queue.response_record(ActionResponse.create(request, output=1)),
+        )
+        await journal._run(lambda s: queue.complete(s, "w", [done]))
+        with trio.testing.assert_checkpoints():
+            [response] = await journal.wait([call_id])
+        assert response.output == 1
