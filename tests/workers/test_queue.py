@@ -196,11 +196,19 @@ async def test_governance_runs_in_the_worker(tmp_path: Path) -> None:
         worker = Worker(journal, [Tool(secret, effect="pure")], poll=0.02, policy=policy)
         async with trio.open_nursery() as nursery:
             await nursery.start(worker.run)
-            ids = await journal.submit(uuid.uuid4(), [call("secret", 1), call("nope", 2)])
+            hostile = [
+                {"function": "secret", "arguments": '{"n": NaN}'},
+                {"function": "secret", "arguments": {"n": float("nan")}},
+                {"function": "secret", "arguments": {"n": [[[[[[1]]]]]] * 1000}},
+            ]
+            ids = await journal.submit(
+                uuid.uuid4(), [call("secret", 1), call("nope", 2), *hostile]
+            )
             with trio.fail_after(10):
                 responses = await journal.wait(ids)
             nursery.cancel_scope.cancel()
-    assert [r.outcome for r in responses] == [ActionOutcome.DENIED, ActionOutcome.INVALID]
+    # validation and policy ran in the worker: denied by its policy, invalid by its registry
+    assert [r.outcome for r in responses] == [ActionOutcome.DENIED] + [ActionOutcome.INVALID] * 4
 
 
 async def test_bad_submissions_are_refused_by_name(tmp_path: Path) -> None:
