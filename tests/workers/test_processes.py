@@ -194,3 +194,21 @@ async def test_a_rate_limit_is_shared_by_three_worker_processes(workers: Workers
     )
     # within 5 % over 30 s (nox -s workers); a 2 s run on a loaded 2-core machine is noisier
     assert abs(achieved - RATE) <= (0.05 if RATE_SECONDS >= 30 else 0.15) * RATE
+
+
+async def test_sigterm_releases_or_answers_the_calls_still_running(workers: Workers) -> None:
+    stuck = await workers.start("stuck", hang="forever", concurrency=4)
+    async with open_journal(workers.target) as journal:
+        submitted = await submit_all(journal, [("safe", 0), ("unsafe", 1)], branches=1)
+        await until(lambda: sum(workers.ran().values()) == 2, within=20, what="2 calls to start")
+        stats = await workers.stop(stuck)  # SIGTERM: 2 s of grace, then cancel
+        rows = {row.call_id: row for row in await journal.queued()}
+        safe, unsafe = (rows[c] for _, c, _, _ in submitted)
+        assert (safe.state, safe.fence) == ("queued", 2)  # released: another worker runs it
+        assert (unsafe.state, unsafe.outcome, unsafe.worker) == ("done", "cancelled", "stuck")
+        assert (stats["released"], stats["recorded"]) == (1, 1)
+        await workers.start("next")
+        with trio.fail_after(20):
+            [response, _] = await journal.wait([c for _, c, _, _ in submitted])
+    assert response.outcome is ActionOutcome.COMPLETED and response.output == 0
+    assert workers.ran() == {("safe", 0): 2, ("unsafe", 1): 1}
