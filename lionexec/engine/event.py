@@ -101,6 +101,7 @@ class Event:
         return self.execution.status
 
     @status.setter
+    @trio.lowlevel.enable_ki_protection  # status and completion signal change together
     def status(self, value: EventStatus | str) -> None:
         if type(value) is not EventStatus:
             value = self._coerce_status(value)
