@@ -222,6 +222,11 @@ def _tx(store: Store) -> Any:
     return tx
 
 
+def probe(store: Store) -> None:
+    """Raise :class:`JournalError` unless *store* can hold a queue."""
+    _tx(store).execute("SELECT 1 FROM lionexec_queue WHERE 1 = 0")
+
+
 def db_now(store: Store) -> float:
     """The database's clock on PostgreSQL, the local clock on SQLite."""
     if _is_pg(store):

@@ -223,6 +223,7 @@ class Worker:
         cancels and releases (or answers) the rest, then re-raises. Raises
         :class:`~lionexec.journal.JournalError` for a journal that is not SQL.
         """
+        await self.journal._run(queue.probe)  # an open SQL journal, at schema 2 or later
         async with trio.open_nursery() as nursery:
             calls: trio.Nursery = await nursery.start(self._serve_calls)
             try:

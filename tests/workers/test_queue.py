@@ -229,6 +229,14 @@ async def test_bad_submissions_are_refused_by_name(tmp_path: Path) -> None:
             await memory.submit(uuid.uuid4(), [first])
 
 
+async def test_a_worker_needs_an_open_sql_journal(tmp_path: Path) -> None:
+    async with MemoryJournal() as memory:
+        with pytest.raises(JournalError, match="SQL journal"):
+            await Worker(memory, []).run()
+    with pytest.raises(JournalError, match="not open"):
+        await Worker(SqliteJournal(tmp_path / "j.db"), []).run()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
