@@ -267,11 +267,11 @@ class Worker:
                     )
                     return swept, queue.claim(store, self.name, want, self.lease, self.limits)
 
-                try:
+                try:  # not abandoned on cancellation: every call claimed is run or released
                     (
                         (requeued, interrupted),
                         (claimed, deferred, denied, ready),
-                    ) = await journal._run(round_)
+                    ) = await journal._run(round_, cancellable=False)
                 except JournalError as exc:
                     self._log("claim_failed", error=f"{type(exc).__name__}: {exc}")
                     await trio.sleep(self.poll)
