@@ -321,6 +321,7 @@ class Journal:
         *,
         branch_id: uuid.UUID | str | None = None,
         poll: float = 0.5,
+        into: Branch | None = None,
     ) -> list[ActionResponse]:
         """Wait for the responses of submitted calls; return them in the order of *call_ids*.
 
@@ -329,6 +330,11 @@ class Journal:
         as a fallback), polls on SQLite. Blocks until every call is answered: bound it with
         ``trio.fail_after``. Raises :class:`~lionexec.journal.JournalError` naming a call id
         that was never submitted.
+
+        *into*: the branch the calls were submitted for; each request and its response are
+        recorded in its history (linked, as ``act()`` records them; a pair already there is
+        left as is), and committed if it is a branch of this journal. Raises
+        :class:`ValueError` if a call belongs to another branch.
         """
         pairs: list[tuple[str, str]] = []
         for call_id in call_ids:
@@ -353,16 +359,40 @@ class Journal:
                     if row is None:
                         raise JournalError(f"call {call_id!r} of branch {branch} is not queued")
                 if all(row is not None and row.state == queue.DONE for row in rows):
-                    responses = [row.response_message() for row in rows if row is not None]
+                    done = [row for row in rows if row is not None]
+                    responses = [r for r in (row.response_message() for row in done) if r]
+                    if into is not None:
+                        await self._record_into(into, done, responses)
                     for branch, call_id in pairs:
                         if self._submitted.get(call_id) == branch:
                             del self._submitted[call_id]
-                    return [r for r in responses if r is not None]
+                    return responses
                 if listener is not None:
                     await listener.wait(poll)
                 else:
                     await trio.sleep(delay)
                     delay = min(delay * 2, poll)
+
+    async def _record_into(
+        self, branch: Branch, rows: list[queue.QueuedCall], responses: list[ActionResponse]
+    ) -> None:
+        for row in rows:
+            if row.branch_id != branch.name:
+                raise ValueError(
+                    f"call {row.call_id!r} belongs to branch {row.branch_id}, not {branch.name}"
+                )
+        history = branch.messages
+        for row, response in zip(rows, responses, strict=True):
+            if row.request is None:  # pragma: no cover - every queued row has its request
+                continue
+            existing = history.request_for_call_id(row.call_id)
+            if existing is not None and existing.action_response_id is not None:
+                continue  # already recorded
+            request = existing if existing is not None else queue.load_request(row.request)
+            history.record_action(request, response)
+        sink = self._sinks.get(branch.name)
+        if sink is not None and sink.branch is branch:
+            await sink.flush()
 
     async def queued(self, branch_id: uuid.UUID | str | None = None) -> list[queue.QueuedCall]:
         """Every submitted call (of one branch, or all), oldest first, with its state, the

@@ -164,6 +164,7 @@ class QueuedCall:
     claimed_at: float | None
     finished_at: float | None
     response: str | None = attrs.field(default=None, repr=False)
+    request: str | None = attrs.field(default=None, repr=False)
 
     def response_message(self) -> ActionResponse | None:
         """The recorded response, or ``None`` before it is done."""
@@ -293,6 +294,7 @@ def _row(raw: Sequence[Any]) -> QueuedCall:
         submitted_at=float(raw[15]),
         claimed_at=None if raw[17] is None else float(raw[17]),
         finished_at=None if raw[16] is None else float(raw[16]),
+        request=raw[3],
     )
 
 

@@ -321,3 +321,30 @@ async def test_submit_wait_and_queued_are_checkpoints(tmp_path: Path) -> None:
         with trio.testing.assert_checkpoints():
             [response] = await journal.wait([call_id])
         assert response.output == 1
+
+
+async def test_wait_into_records_the_pairs_in_the_submitting_branch(tmp_path: Path) -> None:
+    def double(n: int) -> int:
+        return n * 2
+
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as journal:
+        worker = Worker(journal, [Tool(double, effect="pure")], poll=0.02)
+        branch = await journal.branch()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(worker.run)
+            async with branch:
+                ids = await journal.submit(branch.id, [call("double", 1), call("double", 2)])
+                with trio.fail_after(10):
+                    responses = await journal.wait(ids, into=branch)
+                    again = await journal.wait(ids, branch_id=branch.id, into=branch)
+                with pytest.raises(ValueError, match="belongs to branch"):
+                    await journal.wait(ids, branch_id=branch.id, into=await journal.branch())
+            nursery.cancel_scope.cancel()
+        assert [r.id for r in again] == [r.id for r in responses]
+        assert [m.kind for m in branch.messages] == ["action_request", "action_response"] * 2
+        assert [r.output for r in branch.messages.responses()] == [2, 4]
+    async with SqliteJournal(path) as reopened:  # committed with the branch's history
+        history = await reopened.history(branch.id)
+        assert [r.output for r in history.responses()] == [2, 4]
+        assert history.unanswered() == []
