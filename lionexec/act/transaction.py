@@ -510,7 +510,11 @@ class CallTransaction:
         (KI-protected: a call with an event always counts an attempt, so it gets its log
         record)."""
         assert self.tool is not None
-        event = FunctionCalling(tool=self.tool, arguments=self.arguments, context=self.context)
+        tool = self.tool
+        # the context only for a tool that takes it: every event is kept in the log, and a
+        # context per call is ~20 % of a call's retained bytes (act memory rows of the bench)
+        context = self.context if tool.context_param is not None else None
+        event = FunctionCalling(tool=tool, arguments=self.arguments, context=context)
         self.event, self.attempts = event, attempts
         return event
 
