@@ -1,4 +1,4 @@
-"""Shared test configuration: hypothesis profiles.
+"""Shared test configuration: hypothesis profiles, and the session's PostgreSQL server.
 
 ``HYPOTHESIS_PROFILE=thorough`` runs many more examples; the default is fast enough for CI.
 """
@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, settings
+
+from .support.postgres import postgres_server as postgres_server
 
 settings.register_profile(
     "default",

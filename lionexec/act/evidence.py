@@ -59,6 +59,8 @@ __all__ = [
 
 #: Records one sink may hold before calls wait at the write-ahead point.
 DEFAULT_SINK_CAPACITY = 4096
+#: Records the drain service hands a sink in one write, at most.
+_MAX_BATCH = 512
 
 
 @attrs.frozen
@@ -245,8 +247,8 @@ class SinkFeed:
     ) -> None:
         """Drain the buffer into the sink until :meth:`close`; then write what is left.
 
-        Start it with ``await nursery.start(feed.serve)``. Each wake-up takes every record
-        waiting (a batch) and awaits one :meth:`EvidenceSink.write`. A write that raises is
+        Start it with ``await nursery.start(feed.serve)``. Each wake-up takes the records
+        waiting (a batch of at most 512) and awaits one :meth:`EvidenceSink.write`. A write that raises is
         reported and its records counted as failed; the service goes on. When the feed is
         closed, the records still buffered are written and the sink is closed; cancellation
         stops the service at once (what is still buffered is not written: close first).
@@ -257,7 +259,7 @@ class SinkFeed:
             async with self._receive:
                 async for first in self._receive:
                     batch = [first]
-                    while True:
+                    while len(batch) < _MAX_BATCH:  # bounded: taking 10k records is one step
                         try:
                             batch.append(self._receive.receive_nowait())
                         except (trio.WouldBlock, trio.EndOfChannel):

@@ -20,25 +20,9 @@ import attrs
 import pytest
 import trio
 
-from ..journal.conftest import PostgresServer, _start_postgres
+from ..support.postgres import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    import shutil
-
-    server, why = _start_postgres()
-    if server is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI: a PostgreSQL server is required and could not be started: {why}")
-        pytest.skip(f"no PostgreSQL server: {why}")
-    try:
-        yield server
-    finally:
-        server.pg_ctl("-m", "fast", "-w", "stop")
-        shutil.rmtree(server.base, ignore_errors=True)
 
 
 async def until(predicate: Callable[[], Any], *, within: float, what: str) -> Any:
