@@ -249,9 +249,10 @@ class SinkFeed:
 
         Start it with ``await nursery.start(feed.serve)``. Each wake-up takes the records
         waiting (a batch of at most 512) and awaits one :meth:`EvidenceSink.write`. A write
-        that raises is reported and its records counted as failed; the service goes on. When the feed is
-        closed, the records still buffered are written and the sink is closed; cancellation
-        stops the service at once (what is still buffered is not written: close first).
+        that raises is reported and its records counted as failed; the service goes on.
+        When the feed is closed, the records still buffered are written and the sink is
+        closed; cancellation stops the service at once (what is still buffered is not
+        written: close first).
         """
         self._serving = True
         task_status.started()
