@@ -103,7 +103,6 @@ from __future__ import annotations
 
 import argparse
 import hmac
-import inspect
 import json
 import math
 import os
@@ -645,11 +644,6 @@ def _header(scope: HTTPScope, name: bytes) -> bytes | None:
     return None
 
 
-# Branch.act will take a shared limiter (one token per running call); until the installed
-# lionexec does, the server runs each call as its own one-call act under the limiter.
-_ACT_TAKES_LIMITER: Final = "limiter" in inspect.signature(Branch.act).parameters
-
-
 @attrs.frozen
 class Call:
     """One checked tool call of a request: its id, function, arguments and what act gets."""
@@ -934,24 +928,10 @@ class App:
         """Run the calls at the *fresh* indexes, each holding a token of :attr:`limiter`."""
         if not fresh:
             return
-        if _ACT_TAKES_LIMITER:
-            envelopes = [calls[index].envelope for index in fresh]
-            options: dict[str, Any] = {"strategy": strategy, "limiter": self.limiter}
-            for index, response in zip(fresh, await branch.act(envelopes, **options), strict=True):
-                slots[index] = response
-            return
-
-        async def one(index: int) -> None:
-            async with self.limiter:
-                (slots[index],) = await branch.act([calls[index].envelope])
-
-        if len(fresh) == 1 or strategy == "sequential":
-            for index in fresh:
-                await one(index)
-        else:
-            async with trio.open_nursery() as nursery:
-                for index in fresh:
-                    nursery.start_soon(one, index)
+        envelopes = [calls[index].envelope for index in fresh]
+        responses = await branch.act(envelopes, strategy=strategy, limiter=self.limiter)
+        for index, response in zip(fresh, responses, strict=True):
+            slots[index] = response
 
     # -- GET /v1/conversations/{id} ------------------------------------------------------------
 

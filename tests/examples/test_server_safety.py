@@ -392,13 +392,7 @@ async def test_calls_per_request_are_capped() -> None:
     assert ok.status_code == 200
 
 
-@pytest.mark.parametrize("act_takes_limiter", [True, False], ids=["act-limiter", "own-limiter"])
-async def test_request_timeout_cancels_the_calls_and_answers_504(
-    autojump_clock: Any, monkeypatch: pytest.MonkeyPatch, act_takes_limiter: bool
-) -> None:
-    if act_takes_limiter and not server._ACT_TAKES_LIMITER:
-        pytest.skip("this lionexec's Branch.act takes no limiter")
-    monkeypatch.setattr(server, "_ACT_TAKES_LIMITER", act_takes_limiter)
+async def test_request_timeout_cancels_the_calls_and_answers_504(autojump_clock: Any) -> None:
     app = make_app(request_timeout=5.0)
     body = {
         "conversation_id": "t",
@@ -425,14 +419,8 @@ async def test_request_timeout_cancels_the_calls_and_answers_504(
     assert not app.conversations["t"].lock.locked()
 
 
-@pytest.mark.parametrize("act_takes_limiter", [True, False], ids=["act-limiter", "own-limiter"])
-async def test_tool_calls_share_one_concurrency_cap_across_conversations(
-    monkeypatch: pytest.MonkeyPatch, act_takes_limiter: bool
-) -> None:
-    """Whether ``Branch.act`` takes the limiter or the server applies it around act."""
-    if act_takes_limiter and not server._ACT_TAKES_LIMITER:
-        pytest.skip("this lionexec's Branch.act takes no limiter")
-    monkeypatch.setattr(server, "_ACT_TAKES_LIMITER", act_takes_limiter)
+async def test_tool_calls_share_one_concurrency_cap_across_conversations() -> None:
+    """``Branch.act(limiter=...)``: one cap across conversations."""
     gates = Gates()
     app = make_app(gates, max_concurrent_calls=2)
 
