@@ -616,7 +616,7 @@ class Processor:
             return
         while queue:  # every cycle is a checkpoint
             if not await self._cycle() and queue:
-                await trio.sleep(self._capacity_refresh_time)
+                await trio.sleep_until(self._idle_until())
 
     # -- the service ------------------------------------------------------------------------
 
@@ -669,7 +669,13 @@ class Processor:
                     with trio.move_on_after(rest):
                         await self._stop.wait()
                 elif queue.puts == puts and not self._stop.is_set():
-                    with trio.move_on_after(rest):
+                    with trio.move_on_at(self._idle_until()):
                         await queue.wait_put()
         finally:
             self._executing = False
+
+    def _idle_until(self) -> float:
+        """When to try again after a cycle that took nothing: ``capacity_refresh_time``
+        from now. A subclass that knows better (the earliest not-before time of a deferred
+        event, say) overrides this, not :meth:`join` or :meth:`execute`."""
+        return trio.current_time() + self._capacity_refresh_time

@@ -10,7 +10,6 @@ import attrs
 import trio
 
 from lionexec.engine import Event, EventStatus, Processor, ProcessorStatistics
-from lionexec.errors import ProcessorBusyError
 
 from .errors import BudgetExceededError
 from .limiter import RateLimiter, RateLimiterStatistics
@@ -127,7 +126,12 @@ class RateLimitedProcessor(Processor):
         return None if earliest == math.inf else earliest
 
     def _idle_until(self) -> float:
-        """When a cycle that took nothing should be followed by another."""
+        """After a cycle that took nothing: the earliest not-before time of a deferred event
+        (``capacity_refresh_time`` if none is known, e.g. when other cycles hold the
+        capacity); with nothing queued, only the next enqueue or :meth:`stop` (never
+        polling deferred events)."""
+        if not self._queue:
+            return math.inf
         earliest = self._next_not_before()
         if earliest is None:
             return trio.current_time() + self.capacity_refresh_time
@@ -144,49 +148,3 @@ class RateLimitedProcessor(Processor):
             deferred=len(self._not_before),
             next_not_before=earliest,
         )
-
-    # -- running ----------------------------------------------------------------------------
-
-    async def join(self) -> None:
-        """Run cycles until the queue is empty.
-
-        After a cycle that took nothing, sleeps until the earliest not-before time of a
-        deferred event (``capacity_refresh_time`` if none is known, e.g. when other cycles
-        hold the capacity). Cancellation is handled as in :meth:`process`.
-        """
-        queue = self._queue
-        while queue:
-            if not await self._cycle() and queue:
-                await trio.sleep_until(self._idle_until())
-        await trio.lowlevel.checkpoint()
-
-    async def execute(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Run cycles until :meth:`stop` is called or the call is cancelled.
-
-        As :meth:`Processor.execute`, except that after a cycle that took nothing it waits
-        for the next enqueue, :meth:`stop`, or the earliest not-before time of a deferred
-        event, whichever comes first (never polling deferred events).
-
-        Raises:
-            ProcessorBusyError: if this processor's service is already running.
-        """
-        if self._executing:
-            raise ProcessorBusyError(f"{self!r} is already executing")
-        self._executing = True
-        try:
-            self.start()
-            task_status.started()
-            queue = self._queue
-            rest = self.capacity_refresh_time
-            while not self._stop.is_set():
-                puts = queue.puts
-                if await self._cycle():
-                    with trio.move_on_after(rest):
-                        await self._stop.wait()
-                elif queue.puts == puts and not self._stop.is_set():
-                    with trio.move_on_at(self._idle_until() if queue else math.inf):
-                        await queue.wait_put()
-        finally:
-            self._executing = False
