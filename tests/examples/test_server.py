@@ -7,15 +7,11 @@ with ``httpx.AsyncClient``. Ordering is proven with trio events held by the tool
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections import defaultdict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from functools import partial
-from pathlib import Path
-from types import ModuleType
 from typing import Any, cast
 
 import attrs
@@ -27,6 +23,8 @@ import trio.testing
 from lionexec import MessageManager
 from lionexec.serialization import converter
 
+from .conftest import call, server
+
 # Reading an endless event stream means leaving httpx's Response.aiter_lines() early; it nests
 # async generators (httpx's and httpcore's) that it does not close, and trio warns when they are
 # collected. Only those warnings are ignored.
@@ -34,23 +32,7 @@ pytestmark = pytest.mark.filterwarnings(
     r"ignore:Async generator 'http(x|core)\.[\w.]+' was garbage collected:ResourceWarning"
 )
 
-SERVER_PATH = Path(__file__).resolve().parents[2] / "examples" / "server.py"
 BUDGET = 10.0  # seconds per test
-
-
-def _load(path: Path) -> ModuleType:
-    """The example as a module (one copy, shared by the test files of this directory)."""
-    if "lionexec_example_server" in sys.modules:
-        return sys.modules["lionexec_example_server"]
-    spec = importlib.util.spec_from_file_location("lionexec_example_server", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-server = _load(SERVER_PATH)
 
 
 class Gates:
@@ -76,15 +58,6 @@ class Gates:
 def explode(reason: str) -> None:
     """A tool that always fails."""
     raise RuntimeError(reason)
-
-
-def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
-    """An OpenAI ``tool_calls`` item."""
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }
 
 
 @attrs.frozen

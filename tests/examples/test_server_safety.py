@@ -8,17 +8,13 @@ must be pinned down. Time is trio's clock (``autojump_clock``), never a real sle
 from __future__ import annotations
 
 import gc
-import importlib.util
 import json
 import math
-import sys
 import weakref
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -29,29 +25,9 @@ import trio.testing
 from lionexec import HookPoint, MessageManager
 from lionexec.serialization import converter
 
-SERVER_PATH = Path(__file__).resolve().parents[2] / "examples" / "server.py"
+from .conftest import call, server
+
 BUDGET = 10.0  # seconds per test (virtual seconds under autojump_clock)
-
-
-def _load(path: Path) -> ModuleType:
-    """The example as a module (one copy, shared by the test files of this directory)."""
-    if "lionexec_example_server" in sys.modules:
-        return sys.modules["lionexec_example_server"]
-    spec = importlib.util.spec_from_file_location("lionexec_example_server", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-server = _load(SERVER_PATH)
-
-
-def call(name: str, arguments: dict[str, Any] | str, call_id: str) -> dict[str, Any]:
-    """An OpenAI ``tool_calls`` item (*arguments* as a dict, or the raw string)."""
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}}
 
 
 def strict_loads(text: str | bytes) -> Any:
