@@ -4,7 +4,7 @@ Registered by :func:`lionexec.serialization.make_converter`.
 
 A message serializes as its fields plus ``"kind"`` (which class it is: the messages are a
 cattrs tagged union) and ``"role"`` (for readers; it follows from the kind). Arguments and
-outputs are rendered as strict JSON (:mod:`lionexec.conversation._strict`: ``json.dumps(...,
+outputs are rendered as strict JSON (:func:`lionexec._jsonable.jsonable`: ``json.dumps(...,
 allow_nan=False)`` always succeeds; non-finite floats and unprintable ints become strings), so
 any value can be saved; values that are already JSON data load back equal. Content parts
 (images, files) are saved in their JSON form (:func:`~lionexec.conversation.parts.part_json`)
@@ -21,7 +21,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.json import JsonConverter
 from cattrs.strategies import configure_tagged_union
 
-from ._strict import strict_json
+from .._jsonable import jsonable as strict_json
 from .history import MessageManager
 from .messages import (
     ActionRequest,

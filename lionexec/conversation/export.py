@@ -42,13 +42,14 @@ never imports an SDK.
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict
 
 import attrs
 
-from ._strict import dumps, strict_json
+from .._jsonable import jsonable as strict_json
 from .messages import (
     ActionRequest,
     ActionResponse,
@@ -526,3 +527,8 @@ def _anthropic_part(part: ContentPart) -> dict[str, Any] | None:
         source = {"type": "text", "media_type": "text/plain", "data": text}
         return {"type": "document", "source": source}
     return {"type": "text", "text": _part_text(part, "not sent: unsupported type")}
+
+
+def dumps(value: object) -> str:
+    """Strict JSON text of *value* (see :func:`lionexec._jsonable.jsonable`), non-ASCII kept."""
+    return json.dumps(strict_json(value), ensure_ascii=False, allow_nan=False)

@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Final
 import attrs
 
 from .._ids import uuid4
+from .._jsonable import jsonable as strict_json
 from ..engine.status import EventStatus
-from ._strict import strict_json
 
 __all__ = [
     "OUTCOME_STATUS",
