@@ -26,7 +26,6 @@ PostgreSQL (one clock for every machine), the local clock on SQLite (one machine
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -43,6 +42,7 @@ from lionexec.conversation import (
 )
 from lionexec.errors import ConfigurationError, DuplicateCallError
 
+from .._checks import check_positive
 from .errors import JournalError
 from .store import Store
 
@@ -70,18 +70,6 @@ _COLUMNS = (
 )
 
 
-def _positive(name: str, value: object, *, integer: bool = False) -> None:
-    kinds = (int,) if integer else (int, float)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, kinds)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        kind = "an integer" if integer else "a finite number"
-        raise ConfigurationError(f"{name} must be {kind} > 0, got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class Limit:
     """A limit every worker of one database enforces together, for one tool.
@@ -103,9 +91,9 @@ class Limit:
 
     def __attrs_post_init__(self) -> None:
         if self.rate is not None:
-            _positive("Limit.rate", self.rate)
-        _positive("Limit.period", self.period)
-        _positive("Limit.burst", self.burst, integer=True)
+            check_positive("Limit.rate", self.rate)
+        check_positive("Limit.period", self.period)
+        check_positive("Limit.burst", self.burst, integer=True)
         if self.budget is not None and (
             isinstance(self.budget, bool) or not isinstance(self.budget, int) or self.budget < 0
         ):

@@ -21,6 +21,7 @@ import trio
 
 from lionexec.errors import ConfigurationError
 
+from .._checks import check_positive
 from .errors import BudgetExceededError
 
 __all__ = ["RateLimiter", "RateLimiterStatistics", "parse_duration", "retry_after_seconds"]
@@ -81,18 +82,6 @@ class _Cell:
         return max(0, math.floor(self.capacity - backlog / self.interval + _EPSILON))
 
 
-def _positive(name: str, value: object, *, integer: bool) -> None:
-    kinds = (int,) if integer else (int, float)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, kinds)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        kind = "an integer" if integer else "a finite number"
-        raise ConfigurationError(f"{name} must be {kind} > 0, got {value!r}")
-
-
 class RateLimiter:
     """Requests per period and tokens per period, each a GCRA (generic cell rate) budget.
 
@@ -140,17 +129,17 @@ class RateLimiter:
         token_burst: int | None = None,
         max_pause: float = 600.0,
     ) -> None:
-        _positive("period", period, integer=False)
-        _positive("max_pause", max_pause, integer=False)
+        check_positive("period", period, integer=False)
+        check_positive("max_pause", max_pause, integer=False)
         self.period = float(period)
         self.max_pause = float(max_pause)
         self.requests_per_period = requests
         self.burst: int | None = None
         self._requests: _Cell | None = None
         if requests is not None:
-            _positive("requests", requests, integer=True)
+            check_positive("requests", requests, integer=True)
             burst = requests if burst is None else burst
-            _positive("burst", burst, integer=True)
+            check_positive("burst", burst, integer=True)
             self.burst = burst
             self._requests = _Cell(self.period / requests, float(burst))
         elif burst is not None:
@@ -159,9 +148,9 @@ class RateLimiter:
         self.token_burst: int | None = None
         self._tokens: _Cell | None = None
         if tokens is not None:
-            _positive("tokens", tokens, integer=True)
+            check_positive("tokens", tokens, integer=True)
             token_burst = tokens if token_burst is None else token_burst
-            _positive("token_burst", token_burst, integer=True)
+            check_positive("token_burst", token_burst, integer=True)
             self.token_burst = token_burst
             self._tokens = _Cell(self.period / tokens, float(token_burst))
         elif token_burst is not None:
