@@ -225,9 +225,11 @@ class CallTransaction:
             if self.response is not None:
                 raise
             self.failure = exc
+            error = ErrorInfo.from_exception(exc)
             if self.event is not None and not self.event.status.is_terminal:
-                _settle(self.event, _FAILED, exc)
-            self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(exc))
+                self._settle_and_finish(_FAILED, ActionOutcome.FAILED, error, exc)
+            else:
+                self.finish(ActionOutcome.FAILED, error=error)
         except BaseException as exc:
             if self.response is None:
                 self._cut_short(ActionOutcome.CANCELLED, interruption(exc))
