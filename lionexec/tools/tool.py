@@ -446,6 +446,14 @@ class Tool:
     def __deepcopy__(self, memo: dict[int, Any]) -> Tool:
         return self
 
+    @classmethod
+    def from_function(cls, func: Callable[..., Any], **options: Any) -> Tool:
+        """A tool for *func*: its name, description and schema read from the function.
+
+        Transitional: the same as ``Tool(func, **options)`` until the constructor split.
+        """
+        return cls(func, **options)
+
 
 _EMPTY_OBJECT: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 
