@@ -100,7 +100,8 @@ class Proposal:
         """
         if self.request is not None:
             return self.request
-        return ActionRequest.create(
+        # Trusted: _proposal checked the name, the id and the argument keys.
+        return ActionRequest._proposed(
             self.function,
             snapshot(self.arguments) if self.arguments else {},
             call_id=self.call_id,

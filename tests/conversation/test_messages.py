@@ -229,3 +229,21 @@ def test_the_act_layers_trusted_constructor_builds_what_create_builds(
         assert hasattr(fast, field.name)
     for field in attrs.fields(type(fast.content)):
         assert hasattr(fast.content, field.name)
+
+
+@pytest.mark.parametrize("raw_arguments", [None, '{"a": 1}'])
+def test_the_act_layers_trusted_request_constructor_builds_what_create_builds(
+    raw_arguments: str | None,
+) -> None:
+    options: dict[str, Any] = dict(call_id="c1", raw_arguments=raw_arguments)
+    fast = ActionRequest._proposed("f", {"a": 1}, sender="b", recipient="f", **options)
+    slow = ActionRequest.create("f", {"a": 1}, sender="b", recipient="f", **options)
+    assert attrs.asdict(fast.content) == attrs.asdict(slow.content)
+    assert (fast.sender, fast.recipient) == (slow.sender, slow.recipient)
+    for field in attrs.fields(type(fast)):
+        assert hasattr(fast, field.name)
+    for field in attrs.fields(type(fast.content)):
+        assert hasattr(fast.content, field.name)
+    fast.content.action_response_id = slow.id  # the one field the history assigns
+    with pytest.raises(attrs.exceptions.FrozenAttributeError):
+        fast.content.function = "g"  # type: ignore[misc]
