@@ -5,6 +5,9 @@ from __future__ import annotations
 from lionexec.errors import LionexecError
 
 __all__ = [
+    "ApprovalClosed",
+    "ApprovalError",
+    "ApprovalNotFound",
     "IdempotencyKeyConflict",
     "JournalConnectionError",
     "JournalError",
@@ -66,3 +69,33 @@ class IdempotencyKeyConflict(JournalError, ValueError):
         self.key = key
         self.first_call_id = first_call_id
         self.call_id = call_id
+
+
+class ApprovalError(JournalError):
+    """An approval could not be decided or used as asked.
+
+    Attributes:
+        approval_id: the approval.
+    """
+
+    def __init__(self, message: str, *, approval_id: str) -> None:
+        super().__init__(message)
+        self.approval_id = approval_id
+
+
+class ApprovalNotFound(ApprovalError, LookupError):
+    """No approval has this id."""
+
+
+class ApprovalClosed(ApprovalError):
+    """The approval is no longer pending (approved, used, rejected or expired), or does not
+    cover the call that presents it (other arguments, another policy, already used).
+
+    Attributes:
+        approval_id: the approval.
+        state: its state when it was refused.
+    """
+
+    def __init__(self, message: str, *, approval_id: str, state: str) -> None:
+        super().__init__(message, approval_id=approval_id)
+        self.state = state

@@ -15,8 +15,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Protocol
 
+import attrs
+
 from .errors import JournalSchemaError
-from .store import DONE, REQUESTED, Batch, CallRow, Claim, MessageRow, claim_for, new_row
+from .store import (
+    DONE,
+    EXPIRED,
+    PENDING,
+    REQUESTED,
+    ApprovalRow,
+    Batch,
+    CallRow,
+    Claim,
+    MessageRow,
+    claim_for,
+    new_row,
+)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlStore", "Tx", "migrate"]
 
@@ -97,6 +111,32 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             )""",
         ),
     ),
+    (
+        3,  # durable approvals (lionexec.journal.approvals)
+        (
+            """CREATE TABLE lionexec_approvals (
+                approval_id TEXT PRIMARY KEY,
+                idempotency_key TEXT NOT NULL,
+                branch_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                request_id TEXT NOT NULL,
+                function TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                policy TEXT NOT NULL,
+                rule TEXT,
+                escalation TEXT NOT NULL,
+                state TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION,
+                decided_at DOUBLE PRECISION,
+                decided_by TEXT,
+                reason TEXT,
+                UNIQUE (branch_id, call_id)
+            )""",
+            "CREATE INDEX lionexec_approvals_state ON lionexec_approvals (state, expires_at)",
+        ),
+    ),
 )
 
 #: The newest schema version this lionexec writes.
@@ -107,6 +147,11 @@ _CALL_COLUMNS = (
     "state, outcome, response, requested_at, finished_at"
 )
 _CALL_TYPES = (*("text",) * 7, "integer", "text", "text", "text", *("double precision",) * 2)
+_APPROVAL_COLUMNS = (
+    "approval_id, idempotency_key, branch_id, call_id, request_id, function, arguments, "
+    "digest, policy, rule, escalation, state, created_at, expires_at, decided_at, decided_by, "
+    "reason"
+)
 _CHUNK = 400  # keys per IN (...) list: well under every placeholder limit
 
 
@@ -209,6 +254,12 @@ class SqlStore:
             ("text", "bigint", "text", "text", "text"),
             [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in batch.messages],
         )
+        if batch.approvals:
+            tx.executemany(
+                f"INSERT INTO lionexec_approvals ({_APPROVAL_COLUMNS}) VALUES "
+                f"({', '.join('?' * 17)}) ON CONFLICT DO NOTHING",
+                [attrs.astuple(row) for row in batch.approvals],
+            )
         claims: list[Claim] = []
         if batch.requests:
             claims = self._claim(batch)
@@ -317,6 +368,85 @@ class SqlStore:
             f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
         )
         return _call(rows[0]) if rows else None
+
+    # -- approvals ------------------------------------------------------------------------
+
+    def approval(self, approval_id: str) -> ApprovalRow | None:
+        rows = self.tx.execute(
+            f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals WHERE approval_id = ?",
+            (approval_id,),
+        )
+        return _approval(rows[0]) if rows else None
+
+    def approval_of(self, branch_id: str, call_id: str) -> ApprovalRow | None:
+        rows = self.tx.execute(
+            f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals "
+            "WHERE branch_id = ? AND call_id = ?",
+            (branch_id, call_id),
+        )
+        return _approval(rows[0]) if rows else None
+
+    def approvals(self, branch_id: str | None, state: str | None) -> list[ApprovalRow]:
+        where, params = [], []
+        if branch_id is not None:
+            where.append("branch_id = ?")
+            params.append(branch_id)
+        if state is not None:
+            where.append("state = ?")
+            params.append(state)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = self.tx.execute(
+            f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals{clause} "
+            "ORDER BY created_at, approval_id",
+            params,
+        )
+        return [_approval(row) for row in rows]
+
+    def set_approval(
+        self,
+        approval_id: str,
+        expected: str,
+        state: str,
+        at: float,
+        by: str | None,
+        reason: str | None,
+    ) -> ApprovalRow | None:
+        rows = self.tx.execute(
+            "UPDATE lionexec_approvals SET state = ?, decided_at = ?, decided_by = ?, reason = ? "
+            f"WHERE approval_id = ? AND state = ? RETURNING {_APPROVAL_COLUMNS}",
+            (state, at, by, reason, approval_id, expected),
+        )
+        return _approval(rows[0]) if rows else None
+
+    def expire_approvals(self, now: float) -> int:
+        rows = self.tx.execute(
+            "UPDATE lionexec_approvals SET state = ?, decided_at = ?, decided_by = NULL, "
+            "reason = NULL WHERE state = ? AND expires_at <= ? RETURNING approval_id",
+            (EXPIRED, now, PENDING, now),
+        )
+        return len(rows)
+
+
+def _approval(row: Sequence[Any]) -> ApprovalRow:
+    return ApprovalRow(
+        approval_id=row[0],
+        idempotency_key=row[1],
+        branch_id=row[2],
+        call_id=row[3],
+        request_id=row[4],
+        function=row[5],
+        arguments=row[6],
+        digest=row[7],
+        policy=row[8],
+        rule=row[9],
+        escalation=row[10],
+        state=row[11],
+        created_at=float(row[12]),
+        expires_at=None if row[13] is None else float(row[13]),
+        decided_at=None if row[14] is None else float(row[14]),
+        decided_by=row[15],
+        reason=row[16],
+    )
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:

@@ -7,6 +7,9 @@ tables):
 * **messages**: each branch's history, in order (``seq`` is the message's position), each
   message as its strict-JSON record; requests are stored unlinked (the response that follows
   links them again when the history is loaded);
+* **approvals**: one per call an ``escalate`` decision parked (see :mod:`.approvals`): the
+  call, the digest of its normalized arguments and of the policy that asked, and its state
+  (``pending`` → ``approved`` → ``used``, or ``rejected`` / ``expired``);
 * **calls**: one per idempotency key that reached the write-ahead point: who holds it (branch,
   call id, request id), the normalized arguments, the tool's effect class, the attempts
   started, and once known the outcome with the response's record.
@@ -26,6 +29,7 @@ import attrs
 from .errors import JournalError
 
 __all__ = [
+    "ApprovalRow",
     "Batch",
     "CallRow",
     "Claim",
@@ -38,6 +42,14 @@ __all__ = [
 
 REQUESTED = "requested"
 DONE = "done"
+
+#: The states of an approval.
+PENDING = "pending"
+APPROVED = "approved"
+USED = "used"
+REJECTED = "rejected"
+EXPIRED = "expired"
+APPROVAL_STATES = (PENDING, APPROVED, USED, REJECTED, EXPIRED)
 
 
 @attrs.frozen
@@ -66,6 +78,29 @@ class CallRow:
     response: str | None
     requested_at: float
     finished_at: float | None
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRow:
+    """One approval (see :class:`~lionexec.journal.Approval` for the public view)."""
+
+    approval_id: str
+    idempotency_key: str
+    branch_id: str
+    call_id: str
+    request_id: str
+    function: str
+    arguments: str
+    digest: str
+    policy: str
+    rule: str | None
+    escalation: str
+    state: str
+    created_at: float
+    expires_at: float | None
+    decided_at: float | None
+    decided_by: str | None
+    reason: str | None
 
 
 @attrs.frozen(kw_only=True)
@@ -116,9 +151,12 @@ class Batch:
     messages: list[MessageRow] = attrs.Factory(list)
     requests: list[RequestOp] = attrs.Factory(list)
     outcomes: list[OutcomeOp] = attrs.Factory(list)
+    approvals: list[ApprovalRow] = attrs.Factory(list)
 
     def __bool__(self) -> bool:
-        return bool(self.branches or self.messages or self.requests or self.outcomes)
+        return bool(
+            self.branches or self.messages or self.requests or self.outcomes or self.approvals
+        )
 
 
 class Store(Protocol):
@@ -142,6 +180,31 @@ class Store(Protocol):
 
     def call(self, key: str) -> CallRow | None:
         """The row of idempotency key *key*."""
+
+    def approval(self, approval_id: str) -> ApprovalRow | None:
+        """The approval *approval_id*."""
+
+    def approval_of(self, branch_id: str, call_id: str) -> ApprovalRow | None:
+        """The approval of call *call_id* of branch *branch_id* (a call has at most one)."""
+
+    def approvals(self, branch_id: str | None, state: str | None) -> list[ApprovalRow]:
+        """Approvals (of one branch, or all; in one state, or all), oldest first."""
+
+    def set_approval(
+        self,
+        approval_id: str,
+        expected: str,
+        state: str,
+        at: float,
+        by: str | None,
+        reason: str | None,
+    ) -> ApprovalRow | None:
+        """Move approval *approval_id* from state *expected* to *state* (compare and set, one
+        statement); the row after, or ``None`` if it was not in state *expected*."""
+
+    def expire_approvals(self, now: float) -> int:
+        """Move every pending approval whose ``expires_at`` is at or before *now* to
+        ``expired``; return how many."""
 
 
 def claim_for(op: RequestOp, row: CallRow) -> tuple[Claim, CallRow]:
@@ -179,6 +242,8 @@ class MemoryStore:
         self._message_ids: set[str] = set()
         self._calls: dict[str, CallRow] = {}
         self._by_call: dict[tuple[str, str], str] = {}
+        self._approvals: dict[str, ApprovalRow] = {}
+        self._approval_of: dict[tuple[str, str], str] = {}
 
     def commit(self, batch: Batch) -> list[Claim]:
         # Check everything first: the commit is all or nothing.
@@ -199,6 +264,11 @@ class MemoryStore:
         for message in batch.messages:
             self._messages.setdefault(message.branch_id, []).append(message)
             self._message_ids.add(message.message_id)
+        for approval in batch.approvals:
+            pair = (approval.branch_id, approval.call_id)
+            if approval.approval_id not in self._approvals and pair not in self._approval_of:
+                self._approvals[approval.approval_id] = approval
+                self._approval_of[pair] = approval.approval_id
         claims = []
         for op in batch.requests:
             key = op.key
@@ -241,3 +311,47 @@ class MemoryStore:
 
     def call(self, key: str) -> CallRow | None:
         return self._calls.get(key)
+
+    def approval(self, approval_id: str) -> ApprovalRow | None:
+        return self._approvals.get(approval_id)
+
+    def approval_of(self, branch_id: str, call_id: str) -> ApprovalRow | None:
+        approval_id = self._approval_of.get((branch_id, call_id))
+        return None if approval_id is None else self._approvals[approval_id]
+
+    def approvals(self, branch_id: str | None, state: str | None) -> list[ApprovalRow]:
+        rows = [
+            row
+            for row in self._approvals.values()
+            if (branch_id is None or row.branch_id == branch_id)
+            and (state is None or row.state == state)
+        ]
+        return sorted(rows, key=lambda row: (row.created_at, row.approval_id))
+
+    def set_approval(
+        self,
+        approval_id: str,
+        expected: str,
+        state: str,
+        at: float,
+        by: str | None,
+        reason: str | None,
+    ) -> ApprovalRow | None:
+        row = self._approvals.get(approval_id)
+        if row is None or row.state != expected:
+            return None
+        after = attrs.evolve(row, state=state, decided_at=at, decided_by=by, reason=reason)
+        self._approvals[approval_id] = after
+        return after
+
+    def expire_approvals(self, now: float) -> int:
+        expired = [
+            row
+            for row in self._approvals.values()
+            if row.state == PENDING and row.expires_at is not None and row.expires_at <= now
+        ]
+        for row in expired:
+            self._approvals[row.approval_id] = attrs.evolve(
+                row, state=EXPIRED, decided_at=now, decided_by=None, reason=None
+            )
+        return len(expired)
