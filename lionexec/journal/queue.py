@@ -12,9 +12,13 @@ request message as strict JSON. Its life:
   ``unsafe`` ones are answered ``interrupted``; either way ``fence`` grows, so the old
   worker's late write matches no row: it is refused and recorded in
   ``lionexec_rejected_writes``.
-* A call over a shared **rate limit** goes back to ``queued`` with ``not_before`` set to when
-  it may run (*deferred*, never lost); a call over a hard **budget** is answered ``denied``
-  with the reason (ADR-0003: a deferral is not a denial).
+* Shared **limits** (:mod:`lionexec.journal.limits`: per tool and per branch) are judged in
+  the claim transaction, under row locks of ``lionexec_limits`` taken in name order: a call
+  over a **rate** goes back to ``queued`` with ``not_before`` set to when it may run
+  (*deferred*, never lost); a call over a **concurrency** limit goes back as it was (it is
+  not claimed again until a running call of its tool or branch ends: the running calls are
+  the ``claimed`` rows); a call over a hard **budget** is answered ``denied`` with the reason
+  (ADR-0003: a deferral is not a denial).
 
 Every function here is synchronous and runs inside one transaction of a journal's backend
 (``Backend.run``), on a :class:`~lionexec.journal.sql.SqlStore`: PostgreSQL claims with
@@ -28,7 +32,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -40,13 +44,25 @@ from lionexec.conversation import (
     ErrorInfo,
     Message,
 )
-from lionexec.errors import ConfigurationError, DuplicateCallError
+from lionexec.errors import DuplicateCallError
 
-from .._checks import check_positive
 from .errors import JournalError
+from .limits import (
+    NEVER,
+    Busy,
+    Deferred,
+    Granted,
+    Limit,
+    RateBucket,
+    Spend,
+    judge,
+    keys_for,
+    limits_by_key,
+)
 from .store import Store
 
 __all__ = [
+    "ClaimRound",
     "Claimed",
     "Completion",
     "Limit",
@@ -68,52 +84,6 @@ _COLUMNS = (
     "effect, attempts, deferrals, outcome, response, worker, submitted_at, finished_at, "
     "claimed_at"
 )
-
-
-@attrs.frozen(kw_only=True)
-class Limit:
-    """A limit every worker of one database enforces together, for one tool.
-
-    Args:
-        rate: calls allowed per *period* (a GCRA schedule, as :class:`~lionexec.RateLimiter`
-            keeps in process); ``None`` for no rate limit. A call over it is **deferred**.
-        period: the period in seconds (default 1).
-        burst: calls that may start back to back after a quiet spell (default 1). In any
-            window of ``w`` seconds at most ``burst + w * rate / period`` calls start.
-        budget: calls allowed in total (a hard budget); ``None`` for none. A call over it is
-            **denied** with the reason.
-    """
-
-    rate: float | None = None
-    period: float = 1.0
-    burst: int = 1
-    budget: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.rate is not None:
-            check_positive("Limit.rate", self.rate)
-        check_positive("Limit.period", self.period)
-        check_positive("Limit.burst", self.burst, integer=True)
-        if self.budget is not None and (
-            isinstance(self.budget, bool) or not isinstance(self.budget, int) or self.budget < 0
-        ):
-            raise ConfigurationError(
-                f"Limit.budget must be None or an int >= 0, got {self.budget!r}"
-            )
-
-
-def gcra(tat: float, now: float, interval: float, burst: int) -> tuple[float, float]:
-    """One GCRA decision for one unit: ``(wait, new_tat)``.
-
-    *wait* ``<= 0`` grants the unit now (then store *new_tat*); otherwise it is the seconds
-    until it would be granted (and *tat* stays). The arithmetic of the in-process
-    :class:`~lionexec.RateLimiter`'s cells.
-    """
-    start = tat if tat > now else now
-    wait = start + (1 - burst) * interval - now
-    if wait > 1e-9:
-        return wait, tat
-    return 0.0, start + interval
 
 
 @attrs.frozen(kw_only=True)
@@ -235,8 +205,12 @@ def request_record(request: ActionRequest) -> str:
     return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
-def response_record(response: ActionResponse) -> str:
+def response_record(response: ActionResponse, *, attempts: int | None = None) -> str:
+    """*response* as the queue stores it; *attempts*, if given, replaces its count (a worker
+    counts the runs of the call by the workers before it)."""
     record = _unstructure.converter.unstructure(response)
+    if attempts is not None:
+        record["content"]["attempts"] = attempts
     return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -424,32 +398,53 @@ def reclaim(
     return requeued, interrupted
 
 
+class ClaimRound(NamedTuple):
+    """What one :func:`claim` did."""
+
+    #: the calls to run now (granted by every limit that applies)
+    run: list[Claimed]
+    #: calls put back for later by a rate limit
+    deferred: int
+    #: calls answered ``denied`` by a budget
+    denied: int
+    #: when fewer calls run than were asked for: seconds until the earliest call still
+    #: queued may run (``None``: none is, or none may until a running call ends)
+    next: float | None
+    #: calls put back untouched by a concurrency limit (a slot frees when a call ends)
+    busy: int = 0
+
+
 def claim(
     store: Store,
     worker: str,
     n: int,
     lease: float,
     limits: Mapping[str, Limit],
-) -> tuple[list[Claimed], int, int, float | None]:
+) -> ClaimRound:
     """Claim up to *n* ready calls for *worker* with a lease of *lease* seconds.
 
-    Calls over a rate limit of *limits* go back to the queue for later (deferred); calls
-    over a budget are answered ``denied``. Returns ``(to run, deferred, denied, next)``:
-    *next* is, when fewer than *n* calls run, the seconds until the earliest call still queued
-    may run (``None`` if none is queued).
+    *limits* (:func:`~lionexec.journal.limits.limits_by_key`'s keys: tool names,
+    ``branch:*``, ``branch:<id>``) are judged for each call in this transaction: calls over
+    a rate go back to the queue for later (deferred), calls over a concurrency limit go back
+    as they were (busy: not claimed while their tool or branch is at its maximum), calls
+    over a budget are answered ``denied``.
     """
     tx = _tx(store)
     now = db_now(store)
-    lock = " FOR UPDATE SKIP LOCKED" if _is_pg(store) else ""
+    pg = _is_pg(store)
+    limits = limits_by_key(limits)
+    tools, branches = _saturated(store, limits, {}) if limits else (set(), set())
+    where, params = _ready_where(tools, branches)
+    lock = " FOR UPDATE SKIP LOCKED" if pg else ""
     raw = tx.execute(
         "WITH picked AS (SELECT branch_id, call_id FROM lionexec_queue "
-        f"WHERE state = ? AND not_before <= ? ORDER BY not_before LIMIT ?{lock}) "
+        f"WHERE {where} AND not_before <= ? ORDER BY not_before LIMIT ?{lock}) "
         "UPDATE lionexec_queue SET state = ?, fence = fence + 1, owner = ?, lease_until = ?, "
         "claimed_at = ?, attempts = attempts + 1 FROM picked "
         "WHERE lionexec_queue.branch_id = picked.branch_id "
         "AND lionexec_queue.call_id = picked.call_id RETURNING lionexec_queue.branch_id, "
         "lionexec_queue.call_id, function, request, fence, attempts",
-        (QUEUED, now, n, CLAIMED, worker, now + lease, now),
+        (*params, now, n, CLAIMED, worker, now + lease, now),
     )
     claimed = [
         Claimed(
@@ -462,35 +457,46 @@ def claim(
         )
         for r in raw
     ]
-    if not limits or not claimed:
-        return claimed, 0, 0, _next_ready(store, now, len(claimed) < n)
+    applied = [keys_for(limits, job.function, job.branch_id) for job in claimed]
+    if not any(applied):
+        return ClaimRound(
+            claimed, 0, 0, _next_ready(store, now, len(claimed) < n, tools, branches)
+        )
+    state = _DbState.lock(store, limits, claimed, applied)
+    now = db_now(store)  # read under the limits' locks: grants are decided in lock order
     run: list[Claimed] = []
-    deferred = denied = 0
-    for job in claimed:
-        limit = limits.get(job.function)
-        if limit is None:
+    deferred = denied = busy = 0
+    for job, keys in zip(claimed, applied, strict=True):
+        if not keys:
             run.append(job)
             continue
-        verdict = _charge(store, f"tool:{job.function}", limit, now)
+        verdict = judge(keys, _arguments(job) if state.priced(keys) else {}, now, state)
         if isinstance(verdict, Granted):
             tx.execute(
                 "UPDATE lionexec_queue SET claimed_at = ? WHERE branch_id = ? AND call_id = ?",
                 (verdict.at, job.branch_id, job.call_id),
             )
             run.append(job)
-        elif isinstance(verdict, float):
+        elif isinstance(verdict, Deferred):
             tx.execute(
                 "UPDATE lionexec_queue SET state = ?, not_before = ?, lease_until = NULL, "
                 "attempts = attempts - 1, deferrals = deferrals + 1 "
                 "WHERE branch_id = ? AND call_id = ?",
-                (QUEUED, now + verdict, job.branch_id, job.call_id),
+                (QUEUED, now + verdict.wait, job.branch_id, job.call_id),
             )
             deferred += 1
+        elif isinstance(verdict, Busy):
+            tx.execute(
+                "UPDATE lionexec_queue SET state = ?, lease_until = NULL, attempts = attempts - 1 "
+                "WHERE branch_id = ? AND call_id = ?",
+                (QUEUED, job.branch_id, job.call_id),
+            )
+            busy += 1
         else:
             body = answer(
                 load_request(job.request),
                 ActionOutcome.DENIED,
-                ErrorInfo("BudgetExceeded", verdict),
+                ErrorInfo("BudgetExceeded", verdict.reason),
                 0,
             )
             tx.execute(
@@ -500,67 +506,191 @@ def claim(
                 (DONE, ActionOutcome.DENIED.value, body, worker, now, job.branch_id, job.call_id),
             )
             denied += 1
+    state.save()
     if denied:
         _notify(store, "lionexec_done")
-    return run, deferred, denied, _next_ready(store, now, len(run) < n)
+    if len(run) < n:
+        tools, branches = _saturated(store, limits, state.counts)
+    ready = _next_ready(store, now, len(run) < n, tools, branches)
+    return ClaimRound(run, deferred, denied, ready, busy)
 
 
-@attrs.frozen
-class Granted:
-    """A limit granted a call at *at* (the database's clock, read under the limit's lock)."""
-
-    at: float
+def _arguments(job: Claimed) -> Mapping[str, Any]:
+    arguments = load_request(job.request).content.arguments
+    return arguments if isinstance(arguments, Mapping) else {}
 
 
-def _next_ready(store: Store, now: float, look: bool) -> float | None:
-    """Seconds until the earliest queued call may run (``None``: none queued), if *look*."""
+def _ready_where(tools: set[str], branches: set[str]) -> tuple[str, list[str]]:
+    """``state = queued`` and none of the saturated *tools* and *branches*."""
+    where, params = "state = ?", [QUEUED]
+    if tools:
+        where += f" AND function NOT IN ({', '.join('?' * len(tools))})"
+        params += sorted(tools)
+    if branches:
+        where += f" AND branch_id NOT IN ({', '.join('?' * len(branches))})"
+        params += sorted(branches)
+    return where, params
+
+
+def _saturated(
+    store: Store, limits: Mapping[str, Limit], known: Mapping[str, int]
+) -> tuple[set[str], set[str]]:
+    """The tools and branches at their concurrency limit (calls claimed now): their queued
+    calls are not claimed. *known*: counts already read under the limits' locks."""
+    tx = _tx(store)
+    tools: set[str] = set()
+    branches: set[str] = set()
+    capped = {k: v.concurrency for k, v in limits.items() if v.concurrency is not None}
+    if not capped:
+        return tools, branches
+    counts = dict(known)
+    names = [k[5:] for k in capped if k.startswith("tool:") and k not in counts]
+    if names:
+        for function, count in tx.execute(
+            "SELECT function, COUNT(*) FROM lionexec_queue WHERE state = ? AND function IN "
+            f"({', '.join('?' * len(names))}) GROUP BY function",
+            (CLAIMED, *names),
+        ):
+            counts[f"tool:{function}"] = int(count)
+    if "branch:*" in capped:
+        rows = tx.execute(
+            "SELECT branch_id, COUNT(*) FROM lionexec_queue WHERE state = ? GROUP BY branch_id",
+            (CLAIMED,),
+        )
+    else:
+        ids = [k[7:] for k in capped if k.startswith("branch:")]
+        rows = (
+            tx.execute(
+                "SELECT branch_id, COUNT(*) FROM lionexec_queue WHERE state = ? AND branch_id IN "
+                f"({', '.join('?' * len(ids))}) GROUP BY branch_id",
+                (CLAIMED, *ids),
+            )
+            if ids
+            else []
+        )
+    for branch_id, count in rows:
+        counts.setdefault(f"branch:{branch_id}", int(count))
+    for key, count in counts.items():
+        limit = capped.get(key, capped.get("branch:*") if key.startswith("branch:") else None)
+        if limit is not None and count >= limit:
+            (tools if key.startswith("tool:") else branches).add(key.split(":", 1)[1])
+    return tools, branches
+
+
+@attrs.define
+class _DbState:
+    """The :class:`~lionexec.journal.limits.LimitState` of one claim: the rows of
+    ``lionexec_limits`` it needs, locked, and the running counts read under those locks."""
+
+    store: Store
+    rates: dict[str, RateBucket]
+    spends: dict[str, Spend]
+    counts: dict[str, int]
+
+    @classmethod
+    def lock(
+        cls,
+        store: Store,
+        limits: Mapping[str, Limit],
+        claimed: Sequence[Claimed],
+        applied: Sequence[list[tuple[str, Limit]]],
+    ) -> _DbState:
+        tx = _tx(store)
+        keys = {key: limit for keys in applied for key, limit in keys}
+        names = sorted(
+            [*keys, *(f"budget:{key}" for key, limit in keys.items() if limit.budget is not None)]
+        )
+        # one row per schedule ("<key>") and budget ("budget:<key>"), inserted and locked in
+        # name order, so that two workers needing the same rows never deadlock
+        # a schedule starts at NEVER; a budget's tat is what it spent: nothing
+        starts = [0.0 if name.startswith("budget:") else NEVER for name in names]
+        if _is_pg(store):
+            tx.execute(
+                "INSERT INTO lionexec_limits (name, tat, used, next_slot) "
+                "SELECT name, tat, 0, ? FROM unnest(?::text[], ?::float8[]) AS v (name, tat) "
+                "ORDER BY name ON CONFLICT DO NOTHING",
+                (NEVER, names, starts),
+            )
+            rows = tx.execute(
+                "SELECT name, tat, used, next_slot FROM lionexec_limits WHERE name = ANY(?) "
+                "ORDER BY name FOR UPDATE",
+                (names,),
+            )
+        else:
+            tx.executemany(
+                "INSERT INTO lionexec_limits (name, tat, used, next_slot) VALUES (?, ?, 0, ?) "
+                "ON CONFLICT DO NOTHING",
+                [(name, start, NEVER) for name, start in zip(names, starts, strict=True)],
+            )
+            rows = tx.execute(
+                "SELECT name, tat, used, next_slot FROM lionexec_limits WHERE name IN "
+                f"({', '.join('?' * len(names))})",
+                names,
+            )
+        rates: dict[str, RateBucket] = {}
+        spends: dict[str, Spend] = {}
+        for name, tat, used, next_slot in rows:
+            if name.startswith("budget:"):
+                spends[name[7:]] = Spend(float(tat), float(next_slot), int(used))
+            else:
+                rates[name] = RateBucket(float(tat), float(next_slot), int(used))
+        counts: dict[str, int] = {}
+        for key, limit in keys.items():
+            if limit.concurrency is None:
+                continue
+            column, value = (
+                ("function", key[5:])
+                if key.startswith("tool:")
+                else (
+                    "branch_id",
+                    key[7:],
+                )
+            )
+            rows = tx.execute(
+                f"SELECT COUNT(*) FROM lionexec_queue WHERE state = ? AND {column} = ?",
+                (CLAIMED, value),
+            )
+            # this claim's own calls are claimed rows too: they count once granted
+            mine = sum(1 for job, ks in zip(claimed, applied, strict=True) if key in dict(ks))
+            counts[key] = int(rows[0][0]) - mine
+        return cls(store, rates, spends, counts)
+
+    def rate(self, key: str) -> RateBucket:
+        return self.rates.setdefault(key, RateBucket())
+
+    def spend(self, key: str) -> Spend:
+        return self.spends.setdefault(key, Spend())
+
+    def running(self, key: str) -> int:
+        return self.counts.get(key, 0)
+
+    def started(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def priced(self, keys: list[tuple[str, Limit]]) -> bool:
+        """Whether a budget of *keys* prices calls by their arguments."""
+        return any(limit.budget is not None and callable(limit.cost) for _, limit in keys)
+
+    def save(self) -> None:
+        rows = [(b.tat, b.used, b.next_slot, name) for name, b in self.rates.items()]
+        rows += [(s.spent, s.calls, s.window, f"budget:{k}") for k, s in self.spends.items()]
+        _tx(self.store).executemany(
+            "UPDATE lionexec_limits SET tat = ?, used = ?, next_slot = ? WHERE name = ?", rows
+        )
+
+
+def _next_ready(
+    store: Store, now: float, look: bool, tools: set[str], branches: set[str]
+) -> float | None:
+    """Seconds until the earliest queued call may run (``None``: none queued, or only calls
+    of saturated *tools* and *branches*), if *look*."""
     if not look:
         return None
-    rows = _tx(store).execute(
-        "SELECT MIN(not_before) FROM lionexec_queue WHERE state = ?", (QUEUED,)
-    )
+    where, params = _ready_where(tools, branches)
+    rows = _tx(store).execute(f"SELECT MIN(not_before) FROM lionexec_queue WHERE {where}", params)
     if not rows or rows[0][0] is None:
         return None
     return max(0.0, float(rows[0][0]) - now)
-
-
-def _charge(store: Store, name: str, limit: Limit, now: float) -> Granted | float | str:
-    """Charge one call to the limit row *name*: :class:`Granted` (when), a float: seconds
-    until the call may come back (deferred), a string: why it is denied (over budget).
-
-    A deferred call is given the next free slot of the schedule (``next_slot``, one
-    interval after the last one given), so the calls deferred by every worker come back one
-    by one instead of all at the same instant.
-    """
-    tx = _tx(store)
-    tx.execute(
-        "INSERT INTO lionexec_limits (name, tat, used, next_slot) VALUES (?, ?, 0, ?) "
-        "ON CONFLICT DO NOTHING",
-        (name, -1e300, -1e300),
-    )
-    lock = " FOR UPDATE" if _is_pg(store) else ""
-    rows = tx.execute(
-        f"SELECT tat, used, next_slot FROM lionexec_limits WHERE name = ?{lock}", (name,)
-    )
-    tat, used, next_slot = float(rows[0][0]), int(rows[0][1]), float(rows[0][2])
-    # the clock read under the row's lock: grants are decided in the order they are made
-    now = db_now(store)
-    if limit.budget is not None and used >= limit.budget:
-        return (
-            f"the budget of {limit.budget} calls of {name.split(':', 1)[1]!r} shared by every "
-            "worker is spent"
-        )
-    if limit.rate is not None:
-        interval = limit.period / limit.rate
-        wait, tat = gcra(tat, now, interval, limit.burst)
-        if wait > 0:
-            slot = max(next_slot, now + wait)
-            tx.execute(
-                "UPDATE lionexec_limits SET next_slot = ? WHERE name = ?", (slot + interval, name)
-            )
-            return slot - now
-    tx.execute("UPDATE lionexec_limits SET tat = ?, used = used + 1 WHERE name = ?", (tat, name))
-    return Granted(now)
 
 
 def heartbeat(
@@ -597,9 +727,12 @@ def heartbeat(
     return kept
 
 
-def complete(store: Store, worker: str, completions: Sequence[Completion]) -> WriteResult:
+def complete(
+    store: Store, worker: str, completions: Sequence[Completion], *, wake: bool = False
+) -> WriteResult:
     """Record *completions*, each only if its fence still holds the row (one statement
-    checks and writes); the others are refused and recorded as rejected writes."""
+    checks and writes); the others are refused and recorded as rejected writes. With
+    *wake* (concurrency limits are in use), idle workers are woken too: a slot is free."""
     tx = _tx(store)
     now = db_now(store)
     ok: set[tuple[str, str]] = set()
@@ -653,6 +786,8 @@ def complete(store: Store, worker: str, completions: Sequence[Completion]) -> Wr
         )
     if recorded:
         _notify(store, "lionexec_done")
+        if wake:
+            _notify(store, "lionexec_queue")
     return WriteResult(recorded, rejected)
 
 

@@ -19,8 +19,10 @@ See :mod:`lionexec.journal.queue` for the states of a queued call.
   ``interrupted`` (``unsafe``: it may or may not have taken effect).
 * **Wake-ups**: PostgreSQL ``LISTEN``/``NOTIFY``, with polling every *poll* seconds as the
   fallback (and the only way on SQLite).
-* **Shared limits**: :class:`~lionexec.journal.queue.Limit` per tool, kept in the database:
-  over a rate → deferred (queued again for later), over a budget → denied with the reason.
+* **Shared limits**: :class:`~lionexec.journal.limits.Limit` per tool and per branch, kept
+  in the database and judged in the claim transaction: over a rate → deferred (queued again
+  for later), over a concurrency limit → left queued until a running call of its tool or
+  branch ends, over a budget → denied with the reason.
 * **Shutdown**: cancelling :meth:`Worker.run` (or ``SIGTERM`` to ``python -m lionexec
   worker``) stops claiming, gives the running calls *grace* seconds to finish and write their
   results, then cancels the rest: ``pure``/``idempotent``/``keyed`` ones are released to the
@@ -53,7 +55,8 @@ from lionexec.tools import ActionManager, Tool
 from . import queue
 from .api import Journal
 from .errors import JournalError
-from .queue import Claimed, Completion, Limit
+from .limits import Limit, limits_by_key
+from .queue import Claimed, Completion
 
 __all__ = ["Worker", "WorkerStatistics"]
 
@@ -74,6 +77,7 @@ class WorkerStatistics:
         recorded: results written.
         rejected: late results refused by the fencing token.
         deferred: claims put back by a rate limit.
+        busy: claims put back by a concurrency limit.
         denied: calls denied by a budget.
         requeued: expired leases of other workers it queued again.
         interrupted: expired leases it answered ``interrupted``.
@@ -87,6 +91,7 @@ class WorkerStatistics:
     recorded: int
     rejected: int
     deferred: int
+    busy: int
     denied: int
     requeued: int
     interrupted: int
@@ -144,7 +149,9 @@ class Worker:
         lease: seconds a claim holds without a heartbeat.
         poll: longest wait between two looks at the queue when idle.
         grace: seconds running calls get to finish on shutdown.
-        limits: shared limits by tool name (every worker of a database should pass the same).
+        limits: shared limits by key: a tool name, ``"branch:*"`` (each branch) or
+            ``"branch:<id>"`` (:mod:`lionexec.journal.limits`); every worker of a database
+            should pass the same.
         policy, hooks, observer: the governance calls run under (as for ``Branch``).
     """
 
@@ -172,10 +179,8 @@ class Worker:
         self.lease = _seconds("lease", lease)
         self.poll = _seconds("poll", poll)
         self.grace = _seconds("grace", grace) if grace != 0 else 0.0
-        self.limits = dict(limits or {})
-        for tool, limit in self.limits.items():
-            if not isinstance(limit, Limit):
-                raise ConfigurationError(f"limits[{tool!r}] must be a Limit, got {limit!r}")
+        self.limits = limits_by_key(limits)
+        self._wake = any(limit.concurrency is not None for limit in self.limits.values())
         self.policy = policy
         self.hooks = hooks if hooks is not None else HookBus()
         self.observer = observer
@@ -192,6 +197,7 @@ class Worker:
                 "recorded",
                 "rejected",
                 "deferred",
+                "busy",
                 "denied",
                 "requeued",
                 "interrupted",
@@ -270,7 +276,7 @@ class Worker:
                 try:  # not abandoned on cancellation: every call claimed is run or released
                     (
                         (requeued, interrupted),
-                        (claimed, deferred, denied, ready),
+                        (claimed, deferred, denied, ready, busy),
                     ) = await journal._run(round_, cancellable=False)
                 except JournalError as exc:
                     self._log("claim_failed", error=f"{type(exc).__name__}: {exc}")
@@ -279,8 +285,9 @@ class Worker:
                 counts = self._counts
                 counts["requeued"] += requeued
                 counts["interrupted"] += interrupted
-                counts["claimed"] += len(claimed) + deferred + denied
+                counts["claimed"] += len(claimed) + deferred + denied + busy
                 counts["deferred"] += deferred
+                counts["busy"] += busy
                 counts["denied"] += denied
                 for claim in claimed:
                     job = _Job(claim)
@@ -347,12 +354,16 @@ class Worker:
             ):
                 await self._release([job])
                 return
+            # the runs of the workers that held this call before (their leases expired)
+            before = claim.attempts - 1
             completion = Completion(
                 branch_id=claim.branch_id,
                 call_id=claim.call_id,
                 fence=claim.fence,
                 outcome=response.outcome.value,
-                response=queue.response_record(response),
+                response=queue.response_record(
+                    response, attempts=response.content.attempts + before if before else None
+                ),
             )
             if await self._write(completion):
                 self._counts["recorded"] += 1
@@ -391,7 +402,12 @@ class Worker:
             batch, self._writes = self._writes, []
             try:
                 result = await self.journal._run(
-                    partial(queue.complete, worker=self.name, completions=[w.c for w in batch]),
+                    partial(
+                        queue.complete,
+                        worker=self.name,
+                        completions=[w.c for w in batch],
+                        wake=self._wake,
+                    ),
                     cancellable=False,
                 )
             except BaseException as exc:

@@ -22,12 +22,12 @@ import trio
 from lionexec.errors import ConfigurationError
 
 from .._checks import check_positive
+from .._gcra import EPSILON, gcra
 from .errors import BudgetExceededError
 
 __all__ = ["RateLimiter", "RateLimiterStatistics", "parse_duration", "retry_after_seconds"]
 
-#: Waits shorter than this count as "now" (float rounding of the schedule, not a real wait).
-_EPSILON: Final = 1e-9
+_EPSILON: Final = EPSILON
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
@@ -70,12 +70,10 @@ class _Cell:
     tat: float = -math.inf  # theoretical arrival time
 
     def wait(self, now: float, units: float) -> float:
-        start = self.tat if self.tat > now else now
-        return start + (units - self.capacity) * self.interval - now
+        return gcra(self.tat, now, self.interval, self.capacity, units)[0]
 
     def charge(self, now: float, units: float) -> None:
-        start = self.tat if self.tat > now else now
-        self.tat = start + units * self.interval
+        self.tat = gcra(self.tat, now, self.interval, self.capacity, units)[1]
 
     def available(self, now: float) -> int:
         backlog = (self.tat - now) if self.tat > now else 0.0

@@ -91,12 +91,13 @@ async def test_a_heartbeat_keeps_only_the_leases_still_held(target: str) -> None
 
 
 def test_gcra_is_the_in_process_limiters_arithmetic() -> None:
+    from lionexec._gcra import gcra
     from lionexec.models.limiter import RateLimiter
 
     limiter = RateLimiter(requests=10, period=1.0, burst=3)
     tat = -1e300
     for now in [0.0, 0.0, 0.0, 0.0, 0.05, 0.1, 0.1, 0.25, 0.26, 1.0, 1.0, 1.0, 1.0, 1.0]:
-        wait, new = queue.gcra(tat, now, 0.1, 3)
+        wait, new = gcra(tat, now, 0.1, 3)
         expected = limiter.try_acquire(now=now)
         assert wait == pytest.approx(expected, abs=1e-9)
         if wait <= 0:
@@ -113,7 +114,10 @@ async def test_a_rate_limit_defers_and_a_budget_denies(tmp_path: Path) -> None:
     async def budgeted(n: int) -> int:
         return n
 
-    tools = [Tool(limited, effect="pure"), Tool(budgeted, effect="pure")]
+    tools = [
+        Tool.from_function(limited, effect="pure"),
+        Tool.from_function(budgeted, effect="pure"),
+    ]
     limits = {"limited": Limit(rate=20, burst=2), "budgeted": Limit(budget=3)}
     async with SqliteJournal(tmp_path / "j.db") as journal:
         worker = Worker(journal, tools, lease=5, poll=0.02, limits=limits, concurrency=4)
@@ -139,7 +143,10 @@ async def test_a_rate_limit_defers_and_a_budget_denies(tmp_path: Path) -> None:
     outcomes = sorted(r.outcome.value for r in budget_rs)
     assert outcomes == ["completed"] * 3 + ["denied"] * 3
     denied = [r for r in budget_rs if r.outcome is ActionOutcome.DENIED]
-    assert all("budget of 3 calls of 'budgeted'" in str(r.content.error) for r in denied)
+    assert all(
+        "budget of 3 calls of tool 'budgeted' (in total) is spent" in str(r.content.error)
+        for r in denied
+    )
     assert all(r.content.attempts == 0 for r in denied)
 
 
@@ -162,7 +169,11 @@ async def test_shutdown_finishes_within_grace_then_releases_or_answers(tmp_path:
         await trio.sleep_forever()
         return n  # pragma: no cover
 
-    tools = [Tool(finisher, effect="pure"), Tool(again, effect="idempotent"), Tool(once)]
+    tools = [
+        Tool.from_function(finisher, effect="pure"),
+        Tool.from_function(again, effect="idempotent"),
+        Tool.from_function(once),
+    ]
     async with SqliteJournal(tmp_path / "j.db") as journal:
         worker = Worker(journal, tools, lease=5, poll=0.02, grace=0.3)
         branch = uuid.uuid4()
@@ -192,7 +203,9 @@ async def test_governance_runs_in_the_worker(tmp_path: Path) -> None:
 
     policy = PermissionPolicy.deny_all()
     async with SqliteJournal(tmp_path / "j.db") as journal:
-        worker = Worker(journal, [Tool(secret, effect="pure")], poll=0.02, policy=policy)
+        worker = Worker(
+            journal, [Tool.from_function(secret, effect="pure")], poll=0.02, policy=policy
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(worker.run)
             hostile = [
@@ -268,7 +281,9 @@ async def test_a_lease_taken_over_cancels_the_call_and_its_write_is_refused(
         return n  # pragma: no cover
 
     async with SqliteJournal(tmp_path / "j.db") as journal:
-        worker = Worker(journal, [Tool(slow, effect="idempotent")], lease=0.3, poll=0.02)
+        worker = Worker(
+            journal, [Tool.from_function(slow, effect="idempotent")], lease=0.3, poll=0.02
+        )
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 await nursery.start(worker.run)
@@ -328,7 +343,7 @@ async def test_wait_into_records_the_pairs_in_the_submitting_branch(tmp_path: Pa
 
     path = tmp_path / "j.db"
     async with SqliteJournal(path) as journal:
-        worker = Worker(journal, [Tool(double, effect="pure")], poll=0.02)
+        worker = Worker(journal, [Tool.from_function(double, effect="pure")], poll=0.02)
         branch = await journal.branch()
         async with trio.open_nursery() as nursery:
             await nursery.start(worker.run)

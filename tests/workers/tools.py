@@ -55,7 +55,9 @@ async def unsafe(n: int) -> int:
 
 
 registry = ActionManager()
-registry.register_tools([Tool(safe, effect="idempotent"), Tool(unsafe, effect="unsafe")])
+registry.register_tools(
+    [Tool.from_function(safe, effect="idempotent"), Tool.from_function(unsafe, effect="unsafe")]
+)
 
 #: ``--limits tests.workers.tools:limits``: a shared rate (``LIONEXEC_TEST_RATE`` per second).
 limits = {"safe": Limit(rate=float(os.environ.get("LIONEXEC_TEST_RATE", "50")), burst=3)}

@@ -1,0 +1,471 @@
+"""Limits on tool calls, per tool and per branch: rates, concurrent calls and cost budgets.
+
+One :class:`Limit` says how many calls may start per period (a GCRA schedule, the
+arithmetic of the in-process :class:`~lionexec.RateLimiter`), how many may run at once, and
+how much they may cost (per period, or in total). The limits of a deployment are a mapping
+(:func:`limits_by_key`) whose keys name what each limit applies to:
+
+* ``"name"`` or ``"tool:name"``: every call of the tool *name*, whatever its branch;
+* ``"branch:*"``: each branch on its own (every branch gets its own schedule, slots and budget);
+* ``"branch:<id>"``: the branch *id* (instead of ``"branch:*"`` for it).
+
+A call is judged against every limit that applies to it (:func:`judge`), with ADR-0003's
+distinction kept:
+
+* over a **budget** → :class:`Denied`, with the reason: it never runs (checked first: a call
+  that would be denied anyway does not wait);
+* over a **concurrency** limit → :class:`Busy`: it stays queued and is not started until a
+  running call of the same tool (or branch) ends;
+* over a **rate** → :class:`Deferred`: it may start after the wait given, never lost;
+* otherwise :class:`Granted`: the schedules and budgets are charged, and it counts as running
+  until released.
+
+The decision is one synchronous function over a :class:`LimitState` (the schedules, budgets
+and running counts it reads and writes), so the same limits work in two places:
+
+* across every worker of a database (:mod:`lionexec.journal.queue`): the state is rows of
+  ``lionexec_limits`` (``"<key>"`` for a schedule, ``"budget:<key>"`` for a budget) locked
+  in the transaction that claims the calls, and the running counts are the claimed rows of
+  the queue; time is the database's;
+* in one process, without a database: :class:`LocalLimiter`, on trio's clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Final, Protocol
+
+import attrs
+import trio
+
+from lionexec.errors import ConfigurationError, LionexecError
+
+from .._checks import check_positive
+from .._gcra import gcra
+
+__all__ = [
+    "Busy",
+    "Deferred",
+    "Denied",
+    "Granted",
+    "Limit",
+    "LimitDeniedError",
+    "LimitState",
+    "LocalLimiter",
+    "RateBucket",
+    "Spend",
+    "Verdict",
+    "judge",
+    "keys_for",
+    "limits_by_key",
+]
+
+#: A schedule or budget nobody has used yet starts here (a time long past).
+NEVER: Final = -1e300
+#: The longest exception text a denial quotes from a failing cost function.
+_REASON_CHARS: Final = 200
+
+
+def _check_cost(value: object) -> None:
+    if callable(value):
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigurationError(
+            f"Limit.cost must be a finite number >= 0 or a function of the call's arguments, "
+            f"got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Limit:
+    """A limit on the calls of one tool, or of one branch (see the module docs for the keys).
+
+    Args:
+        rate: calls allowed to start per *period* (a GCRA schedule); ``None`` for no rate
+            limit. A call over it is **deferred**.
+        period: the rate's period in seconds (default 1).
+        burst: calls that may start back to back after a quiet spell (default 1). In any
+            window of ``w`` seconds at most ``burst + w * rate / period`` calls start.
+        concurrency: calls allowed to run at once (claimed by any worker); ``None`` for no
+            limit. A call over it is not started until a running one ends.
+        budget: the total cost allowed (per *budget_period*, or in all); ``None`` for none.
+            A call whose cost would take the spending over it is **denied** with the reason.
+        budget_period: seconds after which the budget is renewed (fixed windows, the first
+            starting with the first call charged); ``None``: the budget is for all time.
+        cost: what one call costs against *budget*: a number (default 1: the budget counts
+            calls), or a function of the call's arguments (a mapping, as the model sent them)
+            returning one. A function that raises, or returns anything but a finite number
+            ``>= 0``, denies the call (the reason names the error).
+    """
+
+    rate: float | None = None
+    period: float = 1.0
+    burst: int = 1
+    concurrency: int | None = None
+    budget: float | None = None
+    budget_period: float | None = None
+    cost: float | Callable[[Mapping[str, Any]], float] = 1
+
+    def __attrs_post_init__(self) -> None:
+        if self.rate is not None:
+            check_positive("Limit.rate", self.rate)
+        check_positive("Limit.period", self.period)
+        check_positive("Limit.burst", self.burst, integer=True)
+        if self.concurrency is not None:
+            check_positive("Limit.concurrency", self.concurrency, integer=True)
+        if self.budget is not None and (
+            isinstance(self.budget, bool)
+            or not isinstance(self.budget, int | float)
+            or not math.isfinite(self.budget)
+            or self.budget < 0
+        ):
+            raise ConfigurationError(
+                f"Limit.budget must be None or a finite number >= 0, got {self.budget!r}"
+            )
+        if self.budget_period is not None:
+            check_positive("Limit.budget_period", self.budget_period)
+            if self.budget is None:
+                raise ConfigurationError("Limit.budget_period needs a budget (budget=...)")
+        _check_cost(self.cost)
+
+    def cost_of(self, arguments: Mapping[str, Any]) -> float | str:
+        """The cost of a call with *arguments*, or why it cannot be priced (a string)."""
+        cost = self.cost
+        if not callable(cost):
+            return float(cost)
+        try:
+            value = cost(arguments)
+        except Exception as exc:  # the arguments are a model's: a cost function may choke
+            return f"its cost could not be computed ({type(exc).__name__}: {exc})"[:_REASON_CHARS]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            return f"its cost is not a finite number >= 0 ({value!r})"[:_REASON_CHARS]
+        return float(value)
+
+
+def limits_by_key(limits: Mapping[str, Limit] | None) -> dict[str, Limit]:
+    """*limits* with every key in its canonical form (``tool:name``, ``branch:*``,
+    ``branch:<id>``). Raises :class:`ConfigurationError` naming a bad key or value."""
+    out: dict[str, Limit] = {}
+    for key, limit in (limits or {}).items():
+        if not isinstance(limit, Limit):
+            raise ConfigurationError(f"limits[{key!r}] must be a Limit, got {limit!r}")
+        if not isinstance(key, str) or not key or key in ("tool:", "branch:"):
+            raise ConfigurationError(
+                f"a limit's key is a tool name, 'tool:NAME', 'branch:*' or 'branch:ID', "
+                f"got {key!r}"
+            )
+        canonical = key if key.startswith(("tool:", "branch:")) else f"tool:{key}"
+        if canonical in out:
+            raise ConfigurationError(f"two limits for {canonical!r}")
+        out[canonical] = limit
+    return out
+
+
+def keys_for(
+    limits: Mapping[str, Limit], function: str, branch_id: str | None
+) -> list[tuple[str, Limit]]:
+    """The ``(key, limit)`` pairs that apply to a call of *function* in *branch_id*, with
+    *limits* as :func:`limits_by_key` returns them (``branch:*`` becomes the branch's own
+    key)."""
+    found = []
+    tool = limits.get(f"tool:{function}")
+    if tool is not None:
+        found.append((f"tool:{function}", tool))
+    if branch_id is not None:
+        key = f"branch:{branch_id}"
+        branch = limits.get(key, limits.get("branch:*"))
+        if branch is not None:
+            found.append((key, branch))
+    return found
+
+
+# -- verdicts ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Granted:
+    """The call may start; it was charged at *at* (the judge's clock)."""
+
+    at: float
+
+
+@attrs.frozen
+class Deferred:
+    """Over a rate: the call may start after *wait* seconds (it keeps its place)."""
+
+    wait: float
+    key: str
+
+
+@attrs.frozen
+class Busy:
+    """Over a concurrency limit: the call may start when a running call of *key* ends."""
+
+    key: str
+
+
+@attrs.frozen
+class Denied:
+    """Over a budget: the call is answered ``denied`` with *reason* and never runs."""
+
+    reason: str
+    key: str
+
+
+Verdict = Granted | Deferred | Busy | Denied
+
+
+# -- the state a judge reads and writes --------------------------------------------------------
+
+
+@attrs.define
+class RateBucket:
+    """One GCRA schedule: its theoretical arrival time, the next slot given to a deferred
+    call (so deferred calls come back one by one, not all at once), calls granted."""
+
+    tat: float = NEVER
+    next_slot: float = NEVER
+    used: int = 0
+
+
+@attrs.define
+class Spend:
+    """One budget: spent in the window that started at *window* (all time: never renewed),
+    calls charged."""
+
+    spent: float = 0.0
+    window: float = NEVER
+    calls: int = 0
+
+
+class LimitState(Protocol):
+    """What :func:`judge` reads and writes: a schedule and a budget per key, and the calls
+    running per key. The buckets it returns are live: :func:`judge` changes them in place."""
+
+    def rate(self, key: str) -> RateBucket: ...
+
+    def spend(self, key: str) -> Spend: ...
+
+    def running(self, key: str) -> int: ...
+
+    def started(self, key: str) -> None:
+        """A call of *key* was granted: it counts as running (until released)."""
+
+
+def judge(
+    applied: list[tuple[str, Limit]],
+    arguments: Mapping[str, Any],
+    now: float,
+    state: LimitState,
+) -> Verdict:
+    """Judge one call against the *applied* limits (:func:`keys_for`) at *now*.
+
+    Order: any budget the call would overspend denies it; then any concurrency limit at its
+    maximum makes it wait (:class:`Busy`); then any rate schedule defers it (the longest
+    wait). Only a granted call changes the budgets, schedules and running counts (a deferral
+    only reserves its slot). Synchronous; never raises for a call's arguments.
+    """
+    costs: list[tuple[str, Limit, Spend, float]] = []
+    for key, limit in applied:
+        if limit.budget is None:
+            continue
+        spend = state.spend(key)
+        if limit.budget_period is not None and now >= spend.window + limit.budget_period:
+            spend.spent = 0.0
+            spend.window = (
+                now
+                if spend.window == NEVER
+                else spend.window
+                + (now - spend.window) // limit.budget_period * limit.budget_period
+            )
+        cost = limit.cost_of(arguments)
+        if isinstance(cost, str):
+            return Denied(f"the budget of {_subject(key)} cannot admit this call: {cost}", key)
+        if spend.spent + cost > limit.budget + 1e-9:
+            return Denied(_over_budget(key, limit, spend, cost, now), key)
+        costs.append((key, limit, spend, cost))
+    for key, limit in applied:
+        if limit.concurrency is not None and state.running(key) >= limit.concurrency:
+            return Busy(key)
+    slots: list[tuple[RateBucket, float, float]] = []
+    wait, waited = 0.0, ""
+    for key, limit in applied:
+        if limit.rate is None:
+            continue
+        bucket = state.rate(key)
+        interval = limit.period / limit.rate
+        delay, tat = gcra(bucket.tat, now, interval, limit.burst)
+        if delay > 0:
+            slot = max(bucket.next_slot, now + delay)
+            bucket.next_slot = slot + interval
+            if slot - now > wait:
+                wait, waited = slot - now, key
+        slots.append((bucket, tat, interval))
+    if wait > 0:
+        return Deferred(wait, waited)
+    for bucket, tat, _ in slots:
+        bucket.tat = tat
+        bucket.used += 1
+    for _, _, spend, cost in costs:
+        if spend.window == NEVER:
+            spend.window = now
+        spend.spent += cost
+        spend.calls += 1
+    for key, limit in applied:
+        if limit.concurrency is not None:
+            state.started(key)
+    return Granted(now)
+
+
+def _subject(key: str) -> str:
+    kind, _, name = key.partition(":")
+    return f"tool {name!r}" if kind == "tool" else f"branch {name}"
+
+
+def _over_budget(key: str, limit: Limit, spend: Spend, cost: float, now: float) -> str:
+    assert limit.budget is not None
+    counted = "calls" if limit.cost == 1 else "cost"
+    where = f"the budget of {_number(limit.budget)} {counted} of {_subject(key)}"
+    if limit.budget_period is None:
+        when = "in total"
+    else:
+        renew = spend.window + limit.budget_period - now
+        when = f"per {_number(limit.budget_period)} s (renewed in {renew:.3g} s)"
+    if spend.spent >= limit.budget:
+        return f"{where} ({when}) is spent"
+    return (
+        f"{where} ({when}) has {_number(limit.budget - spend.spent)} left; this call costs "
+        f"{_number(cost)}"
+    )
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+# -- in process ------------------------------------------------------------------------------
+
+
+class LimitDeniedError(LionexecError):
+    """A call is over a budget of a :class:`LocalLimiter` (it must not run).
+
+    Attributes:
+        reason: why, as a worker would record it in the call's ``denied`` response.
+        key: the limit's key.
+    """
+
+    def __init__(self, reason: str, key: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.key = key
+
+
+@attrs.define
+class _Memory:
+    rates: dict[str, RateBucket] = attrs.Factory(dict)
+    spends: dict[str, Spend] = attrs.Factory(dict)
+    counts: dict[str, int] = attrs.Factory(dict)
+
+    def rate(self, key: str) -> RateBucket:
+        return self.rates.setdefault(key, RateBucket())
+
+    def spend(self, key: str) -> Spend:
+        return self.spends.setdefault(key, Spend())
+
+    def running(self, key: str) -> int:
+        return self.counts.get(key, 0)
+
+    def started(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+
+class LocalLimiter:
+    """The limits of :mod:`lionexec.journal.limits` in one process, without a database.
+
+    The same :class:`Limit` values and keys, and the same decisions, as the workers of a
+    database take together; time is trio's clock (:func:`trio.current_time`, so
+    ``MockClock`` drives it in tests), or the explicit *now* of the synchronous methods.
+
+    Use :meth:`hold` around a call (``async with limiter.hold("tool", branch_id, args):``),
+    or :meth:`try_acquire` and :meth:`release` for a processor that defers by itself.
+    """
+
+    def __init__(self, limits: Mapping[str, Limit]) -> None:
+        self.limits = limits_by_key(limits)
+        self._state = _Memory()
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def __repr__(self) -> str:
+        return f"<LocalLimiter {sorted(self.limits)}>"
+
+    def try_acquire(
+        self,
+        function: str,
+        branch_id: object = None,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        now: float | None = None,
+    ) -> Verdict:
+        """Judge a call of *function* in *branch_id* now; never blocks.
+
+        A :class:`Granted` call counts as running (for concurrency limits) until
+        :meth:`release` is called with the same *function* and *branch_id*.
+        """
+        if now is None:
+            now = trio.current_time()
+        applied = keys_for(self.limits, function, None if branch_id is None else str(branch_id))
+        return judge(applied, arguments or {}, now, self._state)
+
+    def release(self, function: str, branch_id: object = None) -> None:
+        """A granted call of *function* in *branch_id* ended: free its concurrency slots."""
+        applied = keys_for(self.limits, function, None if branch_id is None else str(branch_id))
+        counts = self._state.counts
+        for key, limit in applied:
+            if limit.concurrency is not None and counts.get(key, 0) > 0:
+                counts[key] -= 1
+        self._lot.unpark_all()
+
+    @asynccontextmanager
+    async def hold(
+        self,
+        function: str,
+        branch_id: object = None,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[None]:
+        """Wait until a call of *function* in *branch_id* may start, hold its slots while
+        the block runs, release them after.
+
+        Blocks while over a rate (until the wait given) or a concurrency limit (until a
+        running call of the same key is released); always a checkpoint. Cancelled while
+        waiting, nothing was taken.
+
+        Raises:
+            LimitDeniedError: over a budget (before blocking, or when the call's turn came).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            verdict = self.try_acquire(function, branch_id, arguments)
+            if isinstance(verdict, Granted):
+                break
+            if isinstance(verdict, Denied):
+                raise LimitDeniedError(verdict.reason, verdict.key)
+            if isinstance(verdict, Deferred):
+                await trio.sleep(verdict.wait)
+            else:
+                await self._lot.park()
+        try:
+            yield
+        finally:
+            self.release(function, branch_id)
