@@ -3,7 +3,22 @@
 Run it with ``python examples/server.py --port 8000`` (127.0.0.1 unless ``--host`` says
 otherwise; ``--port 0`` picks a free port and prints it; ``--token`` or the
 ``LIONEXEC_SERVER_TOKEN`` environment variable turns on bearer-token authentication). It needs
-``hypercorn``. To embed it in your own trio program, ``await nursery.start(serve, App(config))``.
+``hypercorn``. To embed it in your own trio program, ``async with open_app(config) as app:``
+then ``await nursery.start(serve, app)``.
+
+Durability: conversations are kept in lionexec's journal, by default the SQLite file
+``lionexec.db`` in the current directory (``--journal PATH``; ``--journal :memory:`` keeps
+them in memory only), or in PostgreSQL (``--database postgresql://...``). A restarted server
+serves the same conversations, and first gives every call that was running when the last one
+stopped its one response (the demo tools are ``unsafe``: ``interrupted``). Each request loads
+its conversation's branch from the journal, under the conversation's lock, and commits before
+it replies, so nothing is cached between requests. With PostgreSQL the lock is also held
+across replicas (a session advisory lock per conversation, :class:`ReplicaLocks`): any number
+of replicas serve any conversation. ``--workers`` runs no tool in the server: calls are
+queued in the journal for ``python -m lionexec worker`` processes and their responses
+recorded in the conversation as they arrive. An ``App`` built directly (``App(config)``, as
+the tests do) keeps conversations in memory: the eviction rules below are for that mode; a
+journaled conversation is never lost to eviction (only its lock is freed).
 
 This file is meant to be copied, so it is careful with whatever arrives over the network:
 every limit below is a field of :class:`ServerConfig` (one attrs class, defaults documented
@@ -109,9 +124,10 @@ import os
 import re
 import signal
 import sys
+import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qs
@@ -125,7 +141,11 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, S
 from lionexec import ActionOutcome, ActionRequest, ActionResponse, Branch, HookPoint
 from lionexec.act import read_proposal
 from lionexec.conversation import Message, MessageManager, result_text, to_openai
+from lionexec.errors import DuplicateCallError
+from lionexec.journal import Journal, JournalError, open_journal
+from lionexec.journal.queue import load_request
 from lionexec.serialization import converter
+from lionexec.tools import ActionManager
 
 __all__ = [
     "DEMO_TOOLS",
@@ -135,9 +155,11 @@ __all__ = [
     "EventHub",
     "ServerConfig",
     "ServerEvent",
+    "branch_id_of",
     "config_from_args",
     "dumps",
     "loads",
+    "open_app",
     "serve",
 ]
 
@@ -148,6 +170,10 @@ CONVERSATION_ID: Final = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
 CURSOR: Final = re.compile(r"[0-9]{1,15}")
 #: The environment variable ``main()`` reads the bearer token from (``--token`` wins).
 TOKEN_VARIABLE: Final = "LIONEXEC_SERVER_TOKEN"
+#: Where ``main()`` keeps its journal unless ``--journal`` or ``--database`` says otherwise.
+DEFAULT_JOURNAL: Final = "lionexec.db"
+#: Conversation ids map to journal branch ids (UUIDs) as ``uuid5(CONVERSATIONS, id)``.
+CONVERSATIONS: Final = uuid.UUID("6d1b2f4e-8a43-5c1e-9f0b-3a2d4c5e6f70")
 JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 NDJSON_HEADERS: Final = [(b"content-type", b"application/x-ndjson")]
 OVERFLOW: Final = b'event: overflow\ndata: {"reason": "subscriber buffer full"}\n\n'
@@ -176,6 +202,13 @@ def _optional_positive(instance: object, attribute: attrs.Attribute[Any], value:
 def _token(_instance: object, _attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (not isinstance(value, str) or not value or not value.isascii()):
         raise ValueError("token must be None or a non-empty ASCII string")
+
+
+def _journal_target(_instance: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value or "\0" in value):
+        raise ValueError(
+            f"journal must be None, a file path or a postgresql:// URL, got {value!r}"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -209,6 +242,13 @@ class ServerConfig:
         subscriber_buffer: events buffered per event-stream subscriber before it is dropped
             (256).
         graceful_timeout: seconds requests still running get at shutdown (3).
+        journal: where conversations are kept: ``None`` (in memory, gone with the process:
+            what an embedded ``App(config)`` uses), an SQLite file path, or a
+            ``postgresql://`` URL. ``main()`` passes ``lionexec.db`` (in the current
+            directory) unless told otherwise. Opened by :func:`open_app`.
+        workers: submit tool calls to worker processes (``python -m lionexec worker``) through
+            the journal instead of running them in the server (``False``). Needs a journal;
+            with PostgreSQL, any number of server replicas share the conversations.
     """
 
     host: str = "127.0.0.1"
@@ -228,6 +268,8 @@ class ServerConfig:
     max_json_depth: int = attrs.field(default=32, validator=_positive_int)
     subscriber_buffer: int = attrs.field(default=256, validator=_positive_int)
     graceful_timeout: float = attrs.field(default=3.0, validator=_positive)
+    journal: str | None = attrs.field(default=None, validator=_journal_target, repr=False)
+    workers: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
 
     @port.validator
     def _check_port(self, _attribute: attrs.Attribute[Any], value: object) -> None:
@@ -235,6 +277,10 @@ class ServerConfig:
             raise ValueError(f"port must be an int from 0 to 65535, got {value!r}")
 
     def __attrs_post_init__(self) -> None:
+        if self.workers and self.journal is None:
+            raise ValueError(
+                "workers needs a journal (an SQLite path or a postgresql:// URL) to submit to"
+            )
         if self.page_size > self.max_page_size:
             raise ValueError(
                 f"page_size ({self.page_size}) must not exceed max_page_size "
@@ -477,6 +523,11 @@ class Conversation:
     #: Stops publishing this conversation's events; set while the hub has subscribers.
     unwatch: Callable[[], None] | None = None
 
+    @property
+    def branch_id(self) -> uuid.UUID:
+        """The journal branch that keeps this conversation."""
+        return branch_id_of(self.id)
+
     def call_id(self, response: ActionResponse) -> str:
         request_id = response.content.action_request_id
         request = self.branch.messages[request_id] if request_id is not None else None
@@ -492,6 +543,11 @@ class Conversation:
             "status": response.content.status.value,
             "outcome": response.content.outcome.value,
         }
+
+
+def branch_id_of(conversation_id: str) -> uuid.UUID:
+    """The journal branch id of a conversation: the same on every replica and restart."""
+    return uuid.uuid5(CONVERSATIONS, conversation_id)
 
 
 def _seconds(duration: object) -> float | None:
@@ -661,6 +717,79 @@ class ActBody:
     strategy: str
 
 
+# -- replicas ------------------------------------------------------------------------------------
+
+
+class ReplicaLocks:
+    """One lock per conversation shared by every server replica on one PostgreSQL database.
+
+    A journaled branch has one writer at a time; replicas that serve the same conversation
+    take turns through a PostgreSQL *session advisory lock* keyed by the conversation's
+    branch id, held on a connection of this pool for the whole request (a replica that dies
+    drops its connection, and the server releases its locks). Waiting polls
+    ``pg_try_advisory_lock`` with a short backoff, so it is cancellable like any trio wait.
+    At most *size* locks are held at once (a request beyond that waits for a connection).
+
+    Use it as ``async with ReplicaLocks(url, size) as locks:`` (needs the ``postgres``
+    extra).
+    """
+
+    def __init__(self, url: str, size: int) -> None:
+        self.url = url
+        self._limiter = trio.CapacityLimiter(size)
+        self._size = size
+        self._pool: Any = None
+
+    async def __aenter__(self) -> ReplicaLocks:
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self._size,
+            open=False,
+            kwargs={"autocommit": True},
+            name="lionexec-server-locks",
+        )
+        await trio.to_thread.run_sync(partial(pool.open, wait=True, timeout=10.0))
+        self._pool = pool
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        pool, self._pool = self._pool, None
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(pool.close)
+
+    @asynccontextmanager
+    async def hold(self, branch_id: uuid.UUID) -> AsyncIterator[None]:
+        """Hold the lock of *branch_id* for the block. Waits (cancellably) for it."""
+        key = int.from_bytes(branch_id.bytes[:8], "big", signed=True)
+        pool = self._pool
+        async with self._limiter:
+            conn = await trio.to_thread.run_sync(pool.getconn)
+            try:
+                delay = 0.002
+                while not await trio.to_thread.run_sync(_try_lock, conn, key):
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, 0.1)
+                try:
+                    yield
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(_unlock, conn, key)
+            finally:
+                pool.putconn(conn)
+
+
+def _try_lock(conn: Any, key: int) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return bool(row[0])
+
+
+def _unlock(conn: Any, key: int) -> None:
+    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
 # -- the application -----------------------------------------------------------------------------
 
 
@@ -682,9 +811,23 @@ class App:
         config: ServerConfig | None = None,
         *,
         tools: Iterable[Callable[..., Any]] = DEMO_TOOLS,
+        journal: Journal | None = None,
     ) -> None:
         self.config = config if config is not None else ServerConfig()
         self.tools = tuple(tools)
+        if journal is None and self.config.journal is not None:
+            raise ValueError(
+                "config.journal names a journal: open it with `async with open_app(config)` "
+                "(or pass an open journal as journal=)"
+            )
+        #: The open journal conversations are kept in, or ``None`` (in memory).
+        self.journal = journal
+        #: The tools of journaled conversations (one registry, shared by their branches).
+        self.registry = ActionManager()
+        if journal is not None:
+            self.registry.register_tools(list(self.tools))
+        #: Conversation locks across replicas (a PostgreSQL journal; set by open_app).
+        self.replica_locks: ReplicaLocks | None = None
         self.hub = EventHub(self.config.subscriber_buffer, on_watch=self._watch_all)
         self.conversations: OrderedDict[str, Conversation] = OrderedDict()
         self.limiter = trio.CapacityLimiter(self.config.max_concurrent_calls)
@@ -719,8 +862,11 @@ class App:
                     "none is idle; try again later",
                 )
             del self.conversations[idle.id]
-        branch = Branch()
-        branch.register_tools(self.tools)
+        if self.journal is None:
+            branch = Branch()
+            branch.register_tools(self.tools)
+        else:  # a placeholder: each request loads the branch from the journal
+            branch = Branch(id=branch_id_of(conversation_id), registry=self.registry)
         conversation = Conversation(conversation_id, branch)
         if self.hub.watched:
             conversation.unwatch = _watch(conversation, self.hub)
@@ -858,12 +1004,65 @@ class App:
         timeout = self.config.request_timeout
         with trio.move_on_after(timeout):
             async with conversation.lock:
-                return await self._run(conversation, request)
+                if self.journal is None:
+                    return await self._run(conversation, request)
+                return await self._run_journaled(conversation, request)
+        if self.config.workers:
+            return HTTPError(
+                504,
+                f"the request took longer than request_timeout ({timeout:g} s); its calls stay "
+                "queued for the workers: retry with the same tool call ids for their results",
+            )
         return HTTPError(
             504,
             f"the request took longer than request_timeout ({timeout:g} s); calls still "
             "running were recorded cancelled",
         )
+
+    async def _run_journaled(
+        self, conversation: Conversation, request: ActBody
+    ) -> list[ActionResponse] | HTTPError:
+        """:meth:`_run` on the conversation's branch as the journal holds it now.
+
+        Under the conversation's lock across replicas (PostgreSQL), the branch is loaded
+        from the journal for this request (so it holds what any replica committed) and
+        closed, its records committed, before this returns. A journal that refuses a
+        commit (a lost connection, a writer that does not take the lock) gets the client a
+        503: nothing it did not commit is reported as done.
+        """
+        try:
+            async with self._replica_lock(conversation), self._loaded(conversation):
+                return await self._run(conversation, request)
+        except BaseException as exc:
+            refused = _journal_refusal(exc)
+            if refused is None:
+                raise
+            return HTTPError(503, f"the journal refused this request ({refused}); try again")
+
+    @asynccontextmanager
+    async def _replica_lock(self, conversation: Conversation) -> AsyncIterator[None]:
+        """Hold the conversation across replicas for the block (PostgreSQL: an advisory
+        lock, see :class:`ReplicaLocks`); a no-op for an SQLite journal (one server)."""
+        if self.replica_locks is None:
+            yield
+            return
+        async with self.replica_locks.hold(conversation.branch_id):
+            yield
+
+    @asynccontextmanager
+    async def _loaded(self, conversation: Conversation) -> AsyncIterator[Branch]:
+        """The conversation's journaled branch, loaded from the journal, running for the
+        block (its hooks published while the hub has subscribers); closed at the end."""
+        assert self.journal is not None
+        branch = await self.journal.branch(conversation.branch_id, registry=self.registry)
+        if conversation.unwatch is not None:
+            conversation.unwatch()
+            conversation.unwatch = None
+        conversation.branch = branch
+        if self.hub.watched:
+            conversation.unwatch = _watch(conversation, self.hub)
+        async with branch:
+            yield branch
 
     async def _run(
         self, conversation: Conversation, request: ActBody
@@ -889,6 +1088,10 @@ class App:
             if response is None:
                 return HTTPError(409, f"tool call id {call.call_id!r} has no recorded response")
             slots[index] = response
+        if self.config.workers and fresh:
+            conflict = await self._check_queued(branch, calls, fresh)
+            if conflict is not None:
+                return conflict
         self.hub.publish(
             "act.start", cid, calls=len(calls), strategy=request.strategy,
             replayed=len(calls) - len(fresh),
@@ -928,10 +1131,58 @@ class App:
         """Run the calls at the *fresh* indexes, each holding a token of :attr:`limiter`."""
         if not fresh:
             return
+        if self.config.workers:
+            await self._submit_and_wait(branch, calls, fresh, slots, strategy)
+            return
         envelopes = [calls[index].envelope for index in fresh]
         responses = await branch.act(envelopes, strategy=strategy, limiter=self.limiter)
         for index, response in zip(fresh, responses, strict=True):
             slots[index] = response
+
+    async def _check_queued(
+        self, branch: Branch, calls: list[Call], fresh: list[int]
+    ) -> HTTPError | None:
+        """A 409 if a call id is already queued (by any replica) with another function or
+        other arguments; ``None`` otherwise (a queued call is waited for, not run again)."""
+        assert self.journal is not None
+        wanted = {calls[index].call_id: calls[index] for index in fresh}
+        for row in await self.journal.queued(branch.id):
+            call = wanted.get(row.call_id)
+            if call is None or row.request is None:
+                continue
+            content = load_request(row.request).content
+            if content.function != call.function or content.arguments != (call.arguments or {}):
+                return HTTPError(
+                    409,
+                    f"tool call id {call.call_id!r} is already queued in this conversation "
+                    "with a different function or arguments; use a new id for a new call",
+                )
+        return None
+
+    async def _submit_and_wait(
+        self,
+        branch: Branch,
+        calls: list[Call],
+        fresh: list[int],
+        slots: list[ActionResponse | None],
+        strategy: Any,
+    ) -> None:
+        """Queue the *fresh* calls for the workers (those not queued yet) and wait for their
+        responses, which are recorded in *branch*'s history (and committed) as they come.
+
+        ``sequential``: one call at a time, each submitted once the previous one is answered.
+        """
+        assert self.journal is not None
+        journal = self.journal
+        queued = {row.call_id for row in await journal.queued(branch.id)}
+        groups = [[index] for index in fresh] if strategy == "sequential" else [fresh]
+        for group in groups:
+            new = [calls[index].envelope for index in group if calls[index].call_id not in queued]
+            await _submit(journal, branch.id, new)
+            ids = [calls[index].call_id for index in group]
+            responses = await journal.wait(ids, branch_id=branch.id, into=branch)
+            for index, response in zip(group, responses, strict=True):
+                slots[index] = response
 
     # -- GET /v1/conversations/{id} ------------------------------------------------------------
 
@@ -945,14 +1196,13 @@ class App:
         self, conversation_id: str, query: dict[str, list[str]], send: ASGISendCallable
     ) -> None:
         """One page of the history (bounded by ``max_page_size``; see the module docs)."""
-        conversation = self._existing(conversation_id)
+        messages = await self._history_of(conversation_id)
         after = _cursor(query, "after", 0)
         limit = _cursor(query, "limit", self.config.page_size)
         if not 1 <= limit <= self.config.max_page_size:
             raise HTTPError(
                 400, f"limit must be from 1 to max_page_size ({self.config.max_page_size})"
             )
-        messages = conversation.branch.messages
         snapshot = messages.messages
         page = snapshot[after : after + limit]
         on_page = {message.id for message in page}
@@ -981,9 +1231,10 @@ class App:
         send: ASGISendCallable,
     ) -> None:
         """Every message from ``after`` on as JSON lines, ``stream_chunk`` at a time."""
-        conversation = self._existing(conversation_id)
+        conversation = self._existing(conversation_id) if self.journal is None else None
+        messages = await self._history_of(conversation_id)
         after = _cursor(query, "after", 0)
-        snapshot = conversation.branch.messages.messages[after:]
+        snapshot = messages.messages[after:]
         chunk = self.config.stream_chunk
 
         async def pump() -> None:
@@ -995,8 +1246,22 @@ class App:
                 await trio.lowlevel.checkpoint()  # even if send did not yield
             await send_chunk(send, b"", more=False)
 
+        if conversation is None:  # journaled: the snapshot is this request's own copy
+            await until_disconnect(receive, pump)
+            return
         with self._using(conversation):
             await until_disconnect(receive, pump)
+
+    async def _history_of(self, conversation_id: str) -> MessageManager:
+        """The conversation's history: the live branch's (in memory), or the journal's
+        committed copy (so any replica, or a restarted server, serves it); 404 if none."""
+        if self.journal is None:
+            return self._existing(conversation_id).branch.messages
+        if CONVERSATION_ID.fullmatch(conversation_id):
+            history = await self.journal.history(branch_id_of(conversation_id))
+            if len(history):
+                return history
+        raise HTTPError(404, f"no conversation {conversation_id!r}")
 
     # -- GET /v1/events -----------------------------------------------------------------------
 
@@ -1013,6 +1278,32 @@ class App:
                 await send_chunk(send, OVERFLOW if subscription.overflowed else b"", more=False)
 
             await until_disconnect(receive, pump)
+
+
+async def _submit(journal: Journal, branch_id: uuid.UUID, envelopes: list[object]) -> None:
+    """Queue *envelopes*; one another replica queued meanwhile is left as it is."""
+    if not envelopes:
+        return
+    try:
+        await journal.submit(branch_id, envelopes)
+    except DuplicateCallError:  # all or nothing: queue the others one by one
+        for envelope in envelopes:
+            with suppress(DuplicateCallError):
+                await journal.submit(branch_id, [envelope])
+
+
+def _journal_refusal(exc: BaseException) -> JournalError | None:
+    """The :class:`JournalError` that *exc* is (or is only made of), else ``None``."""
+    if isinstance(exc, JournalError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        match, rest = exc.split(JournalError)
+        if match is not None and rest is None:
+            leaf: BaseException = match
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf if isinstance(leaf, JournalError) else None
+    return None
 
 
 def _is_cancellation(exc: BaseException) -> bool:
@@ -1174,6 +1465,40 @@ async def serve(
         nursery.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def open_app(
+    config: ServerConfig | None = None,
+    *,
+    tools: Iterable[Callable[..., Any]] = DEMO_TOOLS,
+    recover: bool = True,
+) -> AsyncIterator[App]:
+    """An :class:`App` for *config*, its journal (``config.journal``) open for the block.
+
+    Before the app is returned, every call that was running when the last server on this
+    journal stopped gets its one response (:meth:`Journal.recover
+    <lionexec.journal.Journal.recover>`: ``unsafe`` tools, like the demo's, are recorded
+    ``interrupted``), unless *recover* is false or calls run on workers (the workers reclaim
+    those). Recover with one process only: with several replicas running calls themselves,
+    pass ``recover=False`` to all but one. Blocks while the journal opens; closes it at the
+    end.
+    """
+    config = config if config is not None else ServerConfig()
+    if config.journal is None:
+        await trio.lowlevel.checkpoint()
+        yield App(config, tools=tools)
+        return
+    async with open_journal(config.journal) as journal:
+        app = App(config, tools=tools, journal=journal)
+        if recover and not config.workers:
+            await journal.recover(app.registry)
+        if not config.journal.startswith(("postgresql://", "postgres://")):
+            yield app
+            return
+        async with ReplicaLocks(config.journal, config.max_concurrent_calls) as locks:
+            app.replica_locks = locks
+            yield app
+
+
 def config_from_args(
     argv: list[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> ServerConfig:
@@ -1187,8 +1512,37 @@ def config_from_args(
         default=environ.get(TOKEN_VARIABLE) or None,
         help=f"require Authorization: Bearer <token> (default: ${TOKEN_VARIABLE})",
     )
+    parser.add_argument(
+        "--journal",
+        default=DEFAULT_JOURNAL,
+        metavar="PATH",
+        help=f"the SQLite journal file (default: ./{DEFAULT_JOURNAL}); ':memory:' keeps "
+        "conversations in memory only",
+    )
+    parser.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="a postgresql:// URL: keep the journal in PostgreSQL instead (several replicas)",
+    )
+    parser.add_argument(
+        "--workers",
+        action="store_true",
+        help="run no tool here: queue calls for `python -m lionexec worker` processes",
+    )
     args = parser.parse_args(argv)
-    return ServerConfig(host=args.host, port=args.port, token=args.token)
+    journal: str | None = args.journal
+    if args.database is not None:
+        if not args.database.startswith(("postgresql://", "postgres://")):
+            parser.error("--database takes a postgresql:// URL (use --journal for a file)")
+        journal = args.database
+    elif journal == ":memory:":
+        journal = None
+    if args.workers and journal is None:
+        parser.error("--workers needs a journal: --journal PATH or --database URL")
+    return ServerConfig(
+        host=args.host, port=args.port, token=args.token, journal=journal, workers=args.workers
+    )
 
 
 async def _main(config: ServerConfig) -> None:
@@ -1198,10 +1552,15 @@ async def _main(config: ServerConfig) -> None:
             async for _ in signals:
                 return
 
-        async with trio.open_nursery() as nursery:
-            app = App(config)
+        async with open_app(config) as app, trio.open_nursery() as nursery:
             binds = await nursery.start(partial(serve, app, shutdown_trigger=on_signal))
-            print(f"lionexec demo server on {', '.join(binds)} (Ctrl+C to stop)", flush=True)
+            kept = "in memory" if app.journal is None else f"in the journal {app.journal.target}"
+            runs = "; calls run on workers" if config.workers else ""
+            print(
+                f"lionexec demo server on {', '.join(binds)}: conversations {kept}{runs} "
+                "(Ctrl+C to stop)",
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> None:

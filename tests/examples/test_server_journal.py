@@ -1,0 +1,240 @@
+"""examples/server.py on the durable journal (issues 14 and 15).
+
+A server on an SQLite file (or PostgreSQL) is stopped and a new one started on the same
+journal: it serves the same conversations. Two replicas on one PostgreSQL database with a
+worker pool serve one conversation between them. Real servers on 127.0.0.1, real HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from lionexec.journal import open_journal
+from lionexec.journal.worker import Worker
+from lionexec.tools import Tool
+
+from ..support.postgres import PostgresServer
+from .conftest import call, server
+
+BUDGET = 30.0
+
+
+@asynccontextmanager
+async def running_server(
+    config: Any, tools: list[Callable[..., Any]]
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """A server (``open_app`` + ``serve``) on 127.0.0.1, and a client for it."""
+    stop = trio.Event()
+    async with server.open_app(config, tools=tools) as app, trio.open_nursery() as nursery:
+        binds = await nursery.start(partial(server.serve, app, shutdown_trigger=stop.wait))
+        async with httpx.AsyncClient(base_url=binds[0]) as client:
+            yield app, client
+        stop.set()
+
+
+def counted_tools(runs: list[str]) -> list[Callable[..., Any]]:
+    def note(text: str) -> str:
+        """Record a note (counts its runs outside the journal)."""
+        runs.append(text)
+        return f"noted {text}"
+
+    return [*server.DEMO_TOOLS, note]
+
+
+async def history(client: httpx.AsyncClient, conversation_id: str) -> dict[str, Any]:
+    reply = await client.get(f"/v1/conversations/{conversation_id}")
+    assert reply.status_code == 200, reply.text
+    data: dict[str, Any] = reply.json()
+    return data
+
+
+async def records(client: httpx.AsyncClient, conversation_id: str) -> list[str]:
+    reply = await client.get(f"/v1/conversations/{conversation_id}/records")
+    assert reply.status_code == 200, reply.text
+    return reply.text.splitlines()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "server.db")
+    pg: PostgresServer = request.getfixturevalue("postgres_server")
+    return pg.create_database()
+
+
+async def test_a_restarted_server_serves_the_same_conversations(journal_target: str) -> None:
+    runs: list[str] = []
+    config = server.ServerConfig(port=0, journal=journal_target)
+    body = {
+        "conversation_id": "durable-1",
+        "tool_calls": [
+            call("get_weather", {"city": "Oslo"}, "w"),
+            call("note", {"text": "a"}, "n"),
+            call("no_such_tool", {}, "u"),
+        ],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, counted_tools(runs)) as (app, client):
+            assert app.journal is not None
+            first = await client.post("/v1/act", json=body)
+            assert first.status_code == 200, first.text
+            before = await history(client, "durable-1")
+            lines_before = await records(client, "durable-1")
+        assert [m["outcome"] for m in first.json()["messages"]] == [
+            "completed",
+            "completed",
+            "invalid",
+        ]
+        assert before["total"] == 6  # three requests, three responses
+
+        async with running_server(config, counted_tools(runs)) as (_, client):
+            assert await history(client, "durable-1") == before
+            assert await records(client, "durable-1") == lines_before
+            # a retry of a recorded call is answered from the journal, not run again
+            retry = await client.post("/v1/act", json=body)
+            assert retry.status_code == 200, retry.text
+            assert retry.json() == first.json()
+            # and the conversation goes on where it was
+            more = {
+                "conversation_id": "durable-1",
+                "tool_calls": [call("note", {"text": "b"}, "n2")],
+            }
+            reply = await client.post("/v1/act", json=more)
+            assert reply.status_code == 200, reply.text
+            after = await history(client, "durable-1")
+            assert (await client.get("/v1/conversations/unknown")).status_code == 404
+    assert runs == ["a", "b"]
+    assert after["total"] == 8
+    assert after["records"][:6] == before["records"]
+
+
+async def test_calls_running_when_the_server_stopped_get_one_response_on_restart(
+    tmp_path: Path,
+) -> None:
+    """A crash mid-call (simulated: the journal closes under the running call) leaves a
+    journaled request; the next server recovers it (unsafe: ``interrupted``)."""
+    target = str(tmp_path / "crash.db")
+    entered = trio.Event()
+
+    async def hang(text: str) -> str:
+        """Never returns."""
+        entered.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    config = server.ServerConfig(port=0, journal=target)
+    body = {"conversation_id": "crash-1", "tool_calls": [call("hang", {"text": "x"}, "h")]}
+    with trio.fail_after(BUDGET):
+        async with (
+            server.open_app(config, tools=[hang]) as app,
+            trio.open_nursery() as nursery,
+        ):
+            binds = await nursery.start(server.serve, app)
+            async with httpx.AsyncClient(base_url=binds[0]) as client:
+                nursery.start_soon(partial(client.post, "/v1/act", json=body))
+                await entered.wait()
+                assert app.journal is not None
+                await app.journal.backend.aclose()  # the process "dies": nothing more is written
+                app.journal._open = False
+                nursery.cancel_scope.cancel()
+
+        async with running_server(config, [hang]) as (_, client):
+            data = await history(client, "crash-1")
+    assert data["total"] == 2
+    request, response = data["records"]
+    assert (request["kind"], response["kind"]) == ("action_request", "action_response")
+    assert response["content"]["outcome"] == "interrupted"
+
+
+def test_the_command_line_keeps_conversations_in_a_journal_by_default() -> None:
+    assert server.config_from_args([], {}).journal == server.DEFAULT_JOURNAL
+    assert server.config_from_args(["--journal", "/tmp/x.db"], {}).journal == "/tmp/x.db"
+    assert server.config_from_args(["--journal", ":memory:"], {}).journal is None
+    url = "postgresql://app@db/app"
+    config = server.config_from_args(["--database", url, "--workers"], {})
+    assert (config.journal, config.workers) == (url, True)
+    assert url not in repr(config)  # a URL may carry a password
+    with pytest.raises(SystemExit):
+        server.config_from_args(["--database", "/tmp/x.db"], {})
+    with pytest.raises(SystemExit):
+        server.config_from_args(["--journal", ":memory:", "--workers"], {})
+    with pytest.raises(ValueError, match="workers needs a journal"):
+        server.ServerConfig(workers=True)
+    with pytest.raises(ValueError, match="open_app"):
+        server.App(server.ServerConfig(journal="x.db"))
+
+
+@pytest.mark.parametrize("workers", [True, False], ids=["worker-pool", "in-server"])
+async def test_two_replicas_on_one_postgres_serve_one_conversation(
+    postgres_server: PostgresServer, workers: bool
+) -> None:
+    """Act via replica A, read and act via replica B, both at once: one history."""
+    url = postgres_server.create_database()
+    runs: list[str] = []
+    tools = counted_tools(runs)
+    config = server.ServerConfig(port=0, journal=url, workers=workers)
+    first = {
+        "conversation_id": "shared",
+        "tool_calls": [
+            call("note", {"text": "a"}, "a"),
+            call("word_count", {"text": "x y"}, "wc"),
+        ],
+    }
+    second = {"conversation_id": "shared", "tool_calls": [call("note", {"text": "b"}, "b")]}
+    with trio.fail_after(BUDGET):
+        async with (
+            open_journal(url) as worker_journal,
+            trio.open_nursery() as pool,
+        ):
+            registry = [Tool.from_function(t) for t in tools]
+            if workers:
+                await pool.start(Worker(worker_journal, registry, poll=0.05).run)
+            async with (
+                running_server(config, tools) as (_, replica_a),
+                running_server(config, tools) as (_, replica_b),
+            ):
+                reply = await replica_a.post("/v1/act", json=first)
+                assert reply.status_code == 200, reply.text
+                assert [m["content"] for m in reply.json()["messages"]] == ["noted a", "2"]
+                seen_by_b = await history(replica_b, "shared")
+                assert seen_by_b == await history(replica_a, "shared")
+                assert seen_by_b["total"] == 4
+
+                # B goes on with the conversation; a retry of A's call through B is not re-run
+                reply = await replica_b.post("/v1/act", json=second)
+                assert reply.status_code == 200, reply.text
+                retry = await replica_b.post("/v1/act", json=first)
+                assert retry.status_code == 200, retry.text
+                assert [m["content"] for m in retry.json()["messages"]] == ["noted a", "2"]
+                changed = {**first, "tool_calls": [call("note", {"text": "other"}, "a")]}
+                assert (await replica_b.post("/v1/act", json=changed)).status_code == 409
+
+                # both replicas at once, on the same conversation: every call answered once
+                statuses: list[int] = []
+
+                async def post(client: httpx.AsyncClient, name: str) -> None:
+                    batch = {
+                        "conversation_id": "shared",
+                        "tool_calls": [call("note", {"text": name}, name)],
+                    }
+                    statuses.append((await client.post("/v1/act", json=batch)).status_code)
+
+                async with trio.open_nursery() as both:
+                    both.start_soon(post, replica_a, "c")
+                    both.start_soon(post, replica_b, "d")
+                assert statuses == [200, 200]
+                final_a = await history(replica_a, "shared")
+                assert final_a == await history(replica_b, "shared")
+            pool.cancel_scope.cancel()
+    assert sorted(runs) == ["a", "b", "c", "d"]
+    calls = [m["tool_call_id"] for m in final_a["messages"] if m["role"] == "tool"]
+    assert sorted(calls) == ["a", "b", "c", "d", "wc"]
+    assert final_a["total"] == 10
