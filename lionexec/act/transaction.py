@@ -254,23 +254,32 @@ class CallTransaction:
         return response
 
     async def _phases(self) -> None:
+        # The governance seams below are called without their own checkpoints (their public
+        # methods have one each): the call yields once, at invoke, or here when it ends
+        # before invoking. Five fewer scheduler steps per governed call: 0.91x the time of a
+        # governed concurrent batch and 0.68x a sequential one (paired, 1k calls, the governed
+        # scenario of ``nox -s bench``).
+        if await self._admitted():
+            self.phase = "invoke"
+            await self.invoke()
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def _admitted(self) -> bool:
+        """The phases before invoke, in order; whether the call may run."""
         if not self.resolve():
-            await trio.lowlevel.checkpoint()  # every other path awaits a checkpoint below
-            return
+            return False
         self.phase = "gate"
         if not await self.gate():
-            return
+            return False
         self.phase = "policy"
         if not await self.authorize():
-            return
+            return False
         self.phase = "tool.pre"
         if not await self.pre_hooks():
-            return
+            return False
         self.phase = "transform"
-        if not await self.transform():
-            return
-        self.phase = "invoke"
-        await self.invoke()
+        return await self.transform()
 
     # -- phases -------------------------------------------------------------------------------
 
@@ -310,7 +319,9 @@ class CallTransaction:
         """The session gate; ``denied`` if it says no (or raises)."""
         observer = self.scope.observer
         assert self.context is not None
-        if observer is None or await observer.authorize(self.context.invocation()):
+        if observer is None or await _quiet(observer, SessionObserver.authorize)(
+            self.context.invocation()
+        ):
             return True
         return self._denied("GateDenied", "denied by governance gate")
 
@@ -320,7 +331,7 @@ class CallTransaction:
         assert self.context is not None
         if policy is None:
             return True
-        decision = await policy.decide(self.context)
+        decision = await _quiet(policy, PermissionPolicy.decide)(self.context)
         if decision.behavior == "allow":
             return True
         return self._denied("PermissionDenied", decision.reason)
@@ -332,7 +343,7 @@ class CallTransaction:
             return True
         context = self.context
         assert context is not None
-        verdict = await hooks.run_pre(
+        verdict = await _quiet(hooks, HookBus.run_pre)(
             tool_name=context.function,
             call_id=self.call_id,
             arguments=summarize(dict(context.arguments)),
@@ -380,7 +391,7 @@ class CallTransaction:
             return self._settle_and_finish(EventStatus.ABORTED, ActionOutcome.INVALID, error)
         context = self.context = self.context.with_arguments(snapshot(checked))
         if self.scope.policy is not None:
-            decision = await self.scope.policy.decide(context)
+            decision = await _quiet(self.scope.policy, PermissionPolicy.decide)(context)
             if decision.behavior != "allow":
                 error = ErrorInfo("PermissionDenied", f"after transform: {decision.reason}")
                 return self._settle_and_finish(EventStatus.SKIPPED, ActionOutcome.DENIED, error)
@@ -569,7 +580,7 @@ class CallTransaction:
             duration = event.execution.duration
             if event.status is _COMPLETED:
                 if hooks.handlers_for(HookPoint.TOOL_POST):
-                    await hooks.emit(
+                    await _quiet(hooks, HookBus.emit)(
                         HookPoint.TOOL_POST,
                         tool_name=self.proposal.function,
                         call_id=self.call_id,
@@ -577,7 +588,7 @@ class CallTransaction:
                         duration=duration,
                     )
             elif hooks.handlers_for(HookPoint.TOOL_ERROR):
-                await hooks.emit(
+                await _quiet(hooks, HookBus.emit)(
                     HookPoint.TOOL_ERROR,
                     tool_name=self.proposal.function,
                     call_id=self.call_id,
@@ -586,12 +597,32 @@ class CallTransaction:
                     duration=duration,
                 )
             if scope.observer is not None:
-                await scope.observer.emit(_detached(event), call_id=self.call_id)
+                await _quiet(scope.observer, SessionObserver.emit)(
+                    _detached(event), call_id=self.call_id
+                )
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))
         if hooks.handlers_for(HookPoint.MESSAGE_ADD):
-            await hooks.emit(HookPoint.MESSAGE_ADD, message=_detached_message(request))
-            await hooks.emit(HookPoint.MESSAGE_ADD, message=_detached_message(response))
+            await _quiet(hooks, HookBus.emit)(
+                HookPoint.MESSAGE_ADD, message=_detached_message(request)
+            )
+            await _quiet(hooks, HookBus.emit)(
+                HookPoint.MESSAGE_ADD, message=_detached_message(response)
+            )
+
+
+def _quiet(seam: object, method: Any) -> Any:
+    """*seam*'s variant of *method* without its own checkpoint (the ``_``-prefixed one),
+    unless *seam*'s class overrides *method* (a function of HookBus, SessionObserver or
+    PermissionPolicy): then the override, which its author may rely on.
+
+    The transaction yields at invoke (or once when it ends before invoking), so it skips the
+    checkpoint each governance seam's public method has; see :meth:`CallTransaction._phases`.
+    """
+    name = method.__name__
+    if getattr(type(seam), name) is method:
+        return getattr(seam, "_" + name)
+    return getattr(seam, name)
 
 
 def _has_non_finite(value: object) -> bool:

@@ -142,6 +142,11 @@ class SessionObserver:
         A checkpoint on every path (before the gate is asked).
         """
         await trio.lowlevel.checkpoint()
+        return await self._authorize(invocation)
+
+    async def _authorize(self, invocation: ToolInvocation) -> bool:
+        """:meth:`authorize` without its own checkpoint (for the act transaction, which yields
+        at invoke; see ``HookBus._run_pre``)."""
         if not isinstance(invocation, ToolInvocation):
             raise TypeError(f"authorize() takes a ToolInvocation, not {type(invocation).__name__}")
         check = self._gate
@@ -225,6 +230,13 @@ class SessionObserver:
         """
         failures = self._store(payload, call_id)
         await trio.lowlevel.checkpoint()
+        await self._dispatch(payload, call_id, failures)
+        return failures
+
+    async def _emit(self, payload: Any, *, call_id: str | None = None) -> list[ReportedFailure]:
+        """:meth:`emit` without its own checkpoint (for the act transaction's announcements,
+        which follow a call that has yielded already)."""
+        failures = self._store(payload, call_id)
         await self._dispatch(payload, call_id, failures)
         return failures
 

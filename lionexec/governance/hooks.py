@@ -161,6 +161,11 @@ class HookBus:
         ``lionexec.hooks`` logger. A checkpoint on every path.
         """
         await trio.lowlevel.checkpoint()
+        return await self._run_pre(**kwargs)
+
+    async def _run_pre(self, **kwargs: Any) -> PreHookResult:
+        """:meth:`run_pre` without its own checkpoint (for the act transaction, which yields
+        at invoke; see ``CallTransaction._phases``)."""
         for handler in self.handlers_for(HookPoint.TOOL_PRE):
             try:
                 result = await call_user(handler, **kwargs)
@@ -192,6 +197,11 @@ class HookBus:
         A checkpoint on every path.
         """
         await trio.lowlevel.checkpoint()
+        return await self._emit(point, **kwargs)
+
+    async def _emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:
+        """:meth:`emit` without its own checkpoint (for the act transaction; see
+        :meth:`_run_pre`)."""
         point = HookPoint(point)
         if point is HookPoint.TOOL_PRE:
             raise ValueError("tool.pre is blocking: run its handlers with run_pre()")

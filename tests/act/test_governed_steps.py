@@ -1,0 +1,107 @@
+"""Governance seams add no scheduler steps to a call; subclasses' overrides still run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from lionexec import Branch, HookBus, HookPoint, PermissionPolicy, SessionObserver, Tool
+from lionexec.testing import assert_consistent
+from lionexec.testing import tool_call as call
+
+
+async def add(a: int, b: int) -> int:
+    """Add.
+
+    Args:
+        a: one.
+        b: two.
+    """
+    return a + b
+
+
+class StepCounter(trio.abc.Instrument):
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+async def steps_of_act(branch: Branch, calls: list[dict[str, Any]]) -> int:
+    counter = StepCounter(trio.lowlevel.current_task())
+    trio.lowlevel.add_instrument(counter)
+    try:
+        await branch.act(calls, strategy="sequential")
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    return counter.steps
+
+
+def governed(hooks: HookBus | None = None, **options: Any) -> Branch:
+    observer = options.pop("observer", None) or SessionObserver()
+    observer.gate(lambda invocation: True)
+    policy = options.pop("policy", None) or PermissionPolicy(mode="rules", allow={"add": ["*"]})
+    branch = Branch(observer=observer, policy=policy, hooks=hooks or HookBus())
+    branch.hooks.on(HookPoint.TOOL_PRE, lambda **_: None)
+    branch.hooks.on(HookPoint.TOOL_POST, lambda **_: None)
+    branch.register_tools(Tool.from_function(add))
+    return branch
+
+
+async def test_a_governed_call_takes_as_many_scheduler_steps_as_an_ungoverned_one() -> None:
+    with trio.fail_after(5):
+        plain = Branch()
+        plain.register_tools(Tool.from_function(add))
+        calls = [call("add", a=i, b=1) for i in range(10)]
+        bare = await steps_of_act(plain, calls)
+        ruled = await steps_of_act(governed(), [call("add", a=i, b=1) for i in range(10)])
+    assert bare >= 10  # a sequential batch still yields between calls
+    assert ruled == bare
+
+
+async def test_a_sequential_batch_of_denied_calls_still_yields() -> None:
+    with trio.fail_after(5):
+        branch = governed(policy=PermissionPolicy(mode="rules", deny={"add": ["*"]}))
+        steps = await steps_of_act(branch, [call("add", a=i, b=1) for i in range(5)])
+    assert steps >= 5
+    assert all(m.content.outcome == "denied" for m in branch.messages.responses())
+    assert_consistent(branch)
+
+
+async def test_overridden_governance_methods_are_still_called() -> None:
+    seen: list[str] = []
+
+    class Hooks(HookBus):
+        async def run_pre(self, **kwargs: Any) -> Any:
+            seen.append("run_pre")
+            return await super().run_pre(**kwargs)
+
+        async def emit(self, point: Any, **kwargs: Any) -> Any:
+            seen.append(f"emit {HookPoint(point).value}")
+            return await super().emit(point, **kwargs)
+
+    class Observer(SessionObserver):
+        async def authorize(self, invocation: Any) -> bool:
+            seen.append("authorize")
+            return await super().authorize(invocation)
+
+        async def emit(self, payload: Any, *, call_id: str | None = None) -> Any:
+            seen.append("observe")
+            return await super().emit(payload, call_id=call_id)
+
+    class Policy(PermissionPolicy):
+        async def decide(self, ctx: Any) -> Any:
+            seen.append("decide")
+            return await super().decide(ctx)
+
+    with trio.fail_after(5):
+        branch = governed(
+            Hooks(), observer=Observer(), policy=Policy(mode="rules", allow={"add": ["*"]})
+        )
+        [response] = await branch.act(call("add", a=1, b=2))
+    assert response.content.output == 3
+    assert seen == ["authorize", "decide", "run_pre", "emit tool.post", "observe"]
