@@ -336,8 +336,10 @@ def _subject(key: str) -> str:
 
 def _over_budget(key: str, limit: Limit, spend: Spend, cost: float, now: float) -> str:
     assert limit.budget is not None
-    counted = "calls" if limit.cost == 1 else "cost"
-    where = f"the budget of {_number(limit.budget)} {counted} of {_subject(key)}"
+    if limit.cost == 1:
+        where = f"the budget of {_number(limit.budget)} calls of {_subject(key)}"
+    else:
+        where = f"the cost budget of {_number(limit.budget)} of {_subject(key)}"
     if limit.budget_period is None:
         when = "in total"
     else:

@@ -81,7 +81,7 @@ class Workers:
         lease: float = 1.0,
         concurrency: int = 8,
         hang: str | None = None,
-        limits: bool = False,
+        limits: bool | str = False,
         env: dict[str, str] | None = None,
         ready: bool = True,
     ) -> WorkerProcess:
@@ -116,7 +116,8 @@ class Workers:
             str(concurrency),
         ]
         if limits:
-            command += ["--limits", "tests.workers.tools:limits"]
+            name = "limits" if limits is True else limits
+            command += ["--limits", f"tests.workers.tools:{name}"]
         with out.open("wb") as stdout, err.open("wb") as stderr:
             # Popen starts the process and returns; its output goes to files
             proc = subprocess.Popen(  # noqa: ASYNC220

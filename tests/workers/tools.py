@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import trio
 
@@ -54,10 +56,43 @@ async def unsafe(n: int) -> int:
     return n * 2
 
 
+async def held(n: int) -> int:
+    """A call that takes a while: ``held+`` when it starts, ``held-`` when it ends."""
+    side_effect("held+", n)
+    await trio.sleep(0.05)
+    side_effect("held-", n)
+    return n
+
+
+async def priced(n: int) -> int:
+    """A call whose cost is its argument (``budgets``)."""
+    side_effect("priced", n)
+    return n
+
+
+def cost_of(arguments: Mapping[str, Any]) -> float:
+    return float(arguments["n"])
+
+
 registry = ActionManager()
 registry.register_tools(
-    [Tool.from_function(safe, effect="idempotent"), Tool.from_function(unsafe, effect="unsafe")]
+    [
+        Tool.from_function(safe, effect="idempotent"),
+        Tool.from_function(unsafe, effect="unsafe"),
+        Tool.from_function(held, effect="idempotent"),
+        Tool.from_function(priced, effect="pure"),
+    ]
 )
 
 #: ``--limits tests.workers.tools:limits``: a shared rate (``LIONEXEC_TEST_RATE`` per second).
 limits = {"safe": Limit(rate=float(os.environ.get("LIONEXEC_TEST_RATE", "50")), burst=3)}
+
+#: ``--limits tests.workers.tools:branch_rates``: each branch its own rate (20/s, burst 2).
+branch_rates = {"branch:*": Limit(rate=20, burst=2)}
+
+#: ``--limits tests.workers.tools:concurrent``: at most 3 ``held`` calls at once, 2 per branch.
+concurrent = {"held": Limit(concurrency=3), "branch:*": Limit(concurrency=2)}
+
+#: ``--limits tests.workers.tools:budgets``: ``priced`` calls cost their ``n``, 50 in all;
+#: each branch may start 6 calls of any tool.
+budgets = {"priced": Limit(budget=50, cost=cost_of), "branch:*": Limit(budget=6)}
