@@ -1,7 +1,9 @@
 """``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal.
 
 * ``show``: branches (messages, unanswered requests) and calls (by outcome; the unfinished).
-* ``export``: everything, as one strict JSON document on stdout.
+* ``export``: everything, as one strict JSON document on stdout; ``export --jsonl``: the
+  call log instead, one strict-JSON line per answered call, fed from the journal (see
+  :mod:`lionexec.journal.jsonl`).
 * ``recover [--tools module:attribute]``: resolve every unanswered call (see
   :mod:`lionexec.journal.recovery`); the attribute is an ``ActionManager`` or a list of tools.
   Without ``--tools`` only calls that need no tool are resolved (``unsafe`` ones); the others
@@ -24,6 +26,7 @@ import trio
 
 from .api import Journal, open_journal
 from .errors import JournalError
+from .jsonl import write_jsonl
 
 __all__ = ["main"]
 
@@ -40,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("target", metavar="PATH_OR_URL")
         if name == "recover":
             command.add_argument("--tools", metavar="MODULE:ATTRIBUTE", default=None)
+        if name == "export":
+            command.add_argument(
+                "--jsonl", action="store_true", help="one line per answered call (the call log)"
+            )
     return parser
 
 
@@ -60,17 +67,19 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
         print(f"error: --tools {args.tools}: {exc}", file=sys.stderr)
         return 2
     try:
-        trio.run(_run, args.command, target, tools, stdout)
+        trio.run(_run, args.command, target, tools, stdout, getattr(args, "jsonl", False))
     except JournalError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-async def _run(command: str, target: str, tools: Any, out: TextIO) -> None:
+async def _run(command: str, target: str, tools: Any, out: TextIO, jsonl: bool = False) -> None:
     async with open_journal(target) as journal:
         if command == "show":
             await _show(journal, out)
+        elif command == "export" and jsonl:
+            await write_jsonl(journal, out)
         elif command == "export":
             data = await journal.export()
             out.write(json.dumps(data, allow_nan=False, indent=2, ensure_ascii=False) + "\n")
