@@ -38,7 +38,7 @@ async def noop(x: int) -> int:
     return x
 
 
-TOOL = Tool(noop, effect="pure")
+TOOL = Tool.from_function(noop, effect="pure")
 
 
 def proposals(n: int) -> list[dict[str, Any]]:
@@ -77,7 +77,7 @@ def journaled(make: Callable[[], Journal]) -> Callable[[int, str], Awaitable[flo
 async def recovery(make: Callable[[], Journal], n: int) -> float:
     """Time to resolve *n* unfinished journaled calls (a crash left them: unsafe)."""
     branch_id = str(uuid.uuid4())
-    unsafe = Tool(noop, name="noop")
+    unsafe = Tool.from_function(noop, name="noop")
     batch = Batch(branches=[(branch_id, time.time())])
     for i in range(n):
         request = ActionRequest.create("noop", {"x": i})

@@ -3,7 +3,8 @@
 Per call, each implementation resolves the tool by name, builds its call and runs it:
 
 * lionexec: ``manager.match_tool(name, arguments)`` then ``await call.invoke()``; sync tools
-  registered as ``Tool(func, inline=True)`` run inline, plain ``Tool(func)`` in a worker thread.
+  registered as ``Tool.from_function(func, inline=True)`` run inline, plain
+  ``Tool.from_function(func)`` in a worker thread.
 * lionagi 0.36.0: ``await ActionManager.invoke({"function": name, "arguments": ...})``. It
   always runs sync tools inline on the event loop (no offload: DELTAS A4), so the offload
   rows are n/a.
@@ -84,7 +85,7 @@ class Invoker:
             from lionexec.tools import ActionManager, Tool
 
             self.manager = ActionManager()
-            self.manager.register_tool(Tool(tool, inline=sync_mode == "inline"))
+            self.manager.register_tool(Tool.from_function(tool, inline=sync_mode == "inline"))
 
     async def __call__(self, name: str, arguments: dict[str, Any]) -> Any:
         if self.impl == "raw":

@@ -124,7 +124,7 @@ TOOLS: list[Tool | Callable[..., Any]] = [
     get_weather,
     save_note,
     divide,
-    Tool(run_shell, subject="command"),
+    Tool.from_function(run_shell, subject="command"),
     transfer_money,
     search_archive,
     fetch_report,

@@ -207,7 +207,7 @@ async def _list_page(
 def _wrap(session: mcp.ClientSession | mcp.Client, tool: mcp.types.Tool, name: str) -> Tool:
     schema = tool.input_schema
     try:
-        return Tool(
+        return Tool.from_function(
             _McpCall(session, tool.name),
             name=name,
             description=tool.description or "",

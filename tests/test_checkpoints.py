@@ -174,17 +174,21 @@ CASES: dict[str, list[Case]] = {
     "Processor.join": [("empty queue", lambda: Processor(2, 1, None).join())],
     "Executor.forward": [("nothing pending", lambda: Executor(PROCESSOR_CONFIG).forward())],
     # tools
-    "Tool.call": [("inline sync tool", lambda: Tool(add, inline=True).call({"a": 1, "b": 2}))],
+    "Tool.call": [
+        ("inline sync tool", lambda: Tool.from_function(add, inline=True).call({"a": 1, "b": 2}))
+    ],
     "Tool.transform": [
         (
             "inline sync preprocessor",
-            lambda: Tool(add, inline=True, preprocessor=lambda a: a).transform({"a": 1, "b": 2}),
+            lambda: Tool.from_function(add, inline=True, preprocessor=lambda a: a).transform(
+                {"a": 1, "b": 2}
+            ),
         )
     ],
     "Tool.postprocess": [
         (
             "inline sync postprocessor",
-            lambda: Tool(add, inline=True, postprocessor=lambda r: r).postprocess(3),
+            lambda: Tool.from_function(add, inline=True, postprocessor=lambda r: r).postprocess(3),
         )
     ],
     "run_callable": [

@@ -4,6 +4,7 @@ Imports only :mod:`lionexec.engine` and :mod:`lionexec.errors`.
 """
 
 from .._public import publish as _publish
+from .arguments import ArgumentSpec as ArgumentSpec
 from .calling import FunctionCalling as FunctionCalling
 from .docstrings import parse_docstring as parse_docstring
 from .registry import ActionManager as ActionManager
@@ -33,6 +34,7 @@ __all__ = [
     "SCHEMA_FORMATS",
     "TOOL_NAME_PATTERN",
     "ActionManager",
+    "ArgumentSpec",
     "Effect",
     "FunctionCalling",
     "Parameter",

@@ -11,6 +11,7 @@ from cattrs.gen import make_dict_unstructure_fn_from_attrs, override
 from cattrs.preconf.json import JsonConverter
 
 from .._jsonable import jsonable
+from .arguments import ArgumentSpec
 from .tool import Tool
 
 #: The fields of a tool record's top level; callables are never part of a record.
@@ -29,8 +30,6 @@ def configure(converter: JsonConverter) -> None:
     by_name = override(unstruct_hook=_qualname)
     as_json = override(unstruct_hook=jsonable)
     options: dict[str, Any] = {
-        "request_class": by_name,
-        "strict": override(),
         "preprocessor": by_name,
         "preprocessor_kwargs": as_json,
         "postprocessor": by_name,
@@ -40,9 +39,15 @@ def configure(converter: JsonConverter) -> None:
         "idempotent": override(),
         "subject": override(),
         "subject_kind": override(),
+    }
+    #: Options that are argument rules (:class:`ArgumentSpec` fields).
+    rules: dict[str, Any] = {
+        "request_class": by_name,
+        "strict": override(),
         "context_param": override(),
     }
     attrs.resolve_types(Tool)
+    attrs.resolve_types(ArgumentSpec)
     fields = attrs.fields(Tool)
     head = make_dict_unstructure_fn_from_attrs(
         [field for field in fields if field.name in _HEAD],
@@ -51,15 +56,20 @@ def configure(converter: JsonConverter) -> None:
         schema=override(unstruct_hook=copy.deepcopy),
     )
     rest = make_dict_unstructure_fn_from_attrs(
-        [field for field in fields if field.name in options],
-        Tool,
+        [field for field in fields if field.name in options], Tool, converter, **options
+    )
+    spec = make_dict_unstructure_fn_from_attrs(
+        [getattr(attrs.fields(ArgumentSpec), name) for name in rules],
+        ArgumentSpec,
         converter,
-        **{name: hook for name, hook in options.items() if hasattr(fields, name)},
+        **rules,
     )
 
     def unstructure_tool(tool: Tool) -> dict[str, Any]:
         record = head(tool)
-        record["options"] = rest(tool)
+        arguments = spec(tool.arguments)
+        context_param = arguments.pop("context_param")
+        record["options"] = {**arguments, **rest(tool), "context_param": context_param}
         return record
 
     converter.register_unstructure_hook(Tool, unstructure_tool)

@@ -33,7 +33,7 @@ class ActionManager:
         self.register_tools(tools)
 
     def register_tool(self, tool: ToolLike, /, *, update: bool = False) -> Tool:
-        """Register *tool* (a callable is wrapped in ``Tool(callable)``) and return it.
+        """Register *tool* and return it; a callable is wrapped in ``Tool.from_function(it)``.
 
         Raises:
             DuplicateToolError: the name is taken and *update* is false.
@@ -128,4 +128,4 @@ class ActionManager:
 def _as_tool(item: object) -> Tool:
     if not callable(item):
         raise TypeError(f"cannot register {type(item).__name__} {item!r}: not a Tool or callable")
-    return Tool(item)
+    return Tool.from_function(item)

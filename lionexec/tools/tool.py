@@ -1,4 +1,9 @@
-"""``Tool``: one model-callable function, its schema, its validation and its sync policy."""
+"""``Tool``: one model-callable function, its schema, its argument rules and its sync policy.
+
+:meth:`Tool.from_function` reads a function (signature, type hints, docstring) into a tool;
+the argument rules live in :mod:`lionexec.tools.arguments`, the sync policy in
+:mod:`lionexec.tools.runner`.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +18,10 @@ import attrs
 import cattrs
 import trio
 
-from lionexec.errors import ConfigurationError, SchemaError, ValidationError
+from lionexec.errors import ConfigurationError, SchemaError
 
+from .arguments import ArgumentSpec, is_record_class
 from .docstrings import parse_docstring
-from .jsonschema import SchemaValidator, compile_schema
 from .runner import is_async_callable, run_callable
 from .schema import (
     Parameter,
@@ -26,14 +31,12 @@ from .schema import (
     parameters_schema,
     signature_parameters,
     tool_schema,
-    type_schema,
 )
-from .strict import null_defaults, strict_parameters
-from .validation import argument_converter, describe_error
+from .strict import strict_parameters
 
 __all__ = ["EFFECTS", "TOOL_NAME_PATTERN", "Effect", "Tool"]
 
-#: What repeating a call of a tool means (see ``Tool(effect=...)``).
+#: What repeating a call of a tool means (see :attr:`Tool.effect`).
 Effect: TypeAlias = Literal["pure", "idempotent", "keyed", "unsafe"]
 #: Every effect class, safest first.
 EFFECTS: Final[tuple[Effect, ...]] = ("pure", "idempotent", "keyed", "unsafe")
@@ -42,102 +45,176 @@ EFFECTS: Final[tuple[Effect, ...]] = ("pure", "idempotent", "keyed", "unsafe")
 TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def _no_kwargs() -> dict[str, Any]:
-    return {}
+def _callable_tool(_: object, __: object, func: Callable[..., Any]) -> None:
+    if not callable(func):
+        raise TypeError(f"a tool needs a callable, got {type(func).__name__}: {func!r}")
+    if inspect.isasyncgenfunction(_unwrap(func)):
+        raise ConfigurationError(f"{func!r} is an async generator; a tool returns a value")
 
 
-@attrs.frozen(init=False, eq=False)
+def _valid_name(_: object, __: object, name: str) -> None:
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
+        raise ConfigurationError(
+            f"invalid tool name {name!r}: a name is 1 to 64 letters, digits, '_' or '-' "
+            f"(pattern {TOOL_NAME_PATTERN.pattern})"
+        )
+
+
+def _optional_callable(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(f"{attribute.name} must be callable, got {type(value).__name__}")
+
+
+def _valid_effect(tool: Tool, _: object, effect: object) -> None:
+    if effect not in EFFECTS:
+        raise ConfigurationError(
+            f"effect {effect!r} of tool {tool.name!r} must be one of {', '.join(EFFECTS)}"
+        )
+
+
+def _consistent_idempotent(tool: Tool, _: object, idempotent: bool) -> None:
+    if not idempotent and tool.effect != "unsafe":
+        raise ConfigurationError(
+            f"a tool with effect {tool.effect!r} is idempotent; tool {tool.name!r} says it is not"
+        )
+
+
+def _valid_subject(tool: Tool, _: object, subject: str | None) -> None:
+    if subject is None:
+        return
+    properties = tool.parameters.get("properties") or {}
+    if subject not in properties:
+        raise ConfigurationError(
+            f"subject {subject!r} is not a parameter of tool {tool.name!r} "
+            f"(parameters: {', '.join(sorted(properties)) or 'none'})"
+        )
+
+
+def _valid_subject_kind(tool: Tool, _: object, kind: object) -> None:
+    if kind not in (None, "path", "command", "text") or (
+        kind is not None and tool.subject is None
+    ):
+        raise ConfigurationError(
+            f"subject_kind {kind!r} of tool {tool.name!r} must be 'path', 'command' or "
+            "'text', with a subject"
+        )
+
+
+def _same_tool(tool: Tool, _: object, spec: ArgumentSpec) -> None:
+    if spec.tool != tool.name:
+        raise ConfigurationError(
+            f"the arguments of tool {tool.name!r} are the spec of tool {spec.tool!r}"
+        )
+
+
+def _kwargs(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {} if value is None else dict(value)
+
+
+def _bare_schema(tool: Tool) -> dict[str, Any]:
+    return openai_schema(tool.name, tool.description, _EMPTY_OBJECT)
+
+
+def _schema_arguments(tool: Tool) -> ArgumentSpec:
+    function = tool.schema["function"]
+    parameters = function["parameters"]
+    return ArgumentSpec.from_parameters(
+        tool.name,
+        parameters,
+        var_keyword=parameters.get("additionalProperties", False) is not False,
+        strict=function.get("strict") is True,
+    )
+
+
+def _not_unsafe(tool: Tool) -> bool:
+    return tool.effect != "unsafe"
+
+
+def _is_async(attribute: str) -> Callable[[Tool], bool]:
+    def derive(tool: Tool) -> bool:
+        value = getattr(tool, attribute)
+        return value is not None and is_async_callable(value)
+
+    return derive
+
+
+@attrs.frozen(kw_only=True, eq=False)
 class Tool:
     """A function a model may call: its name, JSON schema, argument rules and run policy.
 
-    Build it from any callable: a function, an ``async def``, a bound method, a
-    :func:`functools.partial`, an object with ``async def __call__``, or a lambda (partials,
-    lambdas and objects without a ``__name__`` need an explicit *name*).
-
-    Args:
-        func: the callable, kept as :attr:`func_callable`.
-        name: the function name a model calls; defaults to the schema's name, then
-            ``func.__name__``. Must match :data:`TOOL_NAME_PATTERN`.
-        description: defaults to the schema's, then the docstring's summary.
-        schema: an explicit schema (the OpenAI function shape, or just its ``parameters``
-            object); it replaces the generated one. Arguments are validated against it as
-            JSON Schema, then still type-checked against the signature where annotations
-            allow. A ``"strict": true`` in it makes the tool :attr:`strict`.
-        request_class: an attrs class (or dataclass) describing the arguments: the schema
-            is derived from it and arguments are structured through it.
-        strict: emit a strict schema (``"strict": true``; every object closed and
-            all-required, optional parameters nullable; see :mod:`lionexec.tools.strict`):
-            the model must send exactly the declared parameters, ``null`` for one it leaves
-            out. A parameter that cannot be strict raises :class:`SchemaError`. Otherwise
-            the minimum-key rule holds: every required key present, no unknown key (unless
-            the callable takes ``**kwargs``).
-        preprocessor: ``preprocessor(arguments, **preprocessor_kwargs)`` returns the
-            arguments to call with.
-        postprocessor: ``postprocessor(response, **postprocessor_kwargs)`` returns the
-            response to record.
-        inline: run sync callables and processors on the trio thread instead of a worker
-            thread. Only for quick, non-blocking functions.
-        limiter: the :class:`trio.CapacityLimiter` for this tool's worker threads; by
-            default :func:`current_tool_limiter`.
-        idempotent: calling twice with the same arguments is safe; the act layer retries
-            only idempotent tools. ``True`` with no *effect* means ``effect="idempotent"``.
-        effect: what running the call again means, read by a durable journal's recovery
-            (see :data:`EFFECTS`): ``"pure"`` (no side effect), ``"idempotent"`` (repeating
-            it changes nothing more), ``"keyed"`` (safe to repeat when the call's idempotency
-            key is passed downstream) or ``"unsafe"`` (never repeated; the default unless
-            *idempotent*). The first three make the tool :attr:`idempotent`.
-        idempotency_key: derives the call's idempotency key from its validated arguments
-            (``idempotency_key(arguments) -> str``); by default a call's key is its branch id
-            and tool-call id. The key is in the call context
-            (:attr:`~lionexec.governance.CallContext.idempotency_key`).
-        reconcile: for an ``unsafe`` tool whose call was running when the process died:
-            ``reconcile(context)`` (sync or async) finds out what happened; see
-            :mod:`lionexec.journal`.
-        subject: the argument a permission rule matches on (``"path"``, ``"command"``).
-        subject_kind: how a permission policy reads the subject: ``"path"``, ``"command"``
-            or ``"text"``; ``None`` lets the policy infer it (see
-            :func:`lionexec.governance.subject_kind_of`). Needs *subject*.
-        context_param: a parameter that receives the call context at invocation; it is
-            left out of the schema and a model may not supply it.
-        converter: the cattrs converter for structuring arguments; by default
-            :data:`~lionexec.tools.validation.argument_converter`.
+    Build one from a function with :meth:`from_function`, which reads the name, description
+    and schema from it. The constructor takes the fields as they are and parses nothing:
+    ``Tool(func_callable=f, name="add", schema=...)`` (it checks only what is cheap: the
+    callables are callable, the name matches :data:`TOOL_NAME_PATTERN`, the effect and the
+    subject are valid). Without *schema* the tool takes no arguments; without *arguments* the
+    schema's ``required``, ``properties`` and ``strict`` give the key rule, and values are
+    passed on as the model sent them.
 
     Tools compare by identity and are immutable; copying one returns the same tool.
     """
 
-    func_callable: Callable[..., Any]
-    name: str
-    description: str | None
-    schema: dict[str, Any]
-    request_class: type | None
-    strict: bool
-    preprocessor: Callable[..., Any] | None
-    preprocessor_kwargs: Mapping[str, Any]
-    postprocessor: Callable[..., Any] | None
-    postprocessor_kwargs: Mapping[str, Any]
-    inline: bool
-    limiter: trio.CapacityLimiter | None
-    idempotent: bool
-    effect: Effect
-    idempotency_key: Callable[[dict[str, Any]], str] | None
-    reconcile: Callable[..., Any] | None
-    subject: str | None
-    subject_kind: Literal["path", "command", "text"] | None
-    context_param: str | None
-    converter: cattrs.Converter = attrs.field(repr=False)
-    _hints: Mapping[str, Any] = attrs.field(repr=False)
-    _required: frozenset[str] = attrs.field(repr=False)
-    _known: frozenset[str] = attrs.field(repr=False)
-    _extra_ok: bool = attrs.field(repr=False)
-    _aliases: Mapping[str, str] = attrs.field(repr=False)
-    _func_async: bool = attrs.field(repr=False)
-    _pre_async: bool = attrs.field(repr=False)
-    _post_async: bool = attrs.field(repr=False)
-    _arguments_schema: SchemaValidator | None = attrs.field(repr=False)
-    _nulls: Callable[[dict[str, Any]], dict[str, Any]] | None = attrs.field(repr=False)
+    #: The callable a call runs, with the validated arguments as keywords.
+    func_callable: Callable[..., Any] = attrs.field(validator=_callable_tool)
+    #: The function name a model calls (see :data:`TOOL_NAME_PATTERN`).
+    name: str = attrs.field(validator=_valid_name)
+    #: What the tool does, for the model.
+    description: str | None = None
+    #: The OpenAI function shape ``{"type": "function", "function": {"name", "description",
+    #: "parameters"[, "strict"]}}``; :meth:`schema_for` gives the other formats.
+    schema: dict[str, Any] = attrs.field(default=attrs.Factory(_bare_schema, takes_self=True))
+    #: How a call's arguments are checked and structured (:meth:`validate` applies it).
+    arguments: ArgumentSpec = attrs.field(
+        default=attrs.Factory(_schema_arguments, takes_self=True),
+        validator=_same_tool,
+        repr=False,
+    )
+    #: ``preprocessor(arguments, **preprocessor_kwargs)`` returns the arguments to call with.
+    preprocessor: Callable[..., Any] | None = attrs.field(
+        default=None, validator=_optional_callable
+    )
+    preprocessor_kwargs: Mapping[str, Any] = attrs.field(factory=dict, converter=_kwargs)
+    #: ``postprocessor(response, **postprocessor_kwargs)`` returns the response to record.
+    postprocessor: Callable[..., Any] | None = attrs.field(
+        default=None, validator=_optional_callable
+    )
+    postprocessor_kwargs: Mapping[str, Any] = attrs.field(factory=dict, converter=_kwargs)
+    #: Run sync callables and processors on the trio thread instead of a worker thread.
+    inline: bool = False
+    #: The limiter of this tool's worker threads; ``None``: :func:`current_tool_limiter`.
+    limiter: trio.CapacityLimiter | None = None
+    #: What running a call again means (see :data:`EFFECTS`).
+    effect: Effect = attrs.field(default="unsafe", validator=_valid_effect)
+    #: Calling twice with the same arguments is safe; the act layer retries only these.
+    #: Always true for an effect other than ``"unsafe"``.
+    idempotent: bool = attrs.field(
+        default=attrs.Factory(_not_unsafe, takes_self=True),
+        validator=_consistent_idempotent,
+    )
+    #: ``idempotency_key(arguments) -> str``: the call's idempotency key.
+    idempotency_key: Callable[[dict[str, Any]], str] | None = attrs.field(
+        default=None, validator=_optional_callable
+    )
+    #: ``reconcile(context)``: what happened to an ``unsafe`` call the process died in.
+    reconcile: Callable[..., Any] | None = attrs.field(default=None, validator=_optional_callable)
+    #: The argument a permission rule matches on.
+    subject: str | None = attrs.field(default=None, validator=_valid_subject)
+    #: How a permission policy reads the subject; ``None``: inferred.
+    subject_kind: Literal["path", "command", "text"] | None = attrs.field(
+        default=None, validator=_valid_subject_kind
+    )
+    _func_async: bool = attrs.field(
+        init=False, repr=False, default=attrs.Factory(_is_async("func_callable"), takes_self=True)
+    )
+    _pre_async: bool = attrs.field(
+        init=False, repr=False, default=attrs.Factory(_is_async("preprocessor"), takes_self=True)
+    )
+    _post_async: bool = attrs.field(
+        init=False, repr=False, default=attrs.Factory(_is_async("postprocessor"), takes_self=True)
+    )
 
-    def __init__(
-        self,
+    @classmethod
+    def from_function(
+        cls,
         func: Callable[..., Any],
         *,
         name: str | None = None,
@@ -159,15 +236,73 @@ class Tool:
         subject_kind: Literal["path", "command", "text"] | None = None,
         context_param: str | None = None,
         converter: cattrs.Converter | None = None,
-    ) -> None:
-        if not callable(func):
-            raise TypeError(f"a tool needs a callable, got {type(func).__name__}: {func!r}")
+    ) -> Tool:
+        """A tool for *func*: its name, description and schema read from the function.
+
+        *func* may be a function, an ``async def``, a bound method, a
+        :func:`functools.partial`, an object with ``async def __call__``, or a lambda
+        (partials, lambdas and objects without a ``__name__`` need an explicit *name*). The
+        signature, type hints and docstring are read once, here; nothing is parsed per call.
+
+        Args:
+            func: the callable, kept as :attr:`func_callable`.
+            name: the function name a model calls; defaults to the schema's name, then
+                ``func.__name__``. Must match :data:`TOOL_NAME_PATTERN`.
+            description: defaults to the schema's, then the docstring's summary.
+            schema: an explicit schema (the OpenAI function shape, or just its ``parameters``
+                object); it replaces the generated one. Arguments are validated against it as
+                JSON Schema, then still type-checked against the signature where annotations
+                allow. A ``"strict": true`` in it makes the tool :attr:`strict`.
+            request_class: an attrs class (or dataclass) describing the arguments: the schema
+                is derived from it and arguments are structured through it.
+            strict: emit a strict schema (``"strict": true``; every object closed and
+                all-required, optional parameters nullable; see :mod:`lionexec.tools.strict`):
+                the model must send exactly the declared parameters, ``null`` for one it leaves
+                out. A parameter that cannot be strict raises :class:`SchemaError`. Otherwise
+                the minimum-key rule holds: every required key present, no unknown key (unless
+                the callable takes ``**kwargs``).
+            preprocessor: ``preprocessor(arguments, **preprocessor_kwargs)`` returns the
+                arguments to call with.
+            postprocessor: ``postprocessor(response, **postprocessor_kwargs)`` returns the
+                response to record.
+            inline: run sync callables and processors on the trio thread instead of a worker
+                thread. Only for quick, non-blocking functions.
+            limiter: the :class:`trio.CapacityLimiter` for this tool's worker threads; by
+                default :func:`current_tool_limiter`.
+            idempotent: calling twice with the same arguments is safe; the act layer retries
+                only idempotent tools. ``True`` with no *effect* means ``effect="idempotent"``.
+            effect: what running the call again means, read by a durable journal's recovery
+                (see :data:`EFFECTS`): ``"pure"`` (no side effect), ``"idempotent"``
+                (repeating it changes nothing more), ``"keyed"`` (safe to repeat when the
+                call's idempotency key is passed downstream) or ``"unsafe"`` (never repeated;
+                the default unless *idempotent*). The first three make the tool
+                :attr:`idempotent`.
+            idempotency_key: derives the call's idempotency key from its validated arguments
+                (``idempotency_key(arguments) -> str``); by default a call's key is its branch
+                id and tool-call id. The key is in the call context
+                (:attr:`~lionexec.governance.CallContext.idempotency_key`).
+            reconcile: for an ``unsafe`` tool whose call was running when the process died:
+                ``reconcile(context)`` (sync or async) finds out what happened; see
+                :mod:`lionexec.journal`.
+            subject: the argument a permission rule matches on (``"path"``, ``"command"``).
+            subject_kind: how a permission policy reads the subject: ``"path"``,
+                ``"command"`` or ``"text"``; ``None`` lets the policy infer it (see
+                :func:`lionexec.governance.subject_kind_of`). Needs *subject*.
+            context_param: a parameter that receives the call context at invocation; it is
+                left out of the schema and a model may not supply it.
+            converter: the cattrs converter for structuring arguments; by default
+                :data:`~lionexec.tools.validation.argument_converter`.
+
+        Raises:
+            TypeError: *func* or a hook is not callable.
+            ConfigurationError: a bad name, option or combination of options.
+            SchemaError: the signature or schema cannot be described or made strict.
+        """
+        _callable_tool(None, None, func)
         for label, processor in (("preprocessor", preprocessor), ("postprocessor", postprocessor)):
             if processor is not None and not callable(processor):
                 raise TypeError(f"{label} must be callable, got {type(processor).__name__}")
-        if inspect.isasyncgenfunction(_unwrap(func)):
-            raise ConfigurationError(f"{func!r} is an async generator; a tool returns a value")
-        if request_class is not None and not _is_record_class(request_class):
+        if request_class is not None and not is_record_class(request_class):
             raise ConfigurationError(
                 f"request_class must be an attrs class or a dataclass, got {request_class!r}"
             )
@@ -195,74 +330,36 @@ class Tool:
             parameters = parameters_schema(signature_params, additional=var_keyword)
         if strict:
             parameters = strict_parameters(parameters, tool=name)
-
-        properties = parameters.get("properties") or {}
-        if subject is not None and subject not in properties:
-            raise ConfigurationError(
-                f"subject {subject!r} is not a parameter of tool {name!r} "
-                f"(parameters: {', '.join(sorted(properties)) or 'none'})"
-            )
-        if subject_kind not in (None, "path", "command", "text") or (
-            subject_kind is not None and subject is None
-        ):
-            raise ConfigurationError(
-                f"subject_kind {subject_kind!r} of tool {name!r} must be 'path', 'command' or "
-                "'text', with a subject"
-            )
         if effect is None:
             effect = "idempotent" if idempotent else "unsafe"
-        elif effect not in EFFECTS:
-            raise ConfigurationError(
-                f"effect {effect!r} of tool {name!r} must be one of {', '.join(EFFECTS)}"
-            )
-        for label, hook in (("idempotency_key", idempotency_key), ("reconcile", reconcile)):
-            if hook is not None and not callable(hook):
-                raise TypeError(f"{label} must be callable, got {type(hook).__name__}")
-        aliases: dict[str, str] = {}
-        if request_class is not None and attrs.has(request_class):
-            aliases = {a.alias or a.name: a.name for a in attrs.fields(request_class)}
-        self.__attrs_init__(
+        return cls(
             func_callable=func,
             name=name,
             description=description,
             schema=openai_schema(name, description, parameters, strict=strict),
-            request_class=request_class,
-            strict=strict,
+            arguments=ArgumentSpec.from_parameters(
+                name,
+                parameters,
+                signature=signature_params,
+                var_keyword=var_keyword,
+                request_class=request_class,
+                strict=strict,
+                check_schema=explicit is not None,
+                context_param=context_param,
+                converter=converter,
+            ),
             preprocessor=preprocessor,
-            preprocessor_kwargs=dict(preprocessor_kwargs or {}),
+            preprocessor_kwargs=preprocessor_kwargs,
             postprocessor=postprocessor,
-            postprocessor_kwargs=dict(postprocessor_kwargs or {}),
+            postprocessor_kwargs=postprocessor_kwargs,
             inline=inline,
             limiter=limiter,
-            idempotent=idempotent or effect != "unsafe",
             effect=effect,
+            idempotent=idempotent or effect != "unsafe",
             idempotency_key=idempotency_key,
             reconcile=reconcile,
             subject=subject,
             subject_kind=subject_kind,
-            context_param=context_param,
-            converter=converter if converter is not None else argument_converter,
-            hints=_checkable_hints(signature_params),
-            required=frozenset(parameters.get("required") or ()),
-            known=frozenset(properties),
-            extra_ok=(
-                request_class is None
-                and var_keyword
-                and parameters.get("additionalProperties", True) is not False
-            ),
-            aliases=aliases,
-            func_async=is_async_callable(func),
-            pre_async=is_async_callable(preprocessor),
-            post_async=is_async_callable(postprocessor),
-            arguments_schema=compile_schema(parameters) if explicit is not None else None,
-            nulls=(
-                null_defaults(
-                    class_parameters(request_class) if request_class else signature_params,
-                    request_class,
-                )
-                if strict
-                else None
-            ),
         )
 
     # -- arguments --------------------------------------------------------------------------
@@ -285,7 +382,27 @@ class Tool:
     @property
     def required(self) -> frozenset[str]:
         """The argument names a call must supply (all declared ones when :attr:`strict`)."""
-        return self._required
+        return self.arguments.required
+
+    @property
+    def strict(self) -> bool:
+        """A call supplies exactly the declared arguments (``null`` for one it leaves out)."""
+        return self.arguments.strict
+
+    @property
+    def request_class(self) -> type | None:
+        """The attrs class or dataclass the arguments are structured into, if any."""
+        return self.arguments.request_class
+
+    @property
+    def context_param(self) -> str | None:
+        """The parameter that receives the call context at invocation, if any."""
+        return self.arguments.context_param
+
+    @property
+    def converter(self) -> cattrs.Converter:
+        """The cattrs converter the arguments are structured with."""
+        return self.arguments.converter
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check *arguments* against this tool and return them normalized, as a new dict.
@@ -300,88 +417,13 @@ class Tool:
         (:mod:`lionexec.tools.jsonschema`). For a :attr:`strict` tool, ``null`` for a parameter
         that may be left out means "not given": it becomes the parameter's default.
 
-        Validating already-validated arguments returns an equal dict.
+        Validating already-validated arguments returns an equal dict. The rules are
+        :attr:`arguments` (:meth:`ArgumentSpec.validate`).
 
         Raises:
             ValidationError: naming the first bad field (``field``); the message lists all.
         """
-        if type(arguments) is not dict and not isinstance(arguments, Mapping):
-            raise ValidationError(
-                f"arguments for tool {self.name!r} must be an object, "
-                f"got {type(arguments).__name__}"
-            )
-        self._check_keys(arguments)
-        if self._arguments_schema is not None:
-            self._arguments_schema.validate(arguments, label=f"arguments for tool {self.name!r}")
-        if self._nulls is not None:
-            arguments = self._nulls(dict(arguments))
-        if self.request_class is not None:
-            try:
-                instance: Any = self.converter.structure(arguments, self.request_class)
-            except Exception as exc:
-                raise self._invalid(describe_error(exc)) from exc
-            return {key: getattr(instance, self._aliases.get(key, key)) for key in arguments}
-        hints = self._hints
-        normalized: dict[str, Any] = {}
-        for key, value in arguments.items():
-            hint = hints.get(key)
-            if hint is None or (type(value) is hint and hint in _EXACT):
-                normalized[key] = value  # nothing to check, or already exactly that type
-                continue
-            try:
-                normalized[key] = self.converter.structure(value, hint)
-            except Exception as exc:
-                raise self._invalid(describe_error(exc, key)) from exc
-        return normalized
-
-    def _check_keys(self, arguments: Mapping[str, Any]) -> None:
-        keys = arguments.keys()
-        if (
-            keys >= self._required
-            # every known name is a string, so keys <= _known also checks the key types
-            and (keys <= self._known or (self._extra_ok and all(type(k) is str for k in keys)))
-            and not (self.strict and len(keys) != len(self._required))
-            and (self.context_param is None or self.context_param not in keys)
-        ):
-            return  # the common case; the checks below name what is wrong otherwise
-        for key in arguments:
-            if not isinstance(key, str):
-                raise ValidationError(f"argument names are strings, got {key!r}")
-        if self.context_param is not None and self.context_param in arguments:
-            raise ValidationError(
-                f"argument {self.context_param!r} of tool {self.name!r} is supplied by the "
-                "runtime, not by the caller",
-                field=self.context_param,
-            )
-        if not self._extra_ok:
-            for key in arguments:
-                if key not in self._known:
-                    accepted = ", ".join(sorted(self._known)) or "none"
-                    raise ValidationError(
-                        f"unexpected argument {key!r} for tool {self.name!r} "
-                        f"(accepted: {accepted})",
-                        field=key,
-                    )
-        for key in sorted(self._required):
-            if key not in arguments:
-                raise ValidationError(
-                    f"missing required argument {key!r} for tool {self.name!r}", field=key
-                )
-        if self.strict:
-            for key in arguments:
-                if key not in self._required:
-                    raise ValidationError(
-                        f"tool {self.name!r} is strict and takes exactly "
-                        f"{sorted(self._required)}; got {key!r} too",
-                        field=key,
-                    )
-
-    def _invalid(self, problems: list[tuple[str | None, str]]) -> ValidationError:
-        listing = "; ".join(f"{path}: {msg}" if path else msg for path, msg in problems)
-        return ValidationError(
-            f"invalid arguments for tool {self.name!r}: {listing}",
-            field=problems[0][0] if problems else None,
-        )
+        return self.arguments.validate(arguments)
 
     # -- running ----------------------------------------------------------------------------
 
@@ -437,7 +479,7 @@ class Tool:
         """Always raises: a record carries no callable to rebuild a tool from."""
         raise NotImplementedError(
             f"cannot recreate a {cls.__name__} from a record: records hold no callables; "
-            "construct Tool(func, ...) instead"
+            "construct Tool.from_function(func, ...) instead"
         )
 
     def __copy__(self) -> Tool:
@@ -445,14 +487,6 @@ class Tool:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tool:
         return self
-
-    @classmethod
-    def from_function(cls, func: Callable[..., Any], **options: Any) -> Tool:
-        """A tool for *func*: its name, description and schema read from the function.
-
-        Transitional: the same as ``Tool(func, **options)`` until the constructor split.
-        """
-        return cls(func, **options)
 
 
 _EMPTY_OBJECT: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
@@ -473,12 +507,6 @@ def _doc_target(func: object) -> object:
     if call is not None and getattr(call, "__doc__", None):
         return call
     return type(target)
-
-
-def _is_record_class(cls: object) -> bool:
-    import dataclasses
-
-    return isinstance(cls, type) and (attrs.has(cls) or dataclasses.is_dataclass(cls))
 
 
 def _explicit_function(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -544,20 +572,3 @@ def _check_context_param(func: Callable[..., Any], context_param: str) -> None:
         raise ConfigurationError(
             f"context_param {context_param!r} is not a keyword parameter of {func!r}"
         )
-
-
-#: Hints a value of exactly that type satisfies with no conversion (``bool`` is not ``int``).
-_EXACT: Final = frozenset({int, float, str, bool})
-
-
-def _checkable_hints(params: list[Parameter]) -> dict[str, Any]:
-    """Annotations worth structuring: describable ones other than ``Any``."""
-    hints: dict[str, Any] = {}
-    for p in params:
-        try:
-            described = type_schema(p.annotation)
-        except SchemaError:  # only reachable with an explicit schema: leave it unchecked
-            continue
-        if described:
-            hints[p.name] = p.annotation
-    return hints

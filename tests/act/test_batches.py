@@ -151,7 +151,7 @@ def flaky_tool(failures: int, *, idempotent: bool) -> tuple[Tool, list[float]]:
             raise ConnectionError(f"attempt {len(attempts)} failed")
         return "ok"
 
-    return Tool(flaky, idempotent=idempotent), attempts
+    return Tool.from_function(flaky, idempotent=idempotent), attempts
 
 
 async def test_retries_run_inside_one_transaction_for_idempotent_tools(
@@ -218,7 +218,7 @@ async def test_denied_invalid_and_timed_out_calls_are_never_retried(
         await trio.sleep(seconds)
 
     branch = Branch()
-    branch.register_tools(Tool(counted, idempotent=True))
+    branch.register_tools(Tool.from_function(counted, idempotent=True))
     branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: kw["context"].arguments.get("seconds") != 1)
     params = AlcallParams(retry_attempts=5, timeout=3)
     responses = await branch.act(
@@ -239,7 +239,7 @@ async def test_cancellation_is_never_retried(autojump_clock: trio.abc.Clock) -> 
         await trio.sleep_forever()
 
     branch = Branch()
-    branch.register_tools(Tool(hang, idempotent=True))
+    branch.register_tools(Tool.from_function(hang, idempotent=True))
     with trio.move_on_after(1):
         await branch.act(call("hang"), call_params=AlcallParams(retry_attempts=5))
     assert calls == 1

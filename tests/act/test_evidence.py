@@ -54,7 +54,7 @@ async def test_write_ahead_runs_before_the_tool_with_the_authorized_arguments() 
         return a + b
 
     async with Branch(sinks=[sink]) as branch:
-        branch.register_tools(Tool(add))
+        branch.register_tools(Tool.from_function(add))
         await branch.act({"function": "add", "arguments": {"a": "1", "b": 2}, "call_id": "c1"})
     assert sink.events == [
         ("write_ahead", ("c1", {"a": 1, "b": 2})),  # validated (coerced) arguments
@@ -79,7 +79,7 @@ async def test_the_drain_service_batches_and_leaving_writes_everything() -> None
         return n
 
     async with Branch(sinks=[sink]) as branch:
-        branch.register_tools(Tool(ok))
+        branch.register_tools(Tool.from_function(ok))
         await branch.act([call("ok", n=i) for i in range(10)])
         await trio.testing.wait_all_tasks_blocked()
         stats = branch.statistics().sinks[0]
@@ -104,7 +104,7 @@ async def test_a_full_sink_holds_calls_at_the_write_ahead_point(
         return n
 
     async with Branch(sinks=[sink], sink_capacity=2) as branch:
-        branch.register_tools(Tool(ok))
+        branch.register_tools(Tool.from_function(ok))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(branch.act, [call("ok", n=i) for i in range(6)])
             await trio.testing.wait_all_tasks_blocked()
@@ -149,7 +149,7 @@ async def test_the_jsonl_sink_writes_in_a_worker_thread(tmp_path: Any) -> None:
 
     sink = Spy(tmp_path / "log.jsonl", dumps=lambda record: "{}")
     async with Branch(sinks=[sink]) as branch:
-        branch.register_tools(Tool(ok))
+        branch.register_tools(Tool.from_function(ok))
         await branch.act([call("ok")] * 3)
     assert threads and threading.get_ident() not in threads
     assert (tmp_path / "log.jsonl").read_text().count("\n") == 3
@@ -167,7 +167,7 @@ async def test_evidence_is_written_under_ki_protection() -> None:
         return 1
 
     branch = Branch(log=CheckingLog())
-    branch.register_tools(Tool(ok))
+    branch.register_tools(Tool.from_function(ok))
     await branch.act([call("ok"), call("ok")])
     assert protected == [True, True]
 
@@ -179,7 +179,7 @@ async def test_serve_under_nursery_start_and_aclose() -> None:
         return 1
 
     branch = Branch(sinks=[sink])
-    branch.register_tools(Tool(ok))
+    branch.register_tools(Tool.from_function(ok))
     async with trio.open_nursery() as nursery:
         await nursery.start(branch.serve)
         await branch.act(call("ok"))
@@ -217,7 +217,7 @@ async def test_act_waits_for_a_durable_sink_before_returning() -> None:
         return 1
 
     async with Branch(sinks=[sink]) as branch:
-        branch.register_tools(Tool(ok))
+        branch.register_tools(Tool.from_function(ok))
 
         async def act() -> None:
             await branch.act([call("ok"), call("ok")])
@@ -241,7 +241,7 @@ async def test_act_does_not_wait_for_a_log_file_sink() -> None:
         return 1
 
     async with Branch(sinks=[sink]) as branch:
-        branch.register_tools(Tool(ok))
+        branch.register_tools(Tool.from_function(ok))
         await branch.act(call("ok"))  # returns with its record still buffered
         assert branch.statistics().sinks[0].written == 0
         sink.release.set()

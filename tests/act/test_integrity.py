@@ -43,7 +43,7 @@ async def test_a_tool_mutating_its_arguments_does_not_rewrite_the_record() -> No
         return "saved"
 
     branch = Branch()
-    branch.register_tools(Tool(save))
+    branch.register_tools(Tool.from_function(save))
     proposed = {"email": "ann@example.com", "tags": ["a"]}
     [response] = await branch.act(call("save", record=proposed))
     assert response.content.outcome is Outcome.COMPLETED
@@ -61,7 +61,7 @@ async def test_the_callers_dict_mutated_after_act_does_not_rewrite_the_record() 
         return record
 
     branch = Branch()
-    branch.register_tools(Tool(echo))
+    branch.register_tools(Tool.from_function(echo))
     proposed: dict[str, Any] = {"record": {"n": 1}}
     [response] = await branch.act({"function": "echo", "arguments": proposed})
     proposed["record"]["n"] = 666
@@ -81,7 +81,7 @@ async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str)
         return value
 
     branch = Branch(observer=SessionObserver())
-    branch.register_tools(Tool(produce))
+    branch.register_tools(Tool.from_function(produce))
 
     def vandalize_error(error: BaseException, **_: Any) -> None:
         error.args = ("rewritten",)
@@ -129,7 +129,7 @@ async def test_gates_policies_and_pre_hooks_see_a_copy_of_nested_arguments() -> 
 
     observer.gate(gate)
     branch = Branch(observer=observer)
-    branch.register_tools(Tool(save))
+    branch.register_tools(Tool.from_function(save))
 
     def pre(context: Any, **_: Any) -> None:
         context.arguments["record"]["email"] = "hook@evil"
@@ -150,7 +150,7 @@ async def test_output_is_snapshotted_when_recorded() -> None:
         return value
 
     branch = Branch()
-    branch.register_tools(Tool(leaky))
+    branch.register_tools(Tool.from_function(leaky))
     [response] = await branch.act(call("leaky"))
     kept[0]["n"] = 2  # the tool keeps a reference and changes it later
     assert response.output == {"n": 1}
@@ -171,7 +171,7 @@ async def test_the_same_request_in_two_overlapping_acts_is_refused_before_it_run
         return "done"
 
     branch = Branch()
-    branch.register_tools(Tool(slow))
+    branch.register_tools(Tool.from_function(slow))
     request = ActionRequest.create("slow", {})
     errors: list[BaseException] = []
 
@@ -197,7 +197,7 @@ async def test_a_call_id_already_in_the_history_is_refused_naming_it() -> None:
         return a + b
 
     branch = Branch()
-    branch.register_tools(Tool(add))
+    branch.register_tools(Tool.from_function(add))
     batch = [{"type": "function", "id": "call_1", "function": {"name": "add", "arguments": "{}"}}]
     batch[0]["function"]["arguments"] = '{"a": 1, "b": 2}'  # type: ignore[index]
     await branch.act(batch)
@@ -222,7 +222,7 @@ async def test_a_message_id_collision_refuses_the_whole_batch_before_any_request
         return a + b
 
     branch = Branch()
-    branch.register_tools(Tool(add))
+    branch.register_tools(Tool.from_function(add))
     taken = ActionRequest.create("add", {"a": 1, "b": 2}, call_id="c0")
     branch.messages.add_message(taken)
     impostor = ActionRequest(id=taken.id, content=ActionRequest.create("add", {}).content)
@@ -243,7 +243,7 @@ async def test_a_non_finite_number_from_the_model_is_invalid(value: Any) -> None
         ran.append(x)
 
     branch = Branch()
-    branch.register_tools(Tool(measure))
+    branch.register_tools(Tool.from_function(measure))
     [response] = await branch.act(call("measure", x=value))
     assert response.content.outcome is Outcome.INVALID
     assert response.content.error is not None
@@ -256,7 +256,7 @@ async def test_a_string_nan_coerced_to_float_is_invalid() -> None:
         return factor
 
     branch = Branch()
-    branch.register_tools(Tool(scale))
+    branch.register_tools(Tool.from_function(scale))
     results = await branch.act([call("scale", factor="nan"), call("scale", factor="inf")])
     assert [r.content.outcome for r in results] == [Outcome.INVALID] * 2
 
@@ -269,7 +269,7 @@ async def test_context_param_receives_the_call_context_under_act() -> None:
         return f"{ctx.function} {ctx.call_id}"
 
     branch = Branch()
-    branch.register_tools(Tool(whoami, context_param="ctx"))
+    branch.register_tools(Tool.from_function(whoami, context_param="ctx"))
     [response] = await branch.act({"function": "whoami", "arguments": {}, "call_id": "c9"})
     assert response.output == "whoami c9"
 
@@ -289,7 +289,7 @@ async def test_a_tools_exception_group_is_not_wrapped_again(strategy: Any) -> No
         return 1
 
     branch = Branch()
-    branch.register_tools([Tool(grouped), Tool(ok)])
+    branch.register_tools([Tool.from_function(grouped), Tool.from_function(ok)])
     with pytest.raises(ExceptionGroup) as caught:
         await branch.act([call("grouped"), call("ok")], strategy=strategy, suppress_errors=False)
     assert caught.value.message == "tool's own"
@@ -304,7 +304,7 @@ async def test_a_pre_hook_returning_an_unexpected_value_denies(verdict: Any) -> 
         ran.append(True)
 
     branch = Branch()
-    branch.register_tools(Tool(act_, name="act_"))
+    branch.register_tools(Tool.from_function(act_, name="act_"))
     branch.hooks.on(HookPoint.TOOL_PRE, lambda **_: verdict)
     [response] = await branch.act(call("act_"))
     assert response.content.outcome is Outcome.DENIED
@@ -366,7 +366,7 @@ async def test_call_timeout_bounds_a_hung_gate_and_names_the_phase(
 
     observer.gate(hung_gate)
     branch = Branch(observer=observer)
-    branch.register_tools(Tool(add))
+    branch.register_tools(Tool.from_function(add))
     [response] = await branch.act(call("add", a=1, b=2), call_params=AlcallParams(call_timeout=5))
     assert response.content.outcome is Outcome.TIMED_OUT
     assert response.content.error is not None
@@ -382,7 +382,7 @@ async def test_call_timeout_during_invoke_records_timed_out_with_the_event(
         await trio.sleep_forever()
 
     branch = Branch()
-    branch.register_tools(Tool(hang))
+    branch.register_tools(Tool.from_function(hang))
     [response] = await branch.act(call("hang"), call_params=AlcallParams(call_timeout=2))
     assert response.content.outcome is Outcome.TIMED_OUT
     [record] = list(branch.log)
@@ -396,7 +396,7 @@ def test_act_outside_trio_names_trio_and_records_nothing() -> None:
     async def add(a: int, b: int) -> int:
         return a + b
 
-    branch.register_tools(Tool(add))
+    branch.register_tools(Tool.from_function(add))
     with pytest.raises(NotInTrioError, match=r"trio\.run.*anyio\.run"):
         asyncio.run(branch.act(call("add", a=1, b=2)))
     assert len(branch.messages) == 0
@@ -418,7 +418,7 @@ async def test_a_shared_limiter_caps_calls_across_acts(autojump_clock: trio.abc.
     limiter = trio.CapacityLimiter(3)
     branches = [Branch() for _ in range(3)]
     for b in branches:
-        b.register_tools(Tool(work))
+        b.register_tools(Tool.from_function(work))
     async with trio.open_nursery() as nursery:
         for b in branches:
             nursery.start_soon(lambda b=b: b.act([call("work")] * 4, limiter=limiter))
@@ -438,7 +438,7 @@ async def test_retain_bounds_a_long_lived_branch_by_whole_pairs() -> None:
         return a + b
 
     branch = Branch(retain=20)
-    branch.register_tools(Tool(add))
+    branch.register_tools(Tool.from_function(add))
     branch.messages.add_message(System(content="be careful"))
     for batch in range(30):
         branch.messages.add_message(Instruction(content=f"batch {batch}"))
@@ -463,7 +463,7 @@ async def test_trimming_never_takes_a_call_in_flight(autojump_clock: trio.abc.Cl
         return "fast"
 
     branch = Branch(retain=1)
-    branch.register_tools([Tool(slow), Tool(fast)])
+    branch.register_tools([Tool.from_function(slow), Tool.from_function(fast)])
     async with trio.open_nursery() as nursery:
         nursery.start_soon(branch.act, call("slow"))
         await trio.testing.wait_all_tasks_blocked()

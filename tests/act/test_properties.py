@@ -46,9 +46,9 @@ def make_branch() -> Branch:
     branch = Branch(
         policy=PermissionPolicy(mode="rules", allow={"*": ["*"]}, deny={"policy_denied": ["*"]})
     )
-    branch.register_tools([ok, none, raises, Tool(slow, idempotent=True)])
-    branch.register_tools(Tool(ok, name="gate_denied"))
-    branch.register_tools(Tool(ok, name="policy_denied"))
+    branch.register_tools([ok, none, raises, Tool.from_function(slow, idempotent=True)])
+    branch.register_tools(Tool.from_function(ok, name="gate_denied"))
+    branch.register_tools(Tool.from_function(ok, name="policy_denied"))
     branch.observer = SessionObserver()
     branch.observer.gate(lambda inv: inv.function != "gate_denied")
     return branch

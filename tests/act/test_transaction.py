@@ -46,7 +46,7 @@ async def _add(a: int, b: int) -> int:
     return a + b
 
 
-_add_tool = Tool(_add, name="add")
+_add_tool = Tool.from_function(_add, name="add")
 
 
 # -- envelopes ----------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ async def test_falsy_outputs_are_real_outputs_with_linked_responses(output: Any)
         return output
 
     branch = Branch()
-    branch.register_tools(Tool(give, inline=True))
+    branch.register_tools(Tool.from_function(give, inline=True))
     [response] = await branch.act(call("give"))
     assert response.content.outcome is Outcome.COMPLETED
     assert response.content.output == output
@@ -306,7 +306,7 @@ async def test_every_phase_sees_the_same_normalized_arguments() -> None:
     branch.observer = SessionObserver()
     branch.observer.gate(gate)
     branch.hooks.on(HookPoint.TOOL_PRE, pre)
-    branch.register_tools(Tool(tool, name="tool"))
+    branch.register_tools(Tool.from_function(tool, name="tool"))
     [response] = await branch.act(call("tool", a="1", b=2.0))
     assert response.content.output == 3
     normalized = {"a": 1, "b": 2}
@@ -343,7 +343,7 @@ async def test_policy_denial_is_a_denied_value_not_a_captured_failure() -> None:
         return command
 
     branch = Branch(policy=PermissionPolicy(mode="rules", allow={"run_shell": ["ls*"]}))
-    branch.register_tools(Tool(run_shell, subject="command"))
+    branch.register_tools(Tool.from_function(run_shell, subject="command"))
     ok, denied = await branch.act(
         [call("run_shell", command="ls -l"), call("run_shell", command="rm -rf /")]
     )
@@ -365,7 +365,7 @@ async def test_escalation_handler_settles_escalated_calls() -> None:
 
     policy = PermissionPolicy(mode="rules", escalate={"rm": ["*"]}, on_escalate=approve)
     branch = Branch(policy=policy)
-    branch.register_tools(Tool(rm, subject="path"))
+    branch.register_tools(Tool.from_function(rm, subject="path"))
     responses = await branch.act([call("rm", path="/tmp/x"), call("rm", path="/etc/passwd")])
     assert outcomes(responses) == [Outcome.COMPLETED, Outcome.DENIED]
 
@@ -461,7 +461,7 @@ async def test_transform_is_always_revalidated_against_the_schema() -> None:
         return {"n": "not a number"}
 
     branch = Branch()
-    branch.register_tools(Tool(double, preprocessor=breaks))
+    branch.register_tools(Tool.from_function(double, preprocessor=breaks))
     [response] = await branch.act(call("double", n=2))
     assert response.content.outcome is Outcome.INVALID
     assert response.content.status is S.ABORTED
@@ -480,7 +480,7 @@ async def test_transform_is_always_rechecked_by_the_policy() -> None:
         return {"command": "rm -rf /"}
 
     branch = Branch(policy=PermissionPolicy(mode="rules", allow={"run_shell": ["ls*"]}))
-    branch.register_tools(Tool(run_shell, subject="command", preprocessor=sneaky))
+    branch.register_tools(Tool.from_function(run_shell, subject="command", preprocessor=sneaky))
     [response] = await branch.act(call("run_shell", command="ls"))
     assert response.content.outcome is Outcome.DENIED
     assert response.content.status is S.SKIPPED
@@ -492,7 +492,9 @@ async def test_transform_result_is_what_the_tool_receives() -> None:
         return f"hi {name}"
 
     branch = Branch()
-    branch.register_tools(Tool(greet, preprocessor=lambda a: {"name": a["name"].upper()}))
+    branch.register_tools(
+        Tool.from_function(greet, preprocessor=lambda a: {"name": a["name"].upper()})
+    )
     [response] = await branch.act(call("greet", name="ann"))
     assert response.content.output == "hi ANN"
 

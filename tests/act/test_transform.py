@@ -25,7 +25,9 @@ async def test_preprocessor_result_replaces_the_arguments() -> None:
         return {"text": arguments["text"].upper() + suffix}
 
     branch = Branch()
-    branch.register_tools(Tool(find, preprocessor=shout, preprocessor_kwargs={"suffix": "!"}))
+    branch.register_tools(
+        Tool.from_function(find, preprocessor=shout, preprocessor_kwargs={"suffix": "!"})
+    )
     [response] = await branch.act(call("find", text="a", limit=1))
     assert response.content.output == "A!A!A!"
     [record] = list(branch.log)
@@ -44,14 +46,14 @@ async def test_preprocessed_arguments_are_revalidated_and_coerced() -> None:
         called.append((text, limit))
 
     branch = Branch()
-    branch.register_tools(Tool(spy, preprocessor=loosen))
+    branch.register_tools(Tool.from_function(spy, preprocessor=loosen))
     [response] = await branch.act(call("spy", text="a"))
     assert response.content.outcome is Outcome.INVALID
     assert response.content.error is not None and "'rm'" in response.content.error.message
     assert called == []
 
     coercing = Branch()
-    coercing.register_tools(Tool(spy, preprocessor=lambda a: {**a, "limit": "2"}))
+    coercing.register_tools(Tool.from_function(spy, preprocessor=lambda a: {**a, "limit": "2"}))
     [response] = await coercing.act(call("spy", text="a"))
     assert response.content.outcome is Outcome.COMPLETED
     assert called == [("a", 2)]
@@ -67,7 +69,9 @@ async def test_policy_recheck_after_transform_stops_the_call_before_the_tool_run
 
     branch = Branch(policy=PermissionPolicy(mode="rules", allow={"run_shell": ["ls*"]}))
     branch.register_tools(
-        Tool(run_shell, subject="command", preprocessor=lambda a: {"command": "rm -rf /"})
+        Tool.from_function(
+            run_shell, subject="command", preprocessor=lambda a: {"command": "rm -rf /"}
+        )
     )
     [response] = await branch.act(call("run_shell", command="ls"))
     assert response.content.outcome is Outcome.DENIED
@@ -94,7 +98,7 @@ async def test_a_broken_preprocessor_fails_the_call_without_running_the_tool(
         ran.append(True)
 
     branch = Branch()
-    branch.register_tools(Tool(body, preprocessor=pre))
+    branch.register_tools(Tool.from_function(body, preprocessor=pre))
     [response] = await branch.act(call("body", text="a"))
     assert response.content.outcome is Outcome.FAILED
     assert response.content.attempts == 1
@@ -111,7 +115,7 @@ async def test_a_tool_without_preprocessor_gets_exactly_the_validated_arguments(
         seen.append((text, limit))
 
     branch = Branch()
-    branch.register_tools(Tool(body))
+    branch.register_tools(Tool.from_function(body))
     await branch.act(call("body", text="x", limit="4"))
     assert seen == [("x", 4)]
 
@@ -129,7 +133,7 @@ async def test_a_policy_that_raises_while_rechecking_a_transform_fails_the_call_
             return await super().decide(ctx)
 
     branch = Branch(policy=Flaky())
-    branch.register_tools(Tool(find, preprocessor=lambda a: a))
+    branch.register_tools(Tool.from_function(find, preprocessor=lambda a: a))
     [response] = await branch.act(call("find", text="a"))
     assert response.content.outcome is Outcome.FAILED
     [record] = list(branch.log)

@@ -63,15 +63,21 @@ def test_invocations_are_values_that_can_be_hashed() -> None:
 
 
 def test_the_subject_argument_comes_from_the_tool() -> None:
-    tool = Tool(run, subject="command")
+    tool = Tool.from_function(run, subject="command")
     assert CallContext(function="run", call_id="c", tool=tool).subject_argument == "command"
-    assert CallContext(function="run", call_id="c", tool=Tool(run)).subject_argument is None
+    assert (
+        CallContext(function="run", call_id="c", tool=Tool.from_function(run)).subject_argument
+        is None
+    )
     assert CallContext(function="run", call_id="c").subject_argument is None
 
 
 def test_a_context_serializes_for_logs_without_its_tool() -> None:
     ctx = CallContext(
-        function="run", arguments={"command": "ls"}, call_id="c", tool=Tool(run, subject="command")
+        function="run",
+        arguments={"command": "ls"},
+        call_id="c",
+        tool=Tool.from_function(run, subject="command"),
     )
     assert converter.unstructure(ctx) == {
         "function": "run",

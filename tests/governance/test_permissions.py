@@ -37,7 +37,7 @@ def ping() -> str:
     return "pong"
 
 
-BASH = Tool(bash, subject="command")
+BASH = Tool.from_function(bash, subject="command")
 
 
 def call(command: object, tool: Tool = BASH) -> CallContext:
@@ -220,7 +220,7 @@ async def test_decide_matches_the_tools_declared_subject() -> None:
 
 
 async def test_decide_matches_the_tool_name_when_no_subject_is_declared() -> None:
-    tool = Tool(ping)
+    tool = Tool.from_function(ping)
     policy = PermissionPolicy(mode="rules", allow={"*": ["pi*"]})
     ctx = CallContext(function="ping", call_id="c", tool=tool)
     decision = await policy.decide(ctx)
@@ -239,7 +239,7 @@ async def test_decide_denies_a_missing_or_non_string_subject_in_rules_mode(
 
 
 async def test_a_missing_optional_subject_is_denied_in_rules_mode() -> None:
-    tool = Tool(reader, subject="path")
+    tool = Tool.from_function(reader, subject="path")
     ctx = CallContext(function="reader", call_id="c", tool=tool)
     policy = PermissionPolicy(mode="rules", allow={"reader": ["*"]})
     assert (await policy.decide(ctx)).behavior == "deny"
@@ -400,7 +400,7 @@ def read_file(path: str) -> str:
     return path
 
 
-READ_FILE = Tool(read_file, subject="path")
+READ_FILE = Tool.from_function(read_file, subject="path")
 DATA_ONLY = PermissionPolicy(mode="rules", allow={"read_file": ["/data/*"]})
 
 
@@ -593,7 +593,7 @@ async def test_tool_names_in_rules_match_the_registered_name_exactly() -> None:
         return path
 
     policy = PermissionPolicy(mode="rules", allow={"read": ["*"]})
-    tool = Tool(READ, subject="path")
+    tool = Tool.from_function(READ, subject="path")
     decision = await policy.decide(read("/x", tool))
     assert decision.behavior == "deny"
     assert policy.check("READ", "/x", {}).behavior == "deny"
@@ -612,7 +612,7 @@ def read_optional(path: pathlib.Path | None = None) -> str:
 
 @pytest.mark.parametrize("function", [read_path, read_optional])
 async def test_a_path_typed_subject_is_a_path(function: Any) -> None:
-    tool = Tool(function, name="read_file", subject="path")
+    tool = Tool.from_function(function, name="read_file", subject="path")
     assert subject_kind_of(tool) == "path"
     [value] = tool.validate({"path": "/data/a.txt"}).values()
     assert isinstance(value, pathlib.Path)
@@ -627,17 +627,19 @@ def test_subject_kinds_are_declared_or_inferred() -> None:
         return command
 
     assert subject_kind_of(None) == "text"
-    assert subject_kind_of(Tool(ping)) == "text"
-    assert subject_kind_of(Tool(run, subject="command")) == "command"
-    assert subject_kind_of(Tool(run, subject="path")) == "path"
-    assert subject_kind_of(Tool(run, subject="note")) == "text"
-    assert subject_kind_of(Tool(run, name="bash", subject="note")) == "command"
-    assert subject_kind_of(Tool(run, subject="command", subject_kind="text")) == "text"
-    assert subject_kind_of(Tool(run, subject="note", subject_kind="path")) == "path"
+    assert subject_kind_of(Tool.from_function(ping)) == "text"
+    assert subject_kind_of(Tool.from_function(run, subject="command")) == "command"
+    assert subject_kind_of(Tool.from_function(run, subject="path")) == "path"
+    assert subject_kind_of(Tool.from_function(run, subject="note")) == "text"
+    assert subject_kind_of(Tool.from_function(run, name="bash", subject="note")) == "command"
+    assert (
+        subject_kind_of(Tool.from_function(run, subject="command", subject_kind="text")) == "text"
+    )
+    assert subject_kind_of(Tool.from_function(run, subject="note", subject_kind="path")) == "path"
     with pytest.raises(ConfigurationError, match="subject_kind"):
-        Tool(run, subject="note", subject_kind="url")  # type: ignore[arg-type]
+        Tool.from_function(run, subject="note", subject_kind="url")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="with a subject"):
-        Tool(run, subject_kind="path")
+        Tool.from_function(run, subject_kind="path")
 
 
 async def test_a_declared_text_subject_is_a_case_sensitive_glob() -> None:
@@ -645,7 +647,7 @@ async def test_a_declared_text_subject_is_a_case_sensitive_glob() -> None:
         """Search."""
         return query
 
-    tool = Tool(search, subject="query", subject_kind="text")
+    tool = Tool.from_function(search, subject="query", subject_kind="text")
     policy = PermissionPolicy(mode="rules", allow={"search": ["docs/*"]})
     ctx = CallContext(function="search", arguments={"query": "docs/a/b"}, call_id="c", tool=tool)
     assert (await policy.decide(ctx)).allowed  # text: * crosses "/"
@@ -704,7 +706,7 @@ async def test_traversal_is_denied_end_to_end_through_branch_act(tmp_path: pathl
 
     base = data.as_posix()
     branch = Branch(policy=PermissionPolicy(mode="rules", allow={"read_file": [f"{base}/*"]}))
-    branch.register_tools(Tool(read_file, subject="path"))
+    branch.register_tools(Tool.from_function(read_file, subject="path"))
     attempts = [
         f"{base}/a.txt",
         f"{base}/../secret.txt",

@@ -62,7 +62,7 @@ def make_tool(effect: str, effects_file: str, on_invoke: Any = None) -> Tool:
             on_invoke()
         return n * 2
 
-    return Tool(work, effect=effect, inline=True)  # type: ignore[arg-type]
+    return Tool.from_function(work, effect=effect, inline=True)  # type: ignore[arg-type]
 
 
 class Trap:

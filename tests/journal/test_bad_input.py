@@ -111,7 +111,7 @@ async def test_a_lost_connection_fails_the_call_unrun_and_keeps_what_was_committ
 
     async with PostgresJournal(url, min_size=1, max_size=1) as journal:
         branch = await journal.branch()
-        branch.register_tools(Tool(work))
+        branch.register_tools(Tool.from_function(work))
         async with branch:
             [first] = await branch.act({"function": "work", "arguments": {"n": 1}})
             await branch.sinks[0].flush()  # type: ignore[attr-defined]  # its outcome too

@@ -15,7 +15,10 @@ from lionexec.journal import SqliteJournal
 from lionexec.journal.cli import main
 from lionexec.tools import Tool
 
-TOOLS = [Tool(lambda n: n, name="safe", effect="pure"), Tool(lambda n: n, name="unsafe")]
+TOOLS = [
+    Tool.from_function(lambda n: n, name="safe", effect="pure"),
+    Tool.from_function(lambda n: n, name="unsafe"),
+]
 
 
 def crashed_journal(path: Path) -> str:
@@ -38,7 +41,10 @@ def crashed_journal(path: Path) -> str:
 
         branch = await journal.branch()
         branch.register_tools(
-            [Tool(dying, name="safe", effect="pure"), Tool(dying, name="unsafe")]
+            [
+                Tool.from_function(dying, name="safe", effect="pure"),
+                Tool.from_function(dying, name="unsafe"),
+            ]
         )
         async with branch:
             await branch.act(

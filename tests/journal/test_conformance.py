@@ -112,7 +112,7 @@ async def test_the_request_is_committed_before_the_tool_runs(journals: JournalFa
             return x
 
         branch = await journal.branch()
-        branch.register_tools(Tool(look))
+        branch.register_tools(Tool.from_function(look))
         [response] = await act_and_close(branch, {"function": "look", "arguments": {"x": 1}})
         assert response.output == 1
         [call] = seen
@@ -166,7 +166,7 @@ async def test_every_call_has_a_key_in_its_context(journals: JournalFactory) -> 
 
     async with journals.new() as journal:
         branch = await journal.branch()
-        branch.register_tools(Tool(charge, context_param="ctx"))
+        branch.register_tools(Tool.from_function(charge, context_param="ctx"))
         await act_and_close(
             branch, {"function": "charge", "arguments": {"amount": 1}, "call_id": "call_1"}
         )
@@ -184,7 +184,9 @@ async def test_a_completed_key_returns_the_recorded_response_without_running(
         runs.append(amount)
         return {"transfer": transfer_id, "amount": amount}
 
-    tool = Tool(transfer, effect="keyed", idempotency_key=lambda args: args["transfer_id"])
+    tool = Tool.from_function(
+        transfer, effect="keyed", idempotency_key=lambda args: args["transfer_id"]
+    )
     async with journals.new() as journal:
         branch = await journal.branch()
         branch.register_tools(tool)
@@ -212,7 +214,9 @@ async def test_a_key_reused_with_other_arguments_fails_naming_both_calls(
         runs.append(amount)
         return amount
 
-    tool = Tool(transfer, effect="keyed", idempotency_key=lambda args: args["transfer_id"])
+    tool = Tool.from_function(
+        transfer, effect="keyed", idempotency_key=lambda args: args["transfer_id"]
+    )
     async with journals.new() as journal:
         branch = await journal.branch()
         branch.register_tools(tool)
@@ -246,7 +250,7 @@ async def test_a_key_in_flight_is_waited_for_and_runs_once(journals: JournalFact
         await release.wait()
         return order
 
-    tool = Tool(slow, effect="keyed", idempotency_key=lambda args: "same")
+    tool = Tool.from_function(slow, effect="keyed", idempotency_key=lambda args: "same")
     async with journals.new() as journal:
         wait_done = journal._wait_done
 
@@ -289,7 +293,7 @@ async def crashed_call(
         await journal.aclose()
         return original(**kwargs)
 
-    stand_in = Tool(
+    stand_in = Tool.from_function(
         dying,
         name=tool.name,
         schema=tool.schema,
@@ -313,7 +317,7 @@ async def test_recovery_reruns_safe_calls_counting_attempts(
         runs.append(n)
         return n * 10
 
-    tool = Tool(work, effect=effect)  # type: ignore[arg-type]
+    tool = Tool.from_function(work, effect=effect)  # type: ignore[arg-type]
     branch_id, call_id = await crashed_call(journals, tool, {"n": 4})
     assert runs == [4]
     async with journals.new() as journal:
@@ -340,7 +344,7 @@ async def test_recovery_never_reruns_an_unsafe_call(journals: JournalFactory) ->
         runs.append(n)
         return n
 
-    tool = Tool(pay)
+    tool = Tool.from_function(pay)
     assert tool.effect == "unsafe"
     branch_id, _ = await crashed_call(journals, tool, {"n": 1})
     async with journals.new() as journal:
@@ -378,7 +382,7 @@ async def test_a_reconcile_hook_finds_out_what_happened(
             raise verdict
         return verdict
 
-    tool = Tool(pay, reconcile=reconcile)
+    tool = Tool.from_function(pay, reconcile=reconcile)
     branch_id, call_id = await crashed_call(journals, tool, {"n": 3})
     async with journals.new() as journal:
         report = await journal.recover([tool])
@@ -410,7 +414,7 @@ async def test_requests_that_never_reached_the_write_ahead_did_not_run(
         runs.append(tag)
         return tag
 
-    tools = [Tool(safe, effect="pure"), Tool(unsafe)]
+    tools = [Tool.from_function(safe, effect="pure"), Tool.from_function(unsafe)]
     async with journals.new() as journal:
         branch = await journal.branch()
         async with branch:
@@ -433,7 +437,7 @@ async def test_requests_that_never_reached_the_write_ahead_did_not_run(
 async def test_recovery_without_tools_leaves_safe_calls_for_later(
     journals: JournalFactory,
 ) -> None:
-    tool = Tool(add, effect="pure")
+    tool = Tool.from_function(add, effect="pure")
     await crashed_call(journals, tool, {"a": 1, "b": 2})
     async with journals.new() as journal:
         report = await journal.recover(None)
@@ -493,7 +497,7 @@ async def test_a_key_in_flight_elsewhere_is_waited_for(journals: JournalFactory)
         await release.wait()
         return f"booked {ref}"
 
-    tool = Tool(book, effect="keyed", idempotency_key=lambda args: args["ref"])
+    tool = Tool.from_function(book, effect="keyed", idempotency_key=lambda args: args["ref"])
     async with journals.new() as first, journals.new() as second:
         one, two = await first.branch(), await second.branch()
         one.register_tools(tool)
@@ -532,7 +536,7 @@ async def test_a_branch_that_cannot_be_written_fails_alone(journals: JournalFact
     async with journals.new() as journal:
         good, bad = await journal.branch(), await journal.branch()
         for branch in (good, bad):
-            branch.register_tools(Tool(note))
+            branch.register_tools(Tool.from_function(note))
         sink = bad.sinks[0]
 
         def broken(*args: Any) -> None:
@@ -592,7 +596,7 @@ async def test_a_call_cancelled_at_the_write_ahead_never_runs_and_is_answered() 
     backend = GatedBackend()
     async with Journal(backend) as journal:
         branch = await journal.branch()
-        branch.register_tools(Tool(lambda x: runs.append(x), name="f"))
+        branch.register_tools(Tool.from_function(lambda x: runs.append(x), name="f"))
         async with branch:
             backend.armed = True
             scope = trio.CancelScope()

@@ -61,7 +61,7 @@ def make_tool(effect: str, runs: list[int], dying: Journal | None = None) -> Too
             await dying.aclose()
         return [key, value]
 
-    return Tool(
+    return Tool.from_function(
         work,
         name=f"work_{effect}",
         effect=effect,  # type: ignore[arg-type]

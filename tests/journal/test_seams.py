@@ -21,22 +21,22 @@ def ping(x: int) -> int:
 
 
 def test_effect_classes_default_to_unsafe_and_follow_idempotent() -> None:
-    assert Tool(ping).effect == "unsafe"
-    assert not Tool(ping).idempotent
-    assert Tool(ping, idempotent=True).effect == "idempotent"
+    assert Tool.from_function(ping).effect == "unsafe"
+    assert not Tool.from_function(ping).idempotent
+    assert Tool.from_function(ping, idempotent=True).effect == "idempotent"
     for effect in ("pure", "idempotent", "keyed"):
-        tool = Tool(ping, effect=effect)  # type: ignore[arg-type]
+        tool = Tool.from_function(ping, effect=effect)  # type: ignore[arg-type]
         assert (tool.effect, tool.idempotent) == (effect, True)  # safe to retry too
-    assert Tool(ping, effect="unsafe").idempotent is False
+    assert Tool.from_function(ping, effect="unsafe").idempotent is False
 
 
 def test_a_bad_effect_or_hook_is_refused_by_name() -> None:
     with pytest.raises(ConfigurationError, match=r"'sometimes'.*'ping'"):
-        Tool(ping, effect="sometimes")  # type: ignore[arg-type]
+        Tool.from_function(ping, effect="sometimes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="idempotency_key"):
-        Tool(ping, idempotency_key="x")  # type: ignore[arg-type]
+        Tool.from_function(ping, idempotency_key="x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="reconcile"):
-        Tool(ping, reconcile=3)  # type: ignore[arg-type]
+        Tool.from_function(ping, reconcile=3)  # type: ignore[arg-type]
 
 
 async def test_the_key_is_in_the_context_without_a_journal() -> None:
@@ -48,8 +48,10 @@ async def test_the_key_is_in_the_context_without_a_journal() -> None:
     branch = Branch()
     branch.register_tools(
         [
-            Tool(charge, context_param="ctx"),
-            Tool(charge, name="keyed", context_param="ctx", idempotency_key=lambda a: a["order"]),
+            Tool.from_function(charge, context_param="ctx"),
+            Tool.from_function(
+                charge, name="keyed", context_param="ctx", idempotency_key=lambda a: a["order"]
+            ),
         ]
     )
     await branch.act(
@@ -64,7 +66,9 @@ async def test_the_key_is_in_the_context_without_a_journal() -> None:
 async def test_a_key_that_is_not_a_string_makes_the_call_invalid() -> None:
     runs: list[int] = []
     branch = Branch()
-    branch.register_tools(Tool(lambda x: runs.append(x), name="f", idempotency_key=lambda a: 7))
+    branch.register_tools(
+        Tool.from_function(lambda x: runs.append(x), name="f", idempotency_key=lambda a: 7)
+    )
     [response] = await branch.act({"function": "f", "arguments": {"x": 1}})
     assert response.outcome is ActionOutcome.INVALID
     assert response.error is not None and "idempotency_key" in response.error.message
@@ -94,7 +98,7 @@ async def test_a_recorded_reply_answers_the_call_without_running_it() -> None:
     recorded = ActionResponseContent(function="f", output={"from": "journal"})
     sink = Replying(WriteAheadReply(recorded=recorded))
     branch = Branch(sinks=[sink])
-    branch.register_tools(Tool(lambda x: runs.append(x), name="f"))
+    branch.register_tools(Tool.from_function(lambda x: runs.append(x), name="f"))
     async with branch:
         [response] = await branch.act({"function": "f", "arguments": {"x": 1}})
     assert runs == []
@@ -113,7 +117,7 @@ async def test_a_recorded_failure_is_replayed_as_such() -> None:
         function="f", error=ErrorInfo("Interrupted", "may or may not"), outcome="interrupted"
     )
     branch = Branch(sinks=[Replying(WriteAheadReply(recorded=recorded))])
-    branch.register_tools(Tool(ping, name="f"))
+    branch.register_tools(Tool.from_function(ping, name="f"))
     async with branch:
         [response] = await branch.act({"function": "f", "arguments": {"x": 1}})
     assert response.outcome is ActionOutcome.INTERRUPTED
@@ -123,7 +127,7 @@ async def test_a_recorded_failure_is_replayed_as_such() -> None:
 async def test_prior_attempts_are_counted_in_the_response() -> None:
     runs: list[Any] = []
     branch = Branch(sinks=[Replying(WriteAheadReply(prior_attempts=2))])
-    branch.register_tools(Tool(lambda x: runs.append(x), name="f"))
+    branch.register_tools(Tool.from_function(lambda x: runs.append(x), name="f"))
     async with branch:
         [response] = await branch.act({"function": "f", "arguments": {"x": 1}})
     assert runs == [1]

@@ -149,11 +149,11 @@ def build_branch() -> Any:
             nap,
             sync_sum,
             sync_nap,
-            Tool(inline_mul, inline=True),
+            Tool.from_function(inline_mul, inline=True),
             fail,
             sync_fail,
-            Tool(flaky, idempotent=True),
-            Tool(add, name="add_doubled", preprocessor=double),
+            Tool.from_function(flaky, idempotent=True),
+            Tool.from_function(add, name="add_doubled", preprocessor=double),
         ]
     )
     branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: kw["tool_name"] != "denied_by_hook")

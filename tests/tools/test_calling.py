@@ -30,7 +30,9 @@ def call(func: Callable[..., Any], arguments: Any = None, **tool_options: Any) -
     name = tool_options.pop("name", None) or getattr(func, "__name__", "f")
     if name == "<lambda>":
         name = "f"
-    return FunctionCalling.create(Tool(func, name=name, **tool_options), arguments or {})
+    return FunctionCalling.create(
+        Tool.from_function(func, name=name, **tool_options), arguments or {}
+    )
 
 
 class Boom(Exception):
@@ -95,7 +97,7 @@ def test_non_object_arguments_are_refused_at_construction() -> None:
 
 
 def test_function_must_name_the_tool() -> None:
-    tool = Tool(find)
+    tool = Tool.from_function(find)
     assert FunctionCalling(tool=tool, function="find", arguments={"text": "a"}).function == "find"
     with pytest.raises(ValidationError) as caught:
         FunctionCalling(tool=tool, function="other", arguments={"text": "a"})
@@ -150,7 +152,9 @@ async def test_context_parameter_receives_the_call_context() -> None:
         return a, ctx
 
     marker = object()
-    event = FunctionCalling.create(Tool(f, context_param="ctx"), {"a": 1}, context=marker)
+    event = FunctionCalling.create(
+        Tool.from_function(f, context_param="ctx"), {"a": 1}, context=marker
+    )
     await event.invoke()
     assert event.response == (1, marker)
     assert "ctx" not in event.arguments
@@ -249,7 +253,9 @@ async def test_terminal_status_signals_waiters() -> None:
 
 
 async def test_record_adds_function_and_arguments_and_omits_the_tool() -> None:
-    event = FunctionCalling.create(Tool(find), {"text": "a", "limit": 1}, context=object())
+    event = FunctionCalling.create(
+        Tool.from_function(find), {"text": "a", "limit": 1}, context=object()
+    )
     await event.invoke()
     record = event.to_dict()
     assert record == converter.unstructure(event)
@@ -344,7 +350,7 @@ async def test_sync_callable_and_processors_run_in_worker_threads() -> None:
         threads["post"] = threading.get_ident()
         return response
 
-    tool = Tool(body, preprocessor=pre, postprocessor=post)
+    tool = Tool.from_function(body, preprocessor=pre, postprocessor=post)
     assert await tool.transform({}) == {}  # the transform phase runs it per the same policy
     event = FunctionCalling.create(tool, {})
     await event.invoke()
@@ -359,7 +365,9 @@ async def test_the_tool_gets_its_own_copy_of_the_arguments() -> None:
         record["tags"].append("pwned")
         return "done"
 
-    event = FunctionCalling.create(Tool(scribble), {"record": {"email": "a@b.c", "tags": []}})
+    event = FunctionCalling.create(
+        Tool.from_function(scribble), {"record": {"email": "a@b.c", "tags": []}}
+    )
     await event.invoke()
     assert event.status is EventStatus.COMPLETED
     assert event.arguments == {"record": {"email": "a@b.c", "tags": []}}
@@ -423,7 +431,7 @@ async def test_tool_limiter_bounds_worker_threads() -> None:
         peak.append(limiter.borrowed_tokens)
         inside.release()
 
-    tool = Tool(body, limiter=limiter)
+    tool = Tool.from_function(body, limiter=limiter)
     events = [FunctionCalling.create(tool, {}) for _ in range(3)]
     with trio.fail_after(GUARD):
         async with trio.open_nursery() as nursery:
@@ -459,7 +467,9 @@ async def test_cancelled_offload_ends_cancelled_at_once_and_keeps_the_thread_acc
         finally:
             exited.set()
 
-    tool = Tool(blocking, limiter=limiter, postprocessor=post_calls.append, inline=False)
+    tool = Tool.from_function(
+        blocking, limiter=limiter, postprocessor=post_calls.append, inline=False
+    )
     event = FunctionCalling.create(tool, {})
     with trio.fail_after(GUARD):
         async with trio.open_nursery() as nursery:

@@ -23,7 +23,7 @@ def read_file(path: str) -> str:
 
 def test_register_callables_and_tools_in_order() -> None:
     manager = ActionManager([search])
-    tool = manager.register_tool(Tool(read_file, subject="path"))
+    tool = manager.register_tool(Tool.from_function(read_file, subject="path"))
     assert manager.names == ["search", "read_file"]
     assert len(manager) == 2
     assert list(manager) == [manager.get("search"), tool]
@@ -34,7 +34,7 @@ def test_duplicate_names_are_refused_unless_updating() -> None:
     with pytest.raises(DuplicateToolError, match="'search'") as caught:
         manager.register_tool(search)
     assert caught.value.name == "search"
-    replacement = Tool(read_file, name="search")
+    replacement = Tool.from_function(read_file, name="search")
     manager.register_tool(replacement, update=True)
     assert manager.get("search") is replacement
 
@@ -50,13 +50,13 @@ def test_register_tools_is_all_or_nothing() -> None:
 
 
 def test_contains_by_name_tool_or_callable() -> None:
-    tool = Tool(read_file)
+    tool = Tool.from_function(read_file)
     manager = ActionManager([search, tool])
     assert "search" in manager
     assert tool in manager
     assert search in manager
     assert read_file in manager
-    assert Tool(read_file) not in manager  # another tool under the same name
+    assert Tool.from_function(read_file) not in manager  # another tool under the same name
     assert "write_file" not in manager
     assert len not in manager
 

@@ -168,13 +168,13 @@ def test_unsupported_parameter_type_names_the_parameter() -> None:
     def f(ok: int, bad: complex) -> None: ...
 
     with pytest.raises(SchemaError, match="'bad'"):
-        Tool(f)
+        Tool.from_function(f)
 
 
 def test_parameters_with_defaults_are_optional() -> None:
     def search(query: str, limit: int = 10, exact: bool = False) -> None: ...
 
-    parameters = Tool(search).parameters
+    parameters = Tool.from_function(search).parameters
     assert parameters["required"] == ["query"]
     assert parameters["properties"]["limit"] == {"type": "integer", "default": 10}
     check(parameters)
@@ -183,10 +183,10 @@ def test_parameters_with_defaults_are_optional() -> None:
 def test_var_args_var_kwargs_and_context_parameter_are_excluded() -> None:
     def f(a: int, *args: int, context: object, b: str = "", **kwargs: int) -> None: ...
 
-    tool = Tool(f, context_param="context")
+    tool = Tool.from_function(f, context_param="context")
     assert list(tool.parameters["properties"]) == ["a", "b"]
     assert "additionalProperties" not in tool.parameters  # **kwargs: extras allowed
-    plain = Tool(lambda a: None, name="plain")
+    plain = Tool.from_function(lambda a: None, name="plain")
     assert plain.parameters["additionalProperties"] is False
 
 
@@ -199,7 +199,7 @@ def test_openai_shape_name_and_description() -> None:
         """
         return key
 
-    assert Tool(lookup).schema == {
+    assert Tool.from_function(lookup).schema == {
         "type": "function",
         "function": {
             "name": "lookup",
@@ -257,10 +257,10 @@ def test_docstring_styles_give_parameter_descriptions(doc: str) -> None:
     summary, params = parse_docstring(doc)
     assert summary == "Move a point."
     assert params == {"x": "how far to the right", "y": "how far up"}
-    properties = Tool(move).parameters["properties"]
+    properties = Tool.from_function(move).parameters["properties"]
     assert properties["x"]["description"] == "how far to the right"
     assert properties["y"]["description"] == "how far up"
-    assert Tool(move).description == "Move a point."
+    assert Tool.from_function(move).description == "Move a point."
 
 
 def test_docstring_without_sections_is_all_summary() -> None:
@@ -283,23 +283,23 @@ def test_explicit_schema_overrides_the_generated_one() -> None:
             },
         },
     }
-    tool = Tool(f, schema=override)
+    tool = Tool.from_function(f, schema=override)
     assert tool.name == "fetch"
     assert tool.schema == override
     assert tool.schema is not override
     override["function"]["parameters"]["required"].append("x")  # later edits don't leak in
     assert tool.required == {"url"}
-    parameters_only = Tool(f, name="g", schema={"type": "object", "properties": {}})
+    parameters_only = Tool.from_function(f, name="g", schema={"type": "object", "properties": {}})
     assert parameters_only.schema["function"]["parameters"] == {"type": "object", "properties": {}}
 
 
 def test_request_class_defines_the_schema() -> None:
     async def draw(**kwargs: Any) -> None: ...
 
-    tool = Tool(draw, request_class=Point)
+    tool = Tool.from_function(draw, request_class=Point)
     expected = {k: v for k, v in POINT.items() if k != "description"}
     assert tool.parameters == expected
-    strict = Tool(draw, request_class=Point, strict=True)
+    strict = Tool.from_function(draw, request_class=Point, strict=True)
     assert strict.parameters["required"] == ["x", "y"]
 
 
@@ -370,7 +370,7 @@ def test_generated_signatures_give_valid_schemas_that_accept_valid_calls(
     def func(**kwargs: Any) -> None: ...
 
     func.__signature__ = signature  # type: ignore[attr-defined]
-    tool = Tool(func)
+    tool = Tool.from_function(func)
     parameters = tool.parameters
     check(tool.schema["function"]["parameters"])
     assert list(parameters["properties"]) == list(signature.parameters)
@@ -391,8 +391,10 @@ def test_unresolvable_string_annotation_names_the_parameter() -> None:
         return item
 
     with pytest.raises(SchemaError, match=r"'item'.*module level"):
-        Tool(f)
-    lenient = Tool(f, schema={"type": "object", "properties": {"ok": {}, "item": {}}})
+        Tool.from_function(f)
+    lenient = Tool.from_function(
+        f, schema={"type": "object", "properties": {"ok": {}, "item": {}}}
+    )
     assert lenient.validate({"ok": "1", "item": "x"}) == {"ok": 1, "item": "x"}
 
 
@@ -403,4 +405,4 @@ def test_return_annotation_is_ignored() -> None:
     def f(a: int) -> Local:
         return Local()
 
-    assert Tool(f).required == {"a"}
+    assert Tool.from_function(f).required == {"a"}

@@ -94,7 +94,7 @@ def walk_objects(schema: Any) -> list[dict[str, Any]]:
 
 
 def test_strict_tool_emits_strict_and_closes_every_object() -> None:
-    tool = Tool(search, strict=True)
+    tool = Tool.from_function(search, strict=True)
     assert tool.schema["function"]["strict"] is True
     objects = walk_objects(tool.parameters)
     assert len(objects) == 3  # parameters, Filters, Point
@@ -123,7 +123,7 @@ def test_strict_tool_emits_strict_and_closes_every_object() -> None:
 
 
 def test_every_format_carries_strict() -> None:
-    tool = Tool(search, strict=True)
+    tool = Tool.from_function(search, strict=True)
     assert tool.schema_for("anthropic")["strict"] is True
     assert tool.schema_for("anthropic")["input_schema"] == tool.parameters
     responses = tool.schema_for("responses")
@@ -134,7 +134,7 @@ def test_every_format_carries_strict() -> None:
         "parameters": tool.parameters,
         "strict": True,
     }
-    loose = Tool(search)
+    loose = Tool.from_function(search)
     assert "strict" not in loose.schema["function"]
     assert "strict" not in loose.schema_for("anthropic")
     assert loose.schema_for("responses")["strict"] is False
@@ -148,11 +148,11 @@ def test_every_format_carries_strict() -> None:
 
 def test_the_openai_sdk_refuses_a_non_strict_tool() -> None:
     with pytest.raises(ValueError, match="`search` is not strict"):
-        validate_input_tools([Tool(search).schema])  # the check above is a real one
+        validate_input_tools([Tool.from_function(search).schema])  # the check above is a real one
 
 
 def test_schemas_are_fresh_copies() -> None:
-    tool = Tool(search, strict=True)
+    tool = Tool.from_function(search, strict=True)
     for format in ("openai", "anthropic", "responses"):
         emitted = tool.schema_for(format)  # type: ignore[arg-type]
         emitted.clear()
@@ -163,12 +163,12 @@ def test_schemas_are_fresh_copies() -> None:
 def test_dict_parameters_cannot_be_strict_but_are_expressible_otherwise() -> None:
     def tag(labels: dict[str, int]) -> None: ...
 
-    assert Tool(tag).parameters["properties"]["labels"] == {
+    assert Tool.from_function(tag).parameters["properties"]["labels"] == {
         "type": "object",
         "additionalProperties": {"type": "integer"},
     }
     with pytest.raises(SchemaError, match=r"parameter 'labels' of tool 'tag' cannot be strict"):
-        Tool(tag, strict=True)
+        Tool.from_function(tag, strict=True)
 
 
 @attrs.define
@@ -186,25 +186,25 @@ class Query:
 )
 def test_untyped_parameters_cannot_be_strict(func: Any, match: str) -> None:
     with pytest.raises(SchemaError, match=match):
-        Tool(func, name="f", strict=True)
+        Tool.from_function(func, name="f", strict=True)
 
 
 def test_nested_free_keys_name_the_nested_parameter() -> None:
     async def run(**kwargs: Any) -> None: ...
 
     with pytest.raises(SchemaError, match=r"parameter 'meta' .*free keys"):
-        Tool(run, request_class=Query, strict=True)
+        Tool.from_function(run, request_class=Query, strict=True)
 
     def deep(queries: list[Query]) -> None: ...
 
     with pytest.raises(SchemaError, match=r"parameter 'queries\[\]\.meta'"):
-        Tool(deep, strict=True)
+        Tool.from_function(deep, strict=True)
 
     def pair(point: tuple[int, int]) -> None: ...
 
     with pytest.raises(SchemaError, match=r"parameter 'point' .*fixed-length array"):
-        Tool(pair, strict=True)
-    assert Tool(
+        Tool.from_function(pair, strict=True)
+    assert Tool.from_function(
         lambda xs: None,
         name="f",
         strict=True,
@@ -217,7 +217,7 @@ def test_nested_free_keys_name_the_nested_parameter() -> None:
     def loose(options: dict[str, Any]) -> None: ...
 
     with pytest.raises(SchemaError, match=r"parameter 'options' .*free-form object"):
-        Tool(loose, strict=True)
+        Tool.from_function(loose, strict=True)
 
 
 def test_hand_written_strict_is_kept() -> None:
@@ -240,7 +240,7 @@ def test_hand_written_strict_is_kept() -> None:
             "strict": True,
         },
     }
-    tool = Tool(fetch, schema=explicit)
+    tool = Tool.from_function(fetch, schema=explicit)
     assert tool.strict
     assert tool.schema == explicit
     assert tool.schema_for("anthropic")["strict"] is True
@@ -252,7 +252,7 @@ def test_hand_written_strict_is_kept() -> None:
 def test_strict_explicit_schema_is_made_strict() -> None:
     def fetch(url: str, retries: int = 3) -> None: ...
 
-    tool = Tool(
+    tool = Tool.from_function(
         fetch,
         schema={
             "type": "object",
@@ -275,7 +275,7 @@ def test_null_means_the_default_at_the_top_level() -> None:
     def f(a: int, b: int = 5, c: int | None = 3, tags: list[str] = ["x"]) -> None:  # noqa: B006
         ...
 
-    tool = Tool(f, strict=True)
+    tool = Tool.from_function(f, strict=True)
     sent = {"a": 1, "b": None, "c": None, "tags": None}
     validated = tool.validate(sent)
     assert validated == {"a": 1, "b": 5, "c": None, "tags": ["x"]}  # c admits None: kept
@@ -287,7 +287,7 @@ def test_null_means_the_default_at_the_top_level() -> None:
 
 
 def test_null_inside_records_gives_the_record_default() -> None:
-    tool = Tool(search, strict=True)
+    tool = Tool.from_function(search, strict=True)
     sent = {
         "query": "q",
         "limit": None,
@@ -305,7 +305,7 @@ async def test_request_class_null_defaults_reach_the_function() -> None:
     async def draw(**kwargs: Any) -> None:
         seen.append(kwargs)
 
-    tool = Tool(draw, request_class=Point, strict=True)
+    tool = Tool.from_function(draw, request_class=Point, strict=True)
     event = FunctionCalling.create(tool, {"x": 1, "y": None, "label": None})
     await event.invoke()
     assert seen == [{"x": 1, "y": 0, "label": None}]
@@ -319,7 +319,7 @@ async def test_explicit_schema_violations_are_invalid_and_never_run() -> None:
         ran.append(kwargs)
         return "ok"
 
-    tool = Tool(
+    tool = Tool.from_function(
         book,
         name="book",
         schema={
@@ -350,7 +350,7 @@ async def test_explicit_schema_violations_are_invalid_and_never_run() -> None:
 
 def test_malformed_explicit_schema_is_refused_when_the_tool_is_defined() -> None:
     with pytest.raises(SchemaError, match="unknown type"):
-        Tool(
+        Tool.from_function(
             lambda **kw: None,
             name="f",
             schema={"type": "object", "properties": {"a": {"type": "int"}}},
@@ -358,7 +358,7 @@ def test_malformed_explicit_schema_is_refused_when_the_tool_is_defined() -> None
 
 
 def test_strict_parameters_is_idempotent_and_keeps_strict_schemas() -> None:
-    strict = Tool(search, strict=True).parameters
+    strict = Tool.from_function(search, strict=True).parameters
     assert strict_parameters(strict) == strict
 
 
@@ -415,7 +415,7 @@ def test_generated_strict_tools_pass_the_sdk_checks_and_accept_nulls(
     def func(**kwargs: Any) -> None: ...
 
     func.__signature__ = signature  # type: ignore[attr-defined]
-    tool = Tool(func, strict=True)
+    tool = Tool.from_function(func, strict=True)
     assert_openai_strict(tool.schema)
     assert_sdk_types(tool)
     sent = {

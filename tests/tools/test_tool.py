@@ -47,8 +47,8 @@ class SyncCallable:
 
 
 def test_name_is_derived_from_the_function() -> None:
-    assert Tool(sync_func).name == "sync_func"
-    assert Tool(Service().fetch).name == "fetch"
+    assert Tool.from_function(sync_func).name == "sync_func"
+    assert Tool.from_function(Service().fetch).name == "fetch"
 
 
 @pytest.mark.parametrize(
@@ -62,31 +62,31 @@ def test_name_is_derived_from_the_function() -> None:
 )
 def test_unnamed_callables_need_an_explicit_name(func: Any) -> None:
     with pytest.raises(ConfigurationError, match="name="):
-        Tool(func)
-    assert Tool(func, name="explicit").name == "explicit"
+        Tool.from_function(func)
+    assert Tool.from_function(func, name="explicit").name == "explicit"
 
 
 @pytest.mark.parametrize("name", ["has space", "", "x" * 65, "dot.ted", "ünï"])
 def test_invalid_names_are_refused(name: str) -> None:
     with pytest.raises(ConfigurationError, match="invalid tool name"):
-        Tool(sync_func, name=name)
+        Tool.from_function(sync_func, name=name)
 
 
 def test_name_of_sixty_four_characters_is_accepted() -> None:
-    assert Tool(sync_func, name="a-_" * 21 + "z").name == "a-_" * 21 + "z"
+    assert Tool.from_function(sync_func, name="a-_" * 21 + "z").name == "a-_" * 21 + "z"
 
 
 def test_non_callables_are_refused() -> None:
     with pytest.raises(TypeError):
-        Tool(42)  # type: ignore[arg-type]
+        Tool.from_function(42)  # type: ignore[arg-type]
 
 
 def test_subject_must_be_a_parameter() -> None:
     def shell(command: str) -> None: ...
 
-    assert Tool(shell, subject="command").subject == "command"
+    assert Tool.from_function(shell, subject="command").subject == "command"
     with pytest.raises(ConfigurationError, match="'path'"):
-        Tool(shell, subject="path")
+        Tool.from_function(shell, subject="path")
 
 
 # -- async recognition --------------------------------------------------------------------
@@ -131,7 +131,7 @@ def place(name: str, at: Point, unit: Unit = Unit.CM, tags: list[str] | None = N
 
 
 def test_validate_coerces_structures_and_returns_a_new_dict() -> None:
-    tool = Tool(place)
+    tool = Tool.from_function(place)
     given = {"name": "pin", "at": {"x": "3"}, "unit": "in", "tags": ["a"]}
     snapshot = copy.deepcopy(given)
     result = tool.validate(given)
@@ -160,26 +160,26 @@ def test_validation_errors_name_the_bad_field(
     arguments: dict[str, Any], field: str, fragment: str
 ) -> None:
     with pytest.raises(ValidationError, match=fragment) as caught:
-        Tool(place).validate(arguments)
+        Tool.from_function(place).validate(arguments)
     assert caught.value.field == field
 
 
 def test_non_mapping_arguments_are_refused_without_a_field() -> None:
     with pytest.raises(ValidationError, match="must be an object") as caught:
-        Tool(place).validate(["pin"])  # type: ignore[arg-type]
+        Tool.from_function(place).validate(["pin"])  # type: ignore[arg-type]
     assert caught.value.field is None
 
 
 def test_kwargs_callable_accepts_unknown_keys_unchanged() -> None:
     def f(a: int, **extra: Any) -> None: ...
 
-    assert Tool(f).validate({"a": "1", "b": object}) == {"a": 1, "b": object}
+    assert Tool.from_function(f).validate({"a": "1", "b": object}) == {"a": 1, "b": object}
 
 
 def test_strict_tool_takes_exactly_the_declared_keys() -> None:
     def f(a: int, b: int = 0) -> None: ...
 
-    tool = Tool(f, strict=True)
+    tool = Tool.from_function(f, strict=True)
     assert tool.required == {"a", "b"}
     assert tool.validate({"a": 1, "b": 2}) == {"a": 1, "b": 2}
     with pytest.raises(ValidationError) as caught:
@@ -190,7 +190,7 @@ def test_strict_tool_takes_exactly_the_declared_keys() -> None:
 def test_minimum_key_rule_needs_only_required_keys() -> None:
     def f(a: int, b: int = 0) -> None: ...
 
-    assert Tool(f).validate({"a": 1}) == {"a": 1}
+    assert Tool.from_function(f).validate({"a": 1}) == {"a": 1}
 
 
 @attrs.define
@@ -208,7 +208,7 @@ class Resize:
 def test_request_class_structures_arguments_and_keeps_only_given_keys() -> None:
     async def move(**kwargs: Any) -> None: ...
 
-    tool = Tool(move, request_class=Move)
+    tool = Tool.from_function(move, request_class=Move)
     assert tool.validate({"steps": "2"}) == {"steps": 2}
     assert tool.validate({"steps": 2, "unit": "in"}) == {"steps": 2, "unit": Unit.IN}
     with pytest.raises(ValidationError) as caught:
@@ -217,24 +217,24 @@ def test_request_class_structures_arguments_and_keeps_only_given_keys() -> None:
     with pytest.raises(ValidationError) as caught:
         tool.validate({"steps": 1, "speed": 3})
     assert caught.value.field == "speed"
-    dc = Tool(move, name="resize", request_class=Resize)
+    dc = Tool.from_function(move, name="resize", request_class=Resize)
     assert dc.validate({"width": 2}) == {"width": 2.0}
 
 
 def test_request_class_must_be_a_record_class() -> None:
     with pytest.raises(ConfigurationError, match="request_class"):
-        Tool(sync_func, request_class=dict)
+        Tool.from_function(sync_func, request_class=dict)
 
 
 def test_context_parameter_cannot_be_supplied_by_the_caller() -> None:
     def f(a: int, ctx: object = None) -> None: ...
 
-    tool = Tool(f, context_param="ctx")
+    tool = Tool.from_function(f, context_param="ctx")
     with pytest.raises(ValidationError, match="supplied by the runtime") as caught:
         tool.validate({"a": 1, "ctx": "forged"})
     assert caught.value.field == "ctx"
     with pytest.raises(ConfigurationError, match="context_param"):
-        Tool(f, context_param="missing")
+        Tool.from_function(f, context_param="missing")
 
 
 # -- records ------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_to_dict_is_a_json_record_without_callables() -> None:
     def pre(arguments: dict[str, Any], *, scale: int) -> dict[str, Any]:
         return arguments
 
-    tool = Tool(
+    tool = Tool.from_function(
         place,
         preprocessor=pre,
         preprocessor_kwargs={"scale": 2},
@@ -265,13 +265,13 @@ def test_to_dict_is_a_json_record_without_callables() -> None:
 
 
 def test_from_dict_always_raises() -> None:
-    record = Tool(sync_func).to_dict()
+    record = Tool.from_function(sync_func).to_dict()
     with pytest.raises(NotImplementedError):
         Tool.from_dict(record)
 
 
 def test_tools_are_immutable_and_copy_to_themselves() -> None:
-    tool = Tool(sync_func)
+    tool = Tool.from_function(sync_func)
     assert copy.copy(tool) is tool
     assert copy.deepcopy(tool) is tool
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
