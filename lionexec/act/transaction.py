@@ -60,7 +60,14 @@ from lionexec.conversation import (
 )
 from lionexec.engine import EventStatus
 from lionexec.errors import ToolNotFoundError, ValidationError
-from lionexec.governance import CallContext, HookBus, HookPoint, PermissionPolicy, SessionObserver
+from lionexec.governance import (
+    CallContext,
+    HookBus,
+    HookPoint,
+    PermissionDecision,
+    PermissionPolicy,
+    SessionObserver,
+)
 from lionexec.tools import ActionManager, FunctionCalling, Tool
 
 from .alcall import AlcallParams
@@ -248,7 +255,8 @@ class CallTransaction:
                     VERBOSE_LIMIT,
                 ),
             )
-        await self.announce()
+        if response.content.outcome is not ActionOutcome.AWAITING_APPROVAL:
+            await self.announce()  # a parked call has recorded nothing to announce
         if self.failure is not None and not suppress_errors:
             raise self.failure
         return response
@@ -334,6 +342,8 @@ class CallTransaction:
         decision = await _quiet(policy, PermissionPolicy.decide)(self.context)
         if decision.behavior == "allow":
             return True
+        if decision.approval is not None:
+            return self._park(decision)
         return self._denied("PermissionDenied", decision.reason)
 
     async def pre_hooks(self) -> bool:
@@ -556,6 +566,24 @@ class CallTransaction:
 
     def _invalid(self, exc: Exception) -> bool:
         return self._finish_false(ActionOutcome.INVALID, ErrorInfo.from_exception(exc))
+
+    def _park(self, decision: PermissionDecision) -> bool:
+        """Answer a call the policy parked for a durable approval (a journal's escalation
+        handler committed its request and the approval): ``awaiting_approval``, naming the
+        approval. Nothing is recorded: the request stays unanswered until the approval is
+        decided and the journal resumes or denies the call. Returns ``False``."""
+        approval = decision.approval
+        assert approval is not None
+        self.response = ActionResponse.create(
+            self.request,
+            output={"approval_id": approval.approval_id, "expires_at": approval.expires_at},
+            error=ErrorInfo("AwaitingApproval", decision.reason),
+            outcome=ActionOutcome.AWAITING_APPROVAL,
+            attempts=0,
+            sender=self.proposal.function,
+            recipient=self.scope.branch_name,
+        )
+        return False
 
     def _denied(self, kind: str, reason: str) -> bool:
         return self._finish_false(ActionOutcome.DENIED, ErrorInfo(kind, reason))

@@ -76,6 +76,11 @@ class ActionOutcome(enum.StrEnum):
     records it, for tools that are not safe to run again. It maps to ``failed``, not
     ``cancelled``: nothing in the process cancelled it, and it must not be redelivered as if
     it had not run.
+
+    ``awaiting_approval`` (event status ``pending``, the one outcome that is not final): an
+    ``escalate`` decision parked the call in a durable journal to wait for an approval. Only
+    ``act()``'s result for that call carries it; it is never recorded in a history (the
+    request stays unanswered until the approval is decided, then gets its one response).
     """
 
     COMPLETED = "completed"
@@ -85,6 +90,7 @@ class ActionOutcome(enum.StrEnum):
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 #: The event status every outcome is recorded with.
@@ -97,6 +103,7 @@ OUTCOME_STATUS: Final[Mapping[ActionOutcome, EventStatus]] = MappingProxyType(
         ActionOutcome.TIMED_OUT: EventStatus.CANCELLED,
         ActionOutcome.CANCELLED: EventStatus.CANCELLED,
         ActionOutcome.INTERRUPTED: EventStatus.FAILED,
+        ActionOutcome.AWAITING_APPROVAL: EventStatus.PENDING,
     }
 )
 

@@ -19,6 +19,7 @@ from .hooks import PreHookResult as PreHookResult
 from .hooks import StopHook as StopHook
 from .permissions import IGNORE_CASE as IGNORE_CASE
 from .permissions import SHELL_CONTROL as SHELL_CONTROL
+from .permissions import AwaitingApproval as AwaitingApproval
 from .permissions import Behavior as Behavior
 from .permissions import EscalationHandler as EscalationHandler
 from .permissions import PermissionDecision as PermissionDecision
@@ -33,6 +34,7 @@ __all__ = [
     "IGNORE_CASE",
     "MAX_KEPT_FAILURES",
     "SHELL_CONTROL",
+    "AwaitingApproval",
     "Behavior",
     "CallContext",
     "EscalationHandler",

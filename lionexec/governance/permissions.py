@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IGNORE_CASE",
     "SHELL_CONTROL",
+    "AwaitingApproval",
     "Behavior",
     "EscalationHandler",
     "PermissionDecision",
@@ -105,6 +106,8 @@ class PermissionDecision:
         action: the subject the rules were matched against (a path as its POSIX string).
         reason: a sentence a person (or model) can read.
         matched_rule: the pattern that decided, or ``None`` if no rule did.
+        approval: set when the escalation handler parked the call to wait for a durable
+            approval (``behavior`` is ``"escalate"`` then); ``None`` otherwise.
     """
 
     behavior: Behavior
@@ -112,14 +115,33 @@ class PermissionDecision:
     action: str
     reason: str
     matched_rule: str | None = None
+    approval: AwaitingApproval | None = None
 
     @property
     def allowed(self) -> bool:
         return self.behavior == "allow"
 
 
+@attrs.frozen
+class AwaitingApproval:
+    """An escalation handler's answer: the call waits for durable approval *approval_id*.
+
+    A journal's handler (:class:`lionexec.journal.approvals.ApprovalGate`) returns it after
+    parking the call; :meth:`PermissionPolicy.decide` then returns an ``escalate`` decision
+    carrying it, and the act transaction answers the call ``awaiting_approval``.
+
+    Attributes:
+        approval_id: the approval that decides the call.
+        expires_at: when it expires if nobody decides it (epoch seconds), or ``None``.
+    """
+
+    approval_id: str
+    expires_at: float | None = None
+
+
 #: Asked to settle an ``escalate`` decision: called with the decision and the call context;
-#: only a result (or awaited result) that ``is True`` approves.
+#: only a result (or awaited result) that ``is True`` approves; an :class:`AwaitingApproval`
+#: parks the call.
 EscalationHandler: TypeAlias = Callable[
     ["PermissionDecision", "CallContext"], Awaitable[object] | object
 ]
@@ -981,9 +1003,11 @@ class PermissionPolicy:
         argument (read by :func:`subject_kind_of`), else the tool name (read as text). A
         :class:`pathlib.PurePath` value is read as its POSIX string. In rules mode, a declared
         subject that is missing or neither a string nor a path is denied. An ``escalate`` is
-        settled by :attr:`on_escalate`: a result that ``is True`` allows; anything else, no
-        handler, or a handler that raises an :class:`Exception` denies (the reason says
-        which).
+        settled by :attr:`on_escalate`: a result that ``is True`` allows; an
+        :class:`AwaitingApproval` returns the ``escalate`` decision with
+        :attr:`~PermissionDecision.approval` set (the call waits for a durable approval: the
+        only ``escalate`` this returns); anything else, no handler, or a handler that raises
+        an :class:`Exception` denies (the reason says which).
 
         Always a checkpoint (it yields to trio once before deciding). Cancellation
         propagates.
@@ -1031,6 +1055,9 @@ class PermissionPolicy:
             return attrs.evolve(decision, behavior="deny", reason=reason)
         if verdict is True:
             return attrs.evolve(decision, behavior="allow", reason=f"{decision.reason}; approved")
+        if isinstance(verdict, AwaitingApproval):
+            reason = f"{decision.reason}; awaiting approval {verdict.approval_id}"
+            return attrs.evolve(decision, reason=reason, approval=verdict)
         reason = f"{decision.reason}; the escalation handler declined ({verdict!r})"
         return attrs.evolve(decision, behavior="deny", reason=reason)
 

@@ -12,6 +12,10 @@ from .api import JournaledCall as JournaledCall
 from .api import JournalSink as JournalSink
 from .api import MemoryJournal as MemoryJournal
 from .api import open_journal as open_journal
+from .approvals import Approval as Approval
+from .errors import ApprovalClosed as ApprovalClosed
+from .errors import ApprovalError as ApprovalError
+from .errors import ApprovalNotFound as ApprovalNotFound
 from .errors import IdempotencyKeyConflict as IdempotencyKeyConflict
 from .errors import JournalConnectionError as JournalConnectionError
 from .errors import JournalError as JournalError
@@ -27,6 +31,10 @@ from .sqlite import SqliteJournal as SqliteJournal
 __all__ = [
     "SCHEMA_VERSION",
     "Applied",
+    "Approval",
+    "ApprovalClosed",
+    "ApprovalError",
+    "ApprovalNotFound",
     "IdempotencyKeyConflict",
     "Journal",
     "JournalConnectionError",

@@ -28,6 +28,7 @@ import contextlib
 import json
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,17 +47,32 @@ from lionexec.conversation import (
     MessageManager,
 )
 from lionexec.errors import HistoryError
+from lionexec.governance import PermissionPolicy
 from lionexec.tools import ActionManager, Tool
 
+from . import approvals as _approvals
 from . import queue
+from .approvals import Approval, ApprovalGate
 from .backend import Backend, MemoryBackend
-from .errors import IdempotencyKeyConflict, JournalConnectionError, JournalError
-from .store import DONE, Batch, CallRow, Claim, MessageRow, OutcomeOp, RequestOp, Store
+from .errors import ApprovalNotFound, IdempotencyKeyConflict, JournalConnectionError, JournalError
+from .store import (
+    APPROVED,
+    DONE,
+    REJECTED,
+    ApprovalRow,
+    Batch,
+    CallRow,
+    Claim,
+    MessageRow,
+    OutcomeOp,
+    RequestOp,
+    Store,
+)
 
 if TYPE_CHECKING:
     import os
 
-    from .recovery import RecoveryReport
+    from .recovery import RecoveryReport, Resolution
 
 __all__ = ["Journal", "JournalSink", "JournaledCall", "MemoryJournal", "open_journal"]
 
@@ -131,6 +147,7 @@ class JournaledCall:
 class _Pending:
     sink: JournalSink
     op: RequestOp | None
+    approval: ApprovalRow | None = None
     claim: Claim | None = None
     error: BaseException | None = None
     done: bool = False
@@ -145,10 +162,19 @@ class Journal:
 
     Args:
         backend: where the journal is kept.
+
+    Attributes:
+        approval_expiry: seconds a parked call's approval stays pending before it expires
+            (``None``: never). Default one day.
+        clock: the clock approvals are dated by (``time.time``; tests may set another).
     """
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        self.approval_expiry: float | None = 86_400.0
+        self.clock: Callable[[], float] = time.time
+        #: Approvals consumed (``used``) in this process for a call about to run here.
+        self._consumed_here: OrderedDict[str, None] = OrderedDict()
         self._open = False
         self._closed = False
         self._pending: list[_Pending] = []
@@ -213,7 +239,9 @@ class Journal:
         ``None`` starts a new branch. Keyword arguments go to :class:`~lionexec.act.Branch`
         (``registry=``, ``policy=``, ``sinks=`` more sinks, ...). Within one journal a branch
         that is open (not yet closed) is returned as is. Enter the branch (``async with``)
-        before acting; leaving it commits what is left.
+        before acting; leaving it commits what is left. A ``policy=`` is given the journal's
+        escalation handler (:meth:`approving`): its ``escalate`` decisions become durable
+        approvals.
         """
         bid = _branch_uuid(branch_id)
         name = str(bid)
@@ -224,10 +252,92 @@ class Journal:
         history = await self.history(name)
         sink = JournalSink(self, name, history)
         extra = tuple(kwargs.pop("sinks", ()))
+        if kwargs.get("policy") is not None:
+            kwargs["policy"] = self.approving(kwargs["policy"])
         branch = Branch(id=bid, messages=history, sinks=(sink, *extra), **kwargs)
         sink.branch = branch
         self._sinks[name] = sink
         return branch
+
+    def approving(self, policy: PermissionPolicy) -> PermissionPolicy:
+        """*policy* (an equal copy) whose escalations are settled by this journal's approvals.
+
+        Its ``escalate`` decisions park the call as a pending approval (in a branch of this
+        journal) and allow it once when its approval is resumed; see
+        :mod:`lionexec.journal.approvals`. A policy with its own ``on_escalate`` handler keeps
+        it for calls that have no approval (nothing is parked then). Idempotent.
+        """
+        handler = policy.on_escalate
+        if isinstance(handler, ApprovalGate) and handler.journal is self:
+            return policy
+        if isinstance(handler, ApprovalGate):
+            handler = handler.fallback
+        return attrs.evolve(policy, on_escalate=ApprovalGate(self, policy, handler))
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    async def approvals(
+        self, branch_id: uuid.UUID | str | None = None, state: str | None = "pending"
+    ) -> list[Approval]:
+        """The approvals (of one branch, or all) in *state* (``None``: every state), oldest
+        first. Pending approvals past their ``expires_at`` are marked ``expired`` first."""
+        _approvals.check_state(state)
+        name = None if branch_id is None else str(_branch_uuid(branch_id))
+        now = self.clock()
+
+        def listing(store: Store) -> list[ApprovalRow]:
+            store.expire_approvals(now)
+            return store.approvals(name, state)
+
+        return [Approval.from_row(row) for row in await self._run(listing)]
+
+    async def approval(self, approval_id: str) -> Approval:
+        """The approval *approval_id*; raises :class:`~lionexec.journal.ApprovalNotFound`."""
+        row = await self._run(lambda store: store.approval(str(approval_id)))
+        if row is None:
+            raise ApprovalNotFound(
+                f"no approval has the id {approval_id!r}", approval_id=str(approval_id)
+            )
+        return Approval.from_row(row)
+
+    async def approve(self, approval_id: str, *, by: str | None = None) -> Approval:
+        """Approve a pending approval (one compare-and-set transaction); return it.
+
+        Only decides: the call runs when its branch's holder calls :meth:`resume` (or
+        :meth:`recover`), in this process or another. Raises
+        :class:`~lionexec.journal.ApprovalNotFound`, or
+        :class:`~lionexec.journal.ApprovalClosed` naming the state if it is not pending (an
+        approval is decided once; one past its ``expires_at`` is marked ``expired``).
+        Not cancellable once its transaction started.
+        """
+        return await _approvals.decide_or_raise(self, approval_id, APPROVED, by, None)
+
+    async def reject(self, approval_id: str, *, reason: str, by: str | None = None) -> Approval:
+        """Reject a pending approval with *reason*; its call is answered ``denied`` (with the
+        reason) by the next :meth:`resume`. Errors as :meth:`approve`."""
+        if not isinstance(reason, str) or not reason:
+            raise ValueError(f"reason must be a non-empty string, not {reason!r}")
+        return await _approvals.decide_or_raise(self, approval_id, REJECTED, by, reason)
+
+    async def resume(
+        self,
+        tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None = None,
+        **branch_kwargs: Any,
+    ) -> list[Resolution]:
+        """Apply every decided approval whose call is still unanswered; return what was done.
+
+        Expired approvals are marked first. An ``approved`` call moves its approval to
+        ``used`` (one compare-and-set: a call resumed by two processes at once runs once),
+        then is proposed again to its branch through the whole transaction; a ``rejected`` or
+        ``expired`` one is answered ``denied`` with the reason, once. A branch open in this
+        journal is used as it is (it must be running); another is opened with
+        ``registry=`` *tools* and *branch_kwargs* (give the same ``policy=``: it is asked
+        again, and its approval allows the call). Without *tools*, approved calls of branches
+        not open here are left for later. Returns
+        :class:`~lionexec.journal.Resolution` records with action ``approved``, ``rejected``
+        or ``expired``.
+        """
+        return await _approvals.resume(self, tools, **branch_kwargs)
 
     async def branch_ids(self) -> list[uuid.UUID]:
         """Every journaled branch, oldest first."""
@@ -261,7 +371,15 @@ class Journal:
                 {"branch_id": str(bid), "history": _unstructure.converter.unstructure(history)}
             )
         calls = [_unstructure.converter.unstructure(c) for c in await self.calls()]
-        return {"target": self.target, "branches": branches, "calls": calls}
+        approvals = [
+            _unstructure.converter.unstructure(a) for a in await self.approvals(state=None)
+        ]
+        return {
+            "target": self.target,
+            "branches": branches,
+            "calls": calls,
+            "approvals": approvals,
+        }
 
     async def flush(self) -> None:
         """Commit everything the open branches recorded so far (their outcomes included).
@@ -402,11 +520,14 @@ class Journal:
 
     # -- the group commit ---------------------------------------------------------------------
 
-    async def _commit(self, sink: JournalSink, op: RequestOp | None) -> Claim | None:
-        """Queue *sink*'s unjournaled messages (and *op*) for the next group commit; wait."""
+    async def _commit(
+        self, sink: JournalSink, op: RequestOp | None, *, approval: ApprovalRow | None = None
+    ) -> Claim | None:
+        """Queue *sink*'s unjournaled messages (and *op*, *approval*) for the next group
+        commit; wait."""
         if not self._open:
             raise JournalError(f"{self!r} is not open; close branches before their journal")
-        item = _Pending(sink, op)
+        item = _Pending(sink, op, approval)
         self._pending.append(item)
         try:
             while not item.done:
@@ -444,6 +565,8 @@ class Journal:
                         continue
                 if item.op is not None:
                     batch.requests.append(item.op)
+                if item.approval is not None:
+                    batch.approvals.append(item.approval)
             for item in items:
                 if item.sink in refused:
                     item.error, item.done = refused[item.sink], True

@@ -42,7 +42,7 @@ from lionexec.governance import CallContext
 from lionexec.tools import ActionManager, Tool, run_callable
 from lionexec.tools.runner import is_async_callable
 
-from .store import CallRow
+from .store import USED, ApprovalRow, CallRow
 
 if TYPE_CHECKING:
     from lionexec.act import Branch
@@ -51,7 +51,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Applied", "NotApplied", "RecoveryReport", "Resolution", "recover"]
 
-Action = Literal["rerun", "interrupted", "reconciled", "not_started", "left"]
+Action = Literal[
+    "rerun",
+    "interrupted",
+    "reconciled",
+    "not_started",
+    "left",
+    "approved",
+    "rejected",
+    "expired",
+    "awaiting_approval",
+]
 
 _SAFE = frozenset({"pure", "idempotent", "keyed"})
 
@@ -83,7 +93,9 @@ class Resolution:
         function: the tool name.
         effect: the effect class it was judged by.
         action: ``rerun``, ``interrupted``, ``reconciled``, ``not_started``, or ``left``
-            (no tools were given to re-run it).
+            (no tools were given to re-run it); for a call parked for approval
+            (:mod:`lionexec.journal.approvals`): ``approved`` (run now), ``rejected`` or
+            ``expired`` (answered ``denied``), or ``awaiting_approval`` (left waiting).
         outcome: the outcome of its response (``None`` when left).
         attempts: the attempts its response counts.
     """
@@ -122,9 +134,16 @@ async def recover(
     no tool (``unsafe`` calls) and leaves the rest unanswered (``left``). *branch_kwargs* go
     to :meth:`Journal.branch` (``policy=``, ``hooks=``, ...). Branches open in this journal
     are skipped (their calls are running, not lost).
+
+    Calls parked for approval are not lost either: decided approvals are applied first
+    (:meth:`Journal.resume`); calls still waiting are reported ``awaiting_approval`` and
+    left unanswered. A call whose approval was used (it was resumed) and that has no outcome
+    is recovered like any other call, its approval allowing a re-run of a safe tool.
     """
+    from .approvals import resume
+
     registry = _registry(tools)
-    resolutions: list[Resolution] = []
+    resolutions: list[Resolution] = list(await resume(journal, registry, **branch_kwargs))
     for branch_id in await journal.branch_ids():
         name = str(branch_id)
         if name in journal._sinks:
@@ -142,13 +161,28 @@ async def recover(
                 lambda store, n=name: store.calls(n, True)  # type: ignore[misc]
             )
         }
-        async with branch:
-            resolutions.extend(await _recover_branch(branch, rows, registry))
+        approvals = {
+            row.call_id: row
+            for row in await journal._run(
+                lambda store, n=name: store.approvals(n, None)  # type: ignore[misc]
+            )
+        }
+        used = [row.approval_id for row in approvals.values() if row.state == USED]
+        journal._consumed_here.update(dict.fromkeys(used))
+        try:
+            async with branch:
+                resolutions.extend(await _recover_branch(branch, rows, registry, approvals))
+        finally:
+            for approval_id in used:
+                journal._consumed_here.pop(approval_id, None)
     return RecoveryReport(tuple(resolutions))
 
 
 async def _recover_branch(
-    branch: Branch, rows: dict[str, CallRow], registry: ActionManager | None
+    branch: Branch,
+    rows: dict[str, CallRow],
+    registry: ActionManager | None,
+    approvals: dict[str, ApprovalRow],
 ) -> list[Resolution]:
     resolutions: list[Resolution] = []
     rerun: list[ActionRequest] = []
@@ -158,6 +192,10 @@ async def _recover_branch(
         effect = row.effect if row is not None else (tool.effect if tool else "unsafe")
         attempts = row.attempts if row is not None else 0
         note = _Note(branch.name, request, effect, resolutions)
+        approval = approvals.get(request.call_id)
+        if approval is not None and approval.state != USED:
+            note("awaiting_approval", None, 0)  # parked: its approval decides, not recovery
+            continue
         if effect in _SAFE:
             if registry is None:
                 note("left", None, attempts)

@@ -70,6 +70,7 @@ def test_outcome_to_status_mapping_is_exactly_the_documented_one() -> None:
         ActionOutcome.TIMED_OUT: EventStatus.CANCELLED,
         ActionOutcome.CANCELLED: EventStatus.CANCELLED,
         ActionOutcome.INTERRUPTED: EventStatus.FAILED,
+        ActionOutcome.AWAITING_APPROVAL: EventStatus.PENDING,
     }
 
 

@@ -1,0 +1,486 @@
+"""Durable approvals: an ``escalate`` decision that waits in the journal, holding no task.
+
+A journaled branch whose :class:`~lionexec.governance.PermissionPolicy` has no escalation
+handler of its own gets one from the journal (:class:`ApprovalGate`, installed by
+:meth:`Journal.branch <lionexec.journal.Journal.branch>` and :meth:`Journal.approving
+<lionexec.journal.Journal.approving>`). When the policy escalates a call, the gate
+
+* **parks** it, if the call has no approval yet: one group commit writes the branch's history
+  (the request included) and a ``pending`` approval bound to the call (branch, call id), the
+  digest of its normalized, validated arguments (``canonical_json``) and the digest of the
+  policy that asked (its :meth:`~lionexec.governance.PermissionPolicy.to_dict`, the tool and
+  the matching rule). ``act()`` answers the call with an unrecorded response of outcome
+  ``awaiting_approval`` naming the approval; the request stays unanswered in the history;
+* **allows** it, if its approval was consumed for this very call here (``approved`` →
+  ``used``, one compare-and-set statement) and the digests match;
+* **refuses** it otherwise (:class:`~lionexec.journal.ApprovalClosed` naming the approval and
+  its state; the call is ``denied`` with that reason).
+
+An approval's states::
+
+    pending ──approve──▶ approved ──resume (compare and set)──▶ used
+       │
+       ├──reject──▶ rejected    ─┐
+       └──expires_at──▶ expired ─┴─ resume records ``denied`` (exactly once)
+
+Deciding (:meth:`Journal.approve`, :meth:`Journal.reject`) changes only the approval's row:
+any process or machine on the same database may do it. **Resuming**
+(:meth:`Journal.resume`, also run by :meth:`Journal.recover`) is done by the process that holds
+the branch: an ``approved`` call is proposed again to its branch (the whole transaction:
+validation, gate, policy, hooks) after its approval moved to ``used`` in one statement, so two
+processes resuming at once run it once; a ``rejected`` or ``expired`` one is answered
+``denied`` with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from lionexec._failures import call_user
+from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
+from lionexec.governance import (
+    AwaitingApproval,
+    CallContext,
+    EscalationHandler,
+    PermissionDecision,
+    PermissionPolicy,
+)
+from lionexec.tools import ActionManager, Tool
+
+from .errors import ApprovalClosed, ApprovalError, ApprovalNotFound, JournalError
+from .store import (
+    APPROVAL_STATES,
+    APPROVED,
+    EXPIRED,
+    PENDING,
+    REJECTED,
+    USED,
+    ApprovalRow,
+    Store,
+)
+
+if TYPE_CHECKING:
+    from lionexec.act import Branch
+
+    from .api import Journal
+    from .recovery import Resolution
+
+__all__ = ["Approval", "ApprovalGate"]
+
+#: Approvals consumed in this process and not yet presented to the policy, at most.
+_MEMO = 4096
+
+
+@attrs.frozen(kw_only=True)
+class Approval:
+    """A durable approval (see the module docs).
+
+    Attributes:
+        approval_id: its id (``"apr_"`` + 32 hex digits).
+        branch_id: the branch of the call it is bound to.
+        call_id: the call's tool-call id.
+        function: the tool.
+        arguments: the normalized, validated arguments it approves (exactly these).
+        state: ``pending``, ``approved``, ``used``, ``rejected`` or ``expired``.
+        expires_at: when a pending approval expires (``journal.clock()`` seconds), or
+            ``None`` for never.
+        created_at: when the call was parked.
+        escalation: why the policy asked (its decision's reason).
+        rule: the policy rule that escalated, if one did.
+        policy: the digest of the policy that asked (with the tool and the rule).
+        digest: the digest of the arguments.
+        idempotency_key: the call's idempotency key.
+        decided_at: when it was approved, rejected or expired, if it was.
+        decided_by: who approved or rejected it (as given).
+        reason: why it was rejected (as given).
+    """
+
+    approval_id: str
+    branch_id: str
+    call_id: str
+    function: str
+    arguments: Any
+    state: str
+    expires_at: float | None
+    created_at: float
+    escalation: str
+    rule: str | None
+    policy: str
+    digest: str
+    idempotency_key: str
+    decided_at: float | None
+    decided_by: str | None
+    reason: str | None
+
+    @classmethod
+    def from_row(cls, row: ApprovalRow) -> Approval:
+        return cls(
+            approval_id=row.approval_id,
+            branch_id=row.branch_id,
+            call_id=row.call_id,
+            function=row.function,
+            arguments=json.loads(row.arguments),
+            state=row.state,
+            expires_at=row.expires_at,
+            created_at=row.created_at,
+            escalation=row.escalation,
+            rule=row.rule,
+            policy=row.policy,
+            digest=row.digest,
+            idempotency_key=row.idempotency_key,
+            decided_at=row.decided_at,
+            decided_by=row.decided_by,
+            reason=row.reason,
+        )
+
+
+def digest(text: str) -> str:
+    """The SHA-256 of *text* (UTF-8), in hex."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def policy_digest(policy: PermissionPolicy, decision: PermissionDecision) -> str:
+    """The identity of the policy that asked about a call: its rules, the tool, the rule."""
+    from .api import canonical_json
+
+    return digest(
+        canonical_json(
+            {
+                "policy": policy.to_dict(),
+                "tool": decision.tool_name,
+                "rule": decision.matched_rule,
+            }
+        )
+    )
+
+
+def check_state(state: str | None) -> None:
+    if state is not None and state not in APPROVAL_STATES:
+        raise ValueError(
+            f"an approval state is one of {', '.join(APPROVAL_STATES)}, not {state!r}"
+        )
+
+
+def closed(row: ApprovalRow, why: str = "") -> ApprovalClosed:
+    detail = f" ({row.reason})" if row.state == REJECTED and row.reason else ""
+    return ApprovalClosed(
+        f"approval {row.approval_id} (call {row.call_id!r} of branch {row.branch_id}) is "
+        f"{row.state}{detail}{why}",
+        approval_id=row.approval_id,
+        state=row.state,
+    )
+
+
+def decide(
+    store: Store, approval_id: str, state: str, now: float, by: str | None, reason: str | None
+) -> tuple[ApprovalRow | None, ApprovalRow | None]:
+    """Move a pending approval to *state* (one transaction): ``(found, after)``.
+
+    A pending approval past its ``expires_at`` moves to ``expired`` instead. *after* is
+    ``None`` when the approval was not pending (nothing changed).
+    """
+    row = store.approval(approval_id)
+    if row is None or row.state != PENDING:
+        return row, None
+    if row.expires_at is not None and row.expires_at <= now:
+        return row, store.set_approval(approval_id, PENDING, EXPIRED, now, None, None)
+    return row, store.set_approval(approval_id, PENDING, state, now, by, reason)
+
+
+async def decide_or_raise(
+    journal: Journal, approval_id: str, state: str, by: str | None, reason: str | None
+) -> Approval:
+    if not isinstance(approval_id, str) or not approval_id:
+        raise ApprovalNotFound(
+            f"no approval has the id {approval_id!r}", approval_id=str(approval_id)
+        )
+    if by is not None and not isinstance(by, str):
+        raise TypeError(f"by must be a string or None, not {type(by).__name__}")
+    now = journal.clock()
+    found, after = await journal._run(
+        lambda store: decide(store, approval_id, state, now, by, reason), cancellable=False
+    )
+    if found is None:
+        raise ApprovalNotFound(f"no approval has the id {approval_id!r}", approval_id=approval_id)
+    if after is None:
+        raise closed(found)
+    if after.state != state:
+        raise closed(after, f": it expired at {after.expires_at} before it was {state}")
+    return Approval.from_row(after)
+
+
+# -- the escalation handler ---------------------------------------------------------------------
+
+
+class ApprovalGate:
+    """The escalation handler that turns ``escalate`` into a durable approval (module docs).
+
+    Args:
+        journal: the journal the approvals are kept in.
+        policy: the policy it settles escalations for (its identity is part of each approval).
+        fallback: the policy's own handler, if it had one: it settles calls that have no
+            approval (nothing is parked then).
+    """
+
+    def __init__(
+        self, journal: Journal, policy: PermissionPolicy, fallback: EscalationHandler | None
+    ) -> None:
+        self.journal = journal
+        self.policy = policy
+        self.fallback = fallback
+
+    def __repr__(self) -> str:
+        return f"<ApprovalGate {self.journal.target}>"
+
+    async def __call__(self, decision: PermissionDecision, ctx: CallContext) -> object:
+        """Allow (``True``), park (:class:`~lionexec.governance.AwaitingApproval`) or raise
+        :class:`~lionexec.journal.ApprovalClosed` (the policy denies then, naming it)."""
+        from .api import canonical_json
+
+        journal = self.journal
+        branch_id, call_id = ctx.branch_id, ctx.call_id
+        if branch_id is None:
+            raise ApprovalError(
+                f"call {call_id!r} runs in no branch: it cannot wait for an approval",
+                approval_id="",
+            )
+        arguments = canonical_json(ctx.arguments)
+        args_digest = digest(arguments)
+        policy = policy_digest(self.policy, decision)
+        now = journal.clock()
+
+        def look(store: Store) -> tuple[ApprovalRow | None, bool]:
+            store.expire_approvals(now)
+            row = store.approval_of(branch_id, call_id)
+            if (
+                row is not None
+                and row.state == APPROVED
+                and row.digest == args_digest
+                and row.policy == policy
+            ):
+                used = store.set_approval(
+                    row.approval_id, APPROVED, USED, now, row.decided_by, row.reason
+                )
+                return row, used is not None
+            return row, False
+
+        row, consumed = await journal._run(look, cancellable=False)
+        if consumed:
+            assert row is not None
+            journal._consumed_here[row.approval_id] = None
+            _bound(journal._consumed_here)
+            return True
+        if row is None:
+            if self.fallback is not None:
+                return await call_user(self.fallback, decision, ctx)
+            return await self._park(decision, ctx, arguments, args_digest, policy, now)
+        if row.digest != args_digest:
+            raise closed(
+                row, f"; it approves other arguments than the call passes ({_cut(arguments)})"
+            )
+        if row.policy != policy:
+            raise closed(row, "; it was asked by another policy or rule")
+        if row.state == USED and row.approval_id in journal._consumed_here:
+            return (
+                True  # consumed for this call here (by resume), or asked again after a transform
+            )
+        if row.state == PENDING:
+            return AwaitingApproval(row.approval_id, row.expires_at)
+        raise closed(row)
+
+    async def _park(
+        self,
+        decision: PermissionDecision,
+        ctx: CallContext,
+        arguments: str,
+        args_digest: str,
+        policy: str,
+        now: float,
+    ) -> AwaitingApproval:
+        journal = self.journal
+        branch_id, call_id = ctx.branch_id, ctx.call_id
+        assert branch_id is not None
+        sink = journal._sinks.get(branch_id)
+        request = sink.history.request_for_call_id(call_id) if sink is not None else None
+        if sink is None or request is None:
+            raise JournalError(
+                f"call {call_id!r} of branch {branch_id} is not in a branch open in {journal!r}: "
+                "only a journaled branch can park a call for approval"
+            )
+        expiry = journal.approval_expiry
+        row = ApprovalRow(
+            approval_id="apr_" + uuid.uuid4().hex,
+            idempotency_key=ctx.idempotency_key or f"{branch_id}/{call_id}",
+            branch_id=branch_id,
+            call_id=call_id,
+            request_id=str(request.id),
+            function=ctx.function,
+            arguments=arguments,
+            digest=args_digest,
+            policy=policy,
+            rule=decision.matched_rule,
+            escalation=decision.reason,
+            state=PENDING,
+            created_at=now,
+            expires_at=None if expiry is None else now + expiry,
+            decided_at=None,
+            decided_by=None,
+            reason=None,
+        )
+        await journal._commit(sink, None, approval=row)
+        return AwaitingApproval(row.approval_id, row.expires_at)
+
+
+def _bound(memo: OrderedDict[str, None]) -> None:
+    while len(memo) > _MEMO:
+        memo.popitem(last=False)
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- resuming -----------------------------------------------------------------------------------
+
+
+async def resume(
+    journal: Journal,
+    tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
+    **branch_kwargs: Any,
+) -> list[Resolution]:
+    """Apply every decided approval whose call is still unanswered (see the module docs)."""
+    from .recovery import _registry
+
+    registry = _registry(tools)
+    now = journal.clock()
+
+    def decided(store: Store) -> list[ApprovalRow]:
+        store.expire_approvals(now)
+        rows = [
+            row for state in (APPROVED, REJECTED, EXPIRED) for row in store.approvals(None, state)
+        ]
+        return sorted(rows, key=lambda row: (row.created_at, row.approval_id))
+
+    rows = await journal._run(decided)
+    by_branch: dict[str, list[ApprovalRow]] = {}
+    for row in rows:
+        by_branch.setdefault(row.branch_id, []).append(row)
+    resolutions: list[Resolution] = []
+    for branch_id, approvals in by_branch.items():
+        sink = journal._sinks.get(branch_id)
+        if sink is not None and sink.branch is not None:
+            resolutions += await _resume_branch(journal, sink.branch, approvals)
+            continue
+        history = await journal.history(branch_id)
+        if not any(_unanswered(history, row) for row in approvals):
+            continue
+        if registry is None and any(row.state == APPROVED for row in approvals):
+            approvals = [row for row in approvals if row.state != APPROVED]
+            if not approvals:
+                continue
+        kwargs = dict(branch_kwargs)
+        if registry is not None:
+            kwargs["registry"] = registry
+        branch = await journal.branch(branch_id, **kwargs)
+        async with branch:
+            resolutions += await _resume_branch(journal, branch, approvals)
+    if not rows:
+        await trio.lowlevel.checkpoint()
+    return resolutions
+
+
+def _use(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
+    return store.set_approval(
+        approval.approval_id, APPROVED, USED, now, approval.decided_by, approval.reason
+    )
+
+
+def _unanswered(history: Any, row: ApprovalRow) -> bool:
+    request = history.request_for_call_id(row.call_id)
+    return request is not None and history.response_for(request) is None
+
+
+async def _resume_branch(
+    journal: Journal, branch: Branch, approvals: list[ApprovalRow]
+) -> list[Resolution]:
+
+    history = branch.messages
+    resolutions: list[Resolution] = []
+    run: list[tuple[ApprovalRow, ActionRequest]] = []
+    for row in approvals:
+        request = history.request_for_call_id(row.call_id)
+        if request is None or history.response_for(request) is not None:
+            continue  # answered already (resolved before, or answered another way)
+        if row.state == APPROVED:
+            run.append((row, request))
+            continue
+        if row.state == REJECTED:
+            error = ErrorInfo(
+                "ApprovalRejected",
+                f"approval {row.approval_id} was rejected"
+                + (f" by {row.decided_by}" if row.decided_by else "")
+                + (f": {row.reason}" if row.reason else ""),
+            )
+        else:
+            error = ErrorInfo(
+                "ApprovalExpired",
+                f"approval {row.approval_id} expired before it was decided ({row.escalation})",
+            )
+        response = ActionResponse.create(
+            request,
+            error=error,
+            outcome=ActionOutcome.DENIED,
+            attempts=0,
+            sender=request.function,
+            recipient=branch.name,
+        )
+        history.record_action(request, response)
+        resolutions.append(_resolution(branch, row, row.state, ActionOutcome.DENIED, 0))
+    started: list[tuple[ApprovalRow, ActionRequest]] = []
+    for row, request in run:
+        used = await journal._run(
+            partial(_use, approval=row, now=journal.clock()), cancellable=False
+        )
+        if used is not None:  # another process resumed it first otherwise
+            journal._consumed_here[row.approval_id] = None
+            started.append((row, request))
+    try:
+        if started:
+            responses = await branch.act([request for _, request in started])
+            for (row, _), response in zip(started, responses, strict=True):
+                resolutions.append(
+                    _resolution(
+                        branch, row, "approved", response.outcome, response.content.attempts
+                    )
+                )
+    finally:
+        for row, _ in started:
+            journal._consumed_here.pop(row.approval_id, None)
+    await journal.flush()
+    return resolutions
+
+
+def _resolution(
+    branch: Branch, row: ApprovalRow, action: Any, outcome: ActionOutcome | None, attempts: int
+) -> Resolution:
+    from .recovery import Resolution
+
+    registry = branch.registry
+    return Resolution(
+        branch_id=row.branch_id,
+        call_id=row.call_id,
+        function=row.function,
+        effect=registry.get(row.function).effect if row.function in registry else "unsafe",
+        action=action,
+        outcome=outcome,
+        attempts=attempts,
+    )

@@ -1,0 +1,259 @@
+"""Durable approvals: an ``escalate`` decision parked in the journal, decided from anywhere,
+resumed once, surviving a restart; run against every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from lionexec.conversation import ActionOutcome
+from lionexec.governance import CallContext, PermissionPolicy
+from lionexec.journal import ApprovalClosed, ApprovalNotFound, Journal
+from lionexec.tools import Tool
+
+from .conftest import JournalFactory
+
+POLICY = PermissionPolicy(mode="rules", allow={"look": ["*"]}, escalate={"pay": ["*"]})
+
+
+class Ledger:
+    """The downstream system: what really ran."""
+
+    def __init__(self) -> None:
+        self.paid: list[tuple[str, int]] = []
+
+    def tools(self) -> list[Tool]:
+        def pay(invoice: str, amount: int) -> str:
+            """Pay an invoice."""
+            self.paid.append((invoice, amount))
+            return f"paid {invoice}"
+
+        def look(invoice: str) -> str:
+            """Look an invoice up."""
+            return f"invoice {invoice}"
+
+        return [Tool.from_function(pay), Tool.from_function(look)]
+
+
+def paid(history: Any) -> list[Any]:
+    """The responses of the ``pay`` calls in *history*."""
+    return [r for r in history.responses() if r.function == "pay"]
+
+
+PAY = {"function": "pay", "arguments": {"invoice": "A1", "amount": 7}, "call_id": "call_pay"}
+
+
+async def park(journal: Journal, ledger: Ledger) -> tuple[str, str]:
+    """Act a batch whose ``pay`` call escalates; return (branch id, approval id)."""
+    branch = await journal.branch(policy=POLICY)
+    branch.register_tools(ledger.tools())
+    async with branch:
+        look = {"function": "look", "arguments": {"invoice": "A1"}}
+        parked, looked = await branch.act([PAY, look])
+    assert looked.outcome is ActionOutcome.COMPLETED
+    assert parked.outcome is ActionOutcome.AWAITING_APPROVAL
+    assert parked.content.status.value == "pending"
+    assert parked.error is not None and parked.error.type == "AwaitingApproval"
+    approval_id = parked.output["approval_id"]
+    assert approval_id in parked.error.message
+    # nothing recorded for the parked call: its request waits unanswered
+    [waiting] = branch.messages.unanswered()
+    assert waiting.call_id == "call_pay"
+    assert parked.id not in branch.messages
+    assert ledger.paid == []
+    return branch.name, approval_id
+
+
+async def test_an_approved_call_survives_a_restart_and_runs_once(journals: JournalFactory) -> None:
+    ledger = Ledger()
+    async with journals.new() as journal:
+        branch_id, approval_id = await park(journal, ledger)
+    async with journals.new() as journal:  # a restart: the approval and the request are kept
+        [approval] = await journal.approvals()
+        assert approval.approval_id == approval_id
+        assert (approval.branch_id, approval.call_id, approval.function) == (
+            branch_id,
+            "call_pay",
+            "pay",
+        )
+        assert approval.arguments == {"invoice": "A1", "amount": 7}
+        assert approval.state == "pending"
+        assert approval.rule == "*"
+        history = await journal.history(branch_id)
+        assert [r.call_id for r in history.unanswered()] == ["call_pay"]
+        # recovery leaves a parked call waiting (it is not interrupted, not re-run)
+        report = await journal.recover(ledger.tools(), policy=POLICY)
+        assert report.counts() == {"awaiting_approval": 1}
+    async with journals.new() as journal:  # approved from "another process"
+        approved = await journal.approve(approval_id, by="alice")
+        assert (approved.state, approved.decided_by) == ("approved", "alice")
+    assert ledger.paid == []  # deciding runs nothing
+    async with journals.new() as journal:
+        [resolution] = await journal.resume(ledger.tools(), policy=POLICY)
+        assert (resolution.action, resolution.outcome) == ("approved", ActionOutcome.COMPLETED)
+        assert await journal.resume(ledger.tools(), policy=POLICY) == []  # once
+        with pytest.raises(ApprovalClosed, match="is used") as info:
+            await journal.approve(approval_id)  # an approval cannot be reused
+        assert (info.value.approval_id, info.value.state) == (approval_id, "used")
+    assert ledger.paid == [("A1", 7)]
+    async with journals.new() as journal:
+        history = await journal.history(branch_id)
+        assert history.unanswered() == []
+        responses = paid(history)
+        assert [(r.outcome, r.output) for r in responses] == [(ActionOutcome.COMPLETED, "paid A1")]
+        assert (await journal.approval(approval_id)).state == "used"
+        assert await journal.approvals() == []
+        report = await journal.recover(ledger.tools(), policy=POLICY)
+        assert report.resolutions == ()
+    assert ledger.paid == [("A1", 7)]
+
+
+async def test_a_rejected_call_is_denied_once_with_the_reason(journals: JournalFactory) -> None:
+    ledger = Ledger()
+    async with journals.new() as journal:
+        branch_id, approval_id = await park(journal, ledger)
+    async with journals.new() as journal:
+        rejected = await journal.reject(approval_id, reason="not this month", by="bob")
+        assert (rejected.state, rejected.reason, rejected.decided_by) == (
+            "rejected",
+            "not this month",
+            "bob",
+        )
+        with pytest.raises(ApprovalClosed, match="rejected"):
+            await journal.approve(approval_id)
+    async with journals.new() as journal:
+        [resolution] = await journal.resume(ledger.tools(), policy=POLICY)
+        assert (resolution.action, resolution.outcome) == ("rejected", ActionOutcome.DENIED)
+        assert await journal.resume(ledger.tools(), policy=POLICY) == []
+    async with journals.new() as journal:
+        [response] = paid(await journal.history(branch_id))
+        assert response.outcome is ActionOutcome.DENIED
+        assert response.error is not None and response.error.type == "ApprovalRejected"
+        assert "not this month" in response.error.message and "bob" in response.error.message
+    assert ledger.paid == []
+
+
+async def test_an_expired_approval_is_denied(journals: JournalFactory) -> None:
+    ledger = Ledger()
+    now = [1_000.0]
+    async with journals.new() as journal:
+        journal.clock = lambda: now[0]
+        journal.approval_expiry = 60.0
+        branch_id, approval_id = await park(journal, ledger)
+        [approval] = await journal.approvals()
+        assert approval.expires_at == 1_060.0
+    now[0] = 1_060.0
+    async with journals.new() as journal:
+        journal.clock = lambda: now[0]
+        with pytest.raises(ApprovalClosed, match="expired") as info:
+            await journal.approve(approval_id)
+        assert info.value.state == "expired"
+        assert await journal.approvals() == []
+        [expired] = await journal.approvals(state="expired")
+        assert expired.approval_id == approval_id
+        [resolution] = await journal.resume(ledger.tools(), policy=POLICY)
+        assert (resolution.action, resolution.outcome) == ("expired", ActionOutcome.DENIED)
+        [response] = paid(await journal.history(branch_id))
+        assert response.error is not None and response.error.type == "ApprovalExpired"
+    assert ledger.paid == []
+
+
+async def test_an_approval_approves_only_its_arguments_and_policy(
+    journals: JournalFactory,
+) -> None:
+    ledger = Ledger()
+    async with journals.new() as journal:
+        branch_id, approval_id = await park(journal, ledger)
+        await journal.approve(approval_id)
+        policy = journal.approving(POLICY)
+        [tool] = [t for t in ledger.tools() if t.name == "pay"]
+
+        def context(**arguments: Any) -> CallContext:
+            return CallContext(
+                function="pay",
+                arguments=arguments,
+                call_id="call_pay",
+                branch_id=branch_id,
+                tool=tool,
+            )
+
+        changed = await policy.decide(context(invoice="A1", amount=700))
+        assert changed.behavior == "deny"
+        assert "ApprovalClosed" in changed.reason and "other arguments" in changed.reason
+        other = journal.approving(PermissionPolicy(mode="rules", escalate={"pay": ["p*"]}))
+        assert (await other.decide(context(invoice="A1", amount=7))).behavior == "deny"
+        assert (await journal.approval(approval_id)).state == "approved"  # neither used it
+        # the approved arguments, asked by the same policy: allowed, once
+        assert (await policy.decide(context(invoice="A1", amount=7))).behavior == "allow"
+        assert (await journal.approval(approval_id)).state == "used"
+        journal._consumed_here.clear()  # the call ran; asked again, the approval is spent
+        again = await policy.decide(context(invoice="A1", amount=7))
+        assert again.behavior == "deny" and "is used" in again.reason
+
+
+async def test_unknown_ids_and_bad_decisions_are_named(journals: JournalFactory) -> None:
+    async with journals.new() as journal:
+        with pytest.raises(ApprovalNotFound, match="apr_nope"):
+            await journal.approve("apr_nope")
+        with pytest.raises(ApprovalNotFound):
+            await journal.reject("apr_nope", reason="no")
+        with pytest.raises(ValueError, match="reason"):
+            await journal.reject("apr_nope", reason="")
+        with pytest.raises(ValueError, match="state"):
+            await journal.approvals(state="waiting")
+
+
+async def test_two_processes_resuming_at_once_run_the_call_once(journals: JournalFactory) -> None:
+    ledger = Ledger()
+    async with journals.new() as journal:
+        _, approval_id = await park(journal, ledger)
+        await journal.approve(approval_id)
+    results: list[Any] = []
+
+    async def resume() -> None:
+        async with journals.new() as journal:
+            try:
+                results.append(await journal.resume(ledger.tools(), policy=POLICY))
+            except Exception as exc:  # the second writer of one branch may be refused
+                results.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(resume)
+        nursery.start_soon(resume)
+    assert ledger.paid == [("A1", 7)]
+    assert sum(1 for r in results if isinstance(r, list) and r) == 1
+
+
+async def test_a_policy_with_its_own_handler_parks_nothing(journals: JournalFactory) -> None:
+    ledger = Ledger()
+    asked: list[str] = []
+
+    def handler(decision: Any, ctx: CallContext) -> bool:
+        asked.append(ctx.call_id)
+        return True
+
+    async with journals.new() as journal:
+        branch = await journal.branch(
+            policy=PermissionPolicy.from_dict(POLICY.to_dict(), on_escalate=handler)
+        )
+        branch.register_tools(ledger.tools())
+        async with branch:
+            [response] = await branch.act(PAY)
+        assert response.outcome is ActionOutcome.COMPLETED
+        assert asked == ["call_pay"]
+        assert await journal.approvals(state=None) == []
+
+
+async def test_a_branch_outside_the_journal_cannot_park(journals: JournalFactory) -> None:
+    from lionexec.act import Branch
+
+    ledger = Ledger()
+    async with journals.new() as journal:
+        branch = Branch(policy=journal.approving(POLICY))  # a worker's branch, say
+        branch.register_tools(ledger.tools())
+        [response] = await branch.act(PAY)
+        assert response.outcome is ActionOutcome.DENIED
+        assert response.error is not None and "only a journaled branch" in response.error.message
+    assert ledger.paid == []
