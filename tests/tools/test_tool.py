@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from lionexec.errors import ConfigurationError, ValidationError
-from lionexec.tools import Tool, is_async_callable
+from lionexec.tools import ActionManager, ArgumentSpec, Tool, is_async_callable
 
 
 async def async_func(a: int) -> int:
@@ -276,3 +276,148 @@ def test_tools_are_immutable_and_copy_to_themselves() -> None:
     assert copy.deepcopy(tool) is tool
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         tool.name = "other"  # type: ignore[misc]
+
+
+# -- the plain constructor and the named one ----------------------------------------------
+
+
+class Unreadable:
+    """A callable whose signature and documentation cannot be read: any parsing fails."""
+
+    @property
+    def __signature__(self) -> Any:
+        raise AssertionError("the signature was read")
+
+    @property
+    def __doc__(self) -> Any:  # type: ignore[override]
+        raise AssertionError("the docstring was read")
+
+    async def __call__(self, **arguments: Any) -> dict[str, Any]:
+        return arguments
+
+
+LOOKUP_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a key up.",
+        "parameters": {
+            "type": "object",
+            "properties": {"key": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["key"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def test_constructor_takes_derived_fields_and_parses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import lionexec.tools.tool as tool_module
+
+    def parsed(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("Tool(...) parsed something")
+
+    for helper in ("parse_docstring", "signature_parameters", "parameters_schema"):
+        monkeypatch.setattr(tool_module, helper, parsed)
+    func = Unreadable()
+    tool = Tool(
+        func_callable=func, name="lookup", description="Look a key up.", schema=LOOKUP_SCHEMA
+    )
+    assert tool.func_callable is func
+    assert tool.schema is LOOKUP_SCHEMA  # stored as given
+    assert tool.required == {"key"}
+    assert tool.effect == "unsafe" and tool.idempotent is False
+    # without an ArgumentSpec the schema's keys are the rule; values pass as sent
+    assert tool.validate({"key": "k", "limit": "3"}) == {"key": "k", "limit": "3"}
+    with pytest.raises(ValidationError, match="missing required argument 'key'"):
+        tool.validate({})
+    with pytest.raises(ValidationError, match="unexpected argument 'other'"):
+        tool.validate({"key": "k", "other": 1})
+    with pytest.raises(AssertionError, match="parsed something"):
+        Tool.from_function(func, name="lookup")  # the named constructor is the one that reads
+
+
+async def test_a_constructed_tool_runs() -> None:
+    tool = Tool(func_callable=Unreadable(), name="lookup", schema=LOOKUP_SCHEMA)
+    assert await tool.call({"key": "k"}) == {"key": "k"}
+    bare = Tool(func_callable=sync_func, name="bare")  # no schema: no arguments
+    assert bare.parameters == {"type": "object", "properties": {}}
+    assert bare.validate({}) == {}
+    with pytest.raises(ValidationError, match="unexpected argument 'a'"):
+        bare.validate({"a": 1})
+
+
+def test_constructor_checks_what_is_cheap() -> None:
+    def make(**fields: Any) -> Tool:
+        return Tool(**{"func_callable": sync_func, "name": "f", "schema": LOOKUP_SCHEMA, **fields})
+
+    with pytest.raises(TypeError, match="a tool needs a callable"):
+        make(func_callable=42)
+    with pytest.raises(ConfigurationError, match="invalid tool name"):
+        make(name="has space")
+    with pytest.raises(TypeError, match="postprocessor must be callable"):
+        make(postprocessor="x")
+    with pytest.raises(ConfigurationError, match="effect 'often'"):
+        make(effect="often")
+    with pytest.raises(ConfigurationError, match="is idempotent"):
+        make(effect="pure", idempotent=False)
+    assert make(effect="pure").idempotent is True
+    assert make(idempotent=True).effect == "unsafe"  # retried in process, never by recovery
+    with pytest.raises(ConfigurationError, match="subject 'path' is not a parameter"):
+        make(subject="path")
+    with pytest.raises(ConfigurationError, match="subject_kind"):
+        make(subject_kind="path")
+    with pytest.raises(ConfigurationError, match="spec of tool 'other'"):
+        make(arguments=ArgumentSpec(tool="other"))
+    with pytest.raises(TypeError):
+        Tool(sync_func)  # type: ignore[call-arg]  # the function is from_function's
+
+
+def test_from_function_gives_the_fields_the_constructor_takes() -> None:
+    def pre(arguments: dict[str, Any]) -> dict[str, Any]:
+        return arguments
+
+    built = Tool.from_function(
+        place, strict=True, preprocessor=pre, subject="name", effect="keyed", inline=True
+    )
+    fields = {a.alias: getattr(built, a.name) for a in attrs.fields(Tool) if a.init and a.alias}
+    again = Tool(**fields)
+    assert again.to_dict() == built.to_dict()
+    assert again.arguments is built.arguments
+    arguments = {"name": "pin", "at": {"x": "3"}, "unit": None, "tags": None}
+    assert again.validate(arguments) == built.validate(arguments)
+    assert built.strict and built.required == {"name", "at", "unit", "tags"}
+    assert built.idempotent and built.effect == "keyed"
+    assert built.arguments.tool == "place" and built.arguments.hints["at"] is Point
+
+
+def test_from_function_reads_the_function_once() -> None:
+    reads = 0
+
+    class Counting:
+        __name__ = "counting"
+
+        @property
+        def __signature__(self) -> Any:
+            nonlocal reads
+            reads += 1
+            import inspect
+
+            return inspect.signature(sync_func)
+
+        def __call__(self, a: int) -> int:
+            return a
+
+    tool = Tool.from_function(Counting())
+    assert reads == 1
+    for _ in range(3):
+        assert tool.validate({"a": "2"}) == {"a": 2}
+    assert reads == 1
+
+
+def test_register_tools_wraps_plain_callables_with_from_function() -> None:
+    manager = ActionManager([place])
+    (tool,) = manager
+    assert tool.to_dict() == Tool.from_function(place).to_dict()
