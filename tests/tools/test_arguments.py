@@ -32,7 +32,7 @@ SIGNATURE = [
     Parameter("colour", Colour, required=False, default=Colour.RED),
     Parameter("note", Any, required=False),
 ]
-PARAMETERS = {
+PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "width": {"type": "integer"},
@@ -68,7 +68,7 @@ def test_a_spec_built_by_hand_validates_keys_and_structures_values() -> None:
     with pytest.raises(ValidationError, match="must be an object, got list"):
         spec.validate([1])  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="argument names are strings"):
-        spec.validate({"width": 1, 2: 3})
+        spec.validate({"width": 1, 2: 3})  # type: ignore[dict-item]
 
 
 def test_from_parameters_reads_the_key_rule_and_the_hints() -> None:
@@ -88,7 +88,7 @@ def test_extra_keys_need_var_keyword_and_a_schema_that_allows_them() -> None:
     with pytest.raises(ValidationError, match="unexpected argument 'extra'"):
         closed.validate({"width": 1, "extra": [1]})
     with pytest.raises(ValidationError, match="argument names are strings"):
-        spec.validate({"width": 1, 5: 1})
+        spec.validate({"width": 1, 5: 1})  # type: ignore[dict-item]
 
 
 def test_a_checked_schema_runs_before_structuring() -> None:
