@@ -14,15 +14,26 @@ What it shows, in three batches:
 
 Then it prints the conversation history, the event log as a table, and the path of the JSONL
 event log it wrote.
+
+Last, a durable part (:func:`run_durable_demo`): a batch of four calls runs on an SQLite
+journal in a subprocess (``python -m lionexec demo --durable-batch DIR``), which is killed
+with ``SIGKILL`` while all four are running. Recovery then resolves each call by its tool's
+effect class (a ``pure`` and a ``keyed`` one run again, an ``unsafe`` one with a reconcile
+hook is ``reconciled``, a plain ``unsafe`` one ``interrupted``), and the journal holds exactly
+one response per request. Side effects are counted outside the journal, in a ledger file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,10 +50,11 @@ from .conversation import (
     System,
 )
 from .conversation.export import result_text
-from .governance import HookPoint, PermissionPolicy, SessionObserver, ToolInvocation
+from .governance import CallContext, HookPoint, PermissionPolicy, SessionObserver, ToolInvocation
+from .journal import Applied, NotApplied, RecoveryReport, SqliteJournal
 from .tools import Tool
 
-__all__ = ["main", "run_demo"]
+__all__ = ["main", "run_demo", "run_durable_demo"]
 
 # -- the tools ----------------------------------------------------------------------------------
 
@@ -311,11 +323,167 @@ def _print_events(branch: Branch, out: TextIO) -> None:
         )
 
 
+# -- the durable part ---------------------------------------------------------------------------
+
+#: The branch of the durable batch (fixed, so the subprocess and recovery agree on it).
+DURABLE_BRANCH = uuid.UUID("3f2c8a5e-1d7b-4e0a-9c6f-2b8d4e1a7c30")
+
+DURABLE_CALLS: list[dict[str, Any]] = [
+    tool_call("call_quote", "get_quote", symbol="ACME"),
+    tool_call("call_seat", "book_seat", flight="LX318", seat="12A"),
+    tool_call("call_charge", "charge_card", order="A-17", amount=42),
+    tool_call("call_email", "send_email", to="ops@example.com", subject="order A-17"),
+]
+
+
+def durable_tools(directory: Path, *, hang: bool) -> list[Tool]:
+    """The durable part's tools. Each appends a line to ``directory/ledger.txt`` (its side
+    effect, counted outside the journal); with *hang*, it then reports on stdout that it is
+    running and waits forever (for the SIGKILL)."""
+    ledger = directory / "ledger.txt"
+
+    async def effect(line: str) -> None:
+        fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{line}\n".encode())
+        finally:
+            os.close(fd)
+        if hang:
+            print(f"started {line.split()[0]}", flush=True)
+            await trio.sleep_forever()
+
+    async def get_quote(symbol: str) -> float:
+        """A price quote (no side effect: safe to run again)."""
+        await effect(f"get_quote {symbol}")
+        return 101.5
+
+    async def book_seat(flight: str, seat: str, ctx: CallContext) -> str:
+        """Book a seat; the airline de-duplicates by the idempotency key we pass it."""
+        await effect(f"book_seat {flight} {seat} key={ctx.idempotency_key}")
+        return f"{flight} seat {seat} booked"
+
+    async def charge_card(order: str, amount: int) -> str:
+        """Charge a card (not safe to repeat; the ledger can tell whether it happened)."""
+        await effect(f"charge_card {order} {amount}")
+        return f"charged {amount} for {order}"
+
+    async def send_email(to: str, subject: str) -> str:
+        """Send an email (not safe to repeat, and nothing can tell whether it went out)."""
+        await effect(f"send_email {to}")
+        return f"sent {subject!r} to {to}"
+
+    def find_charge(ctx: CallContext) -> Applied | NotApplied:
+        order, amount = ctx.arguments["order"], ctx.arguments["amount"]
+        lines = ledger.read_text().splitlines() if ledger.exists() else []
+        if f"charge_card {order} {amount}" in lines:
+            return Applied(f"charged {amount} for {order}")
+        return NotApplied()
+
+    return [
+        Tool.from_function(get_quote, effect="pure"),
+        Tool.from_function(book_seat, effect="keyed", context_param="ctx"),
+        Tool.from_function(charge_card, reconcile=find_charge),
+        Tool.from_function(send_email),
+    ]
+
+
+async def durable_batch(directory: Path) -> None:
+    """The subprocess's work: the four calls, journaled, each hanging once it has run."""
+    async with SqliteJournal(directory / "journal.db") as journal:
+        branch = await journal.branch(DURABLE_BRANCH)
+        branch.register_tools(durable_tools(directory, hang=True))
+        branch.messages.add_message(Instruction(content="Book the trip and bill order A-17."))
+        requests = [_request(item) for item in DURABLE_CALLS]
+        branch.messages.add_message(AssistantResponse(tool_calls=requests))
+        async with branch:
+            await branch.act(requests)
+
+
+async def run_durable_demo(out: TextIO, directory: Path) -> RecoveryReport:
+    """Kill a journaled batch mid-call, then recover it, printing each call's resolution.
+
+    Runs ``python -m lionexec demo --durable-batch DIRECTORY`` (the installed lionexec),
+    waits until its four calls are all running (each says so on stdout, after its
+    write-ahead commit and its side effect), kills it with ``SIGKILL``, and recovers the
+    journal it left. Deterministic: the kill comes at the same point every time. Uses no
+    trio timer (safe under a mock clock).
+    """
+    await trio.Path(directory).mkdir(parents=True, exist_ok=True)
+    print("\nDurability: a journaled batch, its process killed mid-call", file=out)
+    print("-----------------------------------------------------------", file=out)
+    command = [sys.executable, "-m", "lionexec", "demo", "--durable-batch", str(directory)]
+    process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+    try:
+        started = await _read_started(process, len(DURABLE_CALLS))
+    finally:
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+    functions = [call["function"]["name"] for call in DURABLE_CALLS]
+    print(f"  journal: {directory / 'journal.db'}", file=out)
+    print(
+        f"  a subprocess (pid {process.pid}) ran {len(started)} calls concurrently "
+        f"({', '.join(sorted(started, key=functions.index))}); it was killed with SIGKILL "
+        f"(exit {process.returncode}) while all of them were running",
+        file=out,
+    )
+    async with SqliteJournal(directory / "journal.db") as journal:
+        unfinished = await journal.calls(DURABLE_BRANCH, unfinished=True)
+        print(
+            f"  the journal holds {len(unfinished)} requests with no response; recovery:",
+            file=out,
+        )
+        report = await journal.recover(durable_tools(directory, hang=False))
+        for r in report.resolutions:
+            outcome = r.outcome.value if r.outcome is not None else "-"
+            print(
+                f"    {r.call_id:<12} {r.function:<12} [{r.effect:<6}] {r.action:<12} -> "
+                f"{outcome:<11} (attempts {r.attempts})",
+                file=out,
+            )
+        history = await journal.history(DURABLE_BRANCH)
+    answers = [
+        sum(1 for response in history.responses() if response.action_request_id == request.id)
+        for request in history.requests()
+    ]
+    verdict = "exactly one response each" if set(answers) == {1} else f"answers {answers}"
+    print(f"  {len(answers)} requests, {sum(answers)} responses: {verdict}", file=out)
+    ledger = (await trio.Path(directory / "ledger.txt").read_text()).splitlines()
+    counts = {name: sum(line.split()[0] == name for line in ledger) for name in functions}
+    ran = ", ".join(f"{name} {n}" for name, n in counts.items())
+    keys = {line.split("key=")[1] for line in ledger if line.startswith("book_seat ")}
+    same = "one idempotency key" if len(keys) == 1 else f"keys {sorted(keys)}"
+    print(f"  side effects (a ledger outside the journal): {ran}", file=out)
+    print(f"  (book_seat ran twice with {same}: the airline de-duplicates by it)", file=out)
+    return report
+
+
+async def _read_started(process: trio.Process, expected: int) -> list[str]:
+    """The tool names the subprocess reports running, once *expected* of them did."""
+    assert process.stdout is not None
+    buffer = b""
+    started: list[str] = []
+    while len(started) < expected:
+        chunk = await process.stdout.receive_some()
+        if not chunk:
+            raise RuntimeError(
+                f"the durable batch exited before its calls started (exit {await process.wait()})"
+            )
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        started += [line.decode().split()[1] for line in lines if line.startswith(b"started ")]
+    return started
+
+
 def main(argv: Sequence[str] = ()) -> int:
     """Entry point of ``python -m lionexec demo [--log PATH]``."""
     parser = argparse.ArgumentParser(prog="python -m lionexec demo")
     parser.add_argument("--log", type=Path, help="where to write the JSONL event log")
+    parser.add_argument("--durable-batch", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
+    if args.durable_batch is not None:  # the subprocess of the durable part
+        trio.run(durable_batch, args.durable_batch)
+        return 0
     log_path = args.log or Path(tempfile.mkdtemp(prefix="lionexec-demo-")) / "events.jsonl"
     trio.run(run_demo, sys.stdout, log_path)
+    trio.run(run_durable_demo, sys.stdout, log_path.parent / "durable")
     return 0

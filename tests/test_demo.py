@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from lionexec import ActionOutcome, demo
+from lionexec.journal import SqliteJournal
 from lionexec.testing import assert_consistent
 
 EXPECTED = {
@@ -65,3 +66,47 @@ def test_demo_main_writes_the_log_where_asked(
     monkeypatch.setattr(trio, "run", functools.partial(trio.run, clock=clock))
     assert demo.main(["--log", str(tmp_path / "x.jsonl")]) == 0
     assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 9
+    assert (tmp_path / "durable" / "journal.db").exists()  # the durable part ran too
+
+
+DURABLE = {
+    "call_quote": ("pure", "rerun", ActionOutcome.COMPLETED),
+    "call_seat": ("keyed", "rerun", ActionOutcome.COMPLETED),
+    "call_charge": ("unsafe", "reconciled", ActionOutcome.COMPLETED),
+    "call_email": ("unsafe", "interrupted", ActionOutcome.INTERRUPTED),
+}
+
+
+def test_the_durable_part_kills_a_batch_mid_call_and_recovers_one_response_each(
+    tmp_path: Path,
+) -> None:
+    out = io.StringIO()
+    clock = trio.testing.MockClock(autojump_threshold=0)  # it uses no timer
+    report = trio.run(demo.run_durable_demo, out, tmp_path, clock=clock)
+
+    got = {r.call_id: (r.effect, r.action, r.outcome) for r in report.resolutions}
+    assert got == DURABLE
+
+    async def history() -> list[tuple[str, int]]:
+        async with SqliteJournal(tmp_path / "journal.db") as journal:
+            assert await journal.calls(unfinished=True) == []
+            messages = await journal.history(demo.DURABLE_BRANCH)
+        return [
+            (r.call_id, sum(s.action_request_id == r.id for s in messages.responses()))
+            for r in messages.requests()
+        ]
+
+    assert sorted(trio.run(history)) == sorted((call_id, 1) for call_id in DURABLE)
+    ledger = (tmp_path / "ledger.txt").read_text().splitlines()
+    ran = [line.split()[0] for line in ledger]
+    # safe classes ran again; unsafe ones at most once (the charge found by reconcile)
+    assert sorted(ran) == sorted(
+        ["get_quote"] * 2 + ["book_seat"] * 2 + ["charge_card", "send_email"]
+    )
+    seat_keys = {line.split("key=")[1] for line in ledger if line.startswith("book_seat")}
+    assert len(seat_keys) == 1  # re-run with the same idempotency key
+    text = out.getvalue()
+    assert "SIGKILL" in text
+    assert "4 requests, 4 responses: exactly one response each" in text
+    for call_id, (_, action, _) in DURABLE.items():
+        assert any(call_id in line and action in line for line in text.splitlines())
