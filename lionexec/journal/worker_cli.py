@@ -2,8 +2,9 @@
 
 Claims and runs the calls submitted to the journal at URL (a ``postgresql://`` URL, or an
 SQLite path for several workers on one machine) with the tools of MODULE:ATTRIBUTE (an
-``ActionManager`` or a list of tools). ``--limits MODULE:ATTRIBUTE`` names a mapping of tool
-name to :class:`~lionexec.journal.queue.Limit`. ``SIGTERM`` or ``SIGINT`` stops it gracefully
+``ActionManager`` or a list of tools). ``--limits MODULE:ATTRIBUTE`` names a mapping of limit
+key (a tool name, ``"branch:*"``, ``"branch:<id>"``) to
+:class:`~lionexec.journal.limits.Limit`. ``SIGTERM`` or ``SIGINT`` stops it gracefully
 (``--grace`` seconds for running calls). It prints one JSON line when ready
 (``{"event": "ready", ...}``) and one with its counters when it stops.
 
