@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lionexec.conversation import ActionOutcome, ActionResponse
 from lionexec.errors import ConfigurationError
@@ -432,3 +434,67 @@ async def test_an_embedded_worker_keeps_branch_limits(tmp_path: Path) -> None:
             nursery.cancel_scope.cancel()
     assert [r.output for r in responses] == list(range(6))
     assert most == 1
+
+
+# -- the judge's invariants (hypothesis) -------------------------------------------------------
+
+_steps = st.lists(
+    st.tuples(
+        st.floats(min_value=0, max_value=2, allow_nan=False),  # time since the last step
+        st.sampled_from(["b0", "b1", "b2"]),  # branch
+        st.integers(min_value=0, max_value=4),  # cost argument
+        st.booleans(),  # release a running call first
+    ),
+    max_size=60,
+)
+
+
+@given(
+    steps=_steps,
+    rate=st.sampled_from([None, 1.0, 5.0]),
+    burst=st.integers(min_value=1, max_value=3),
+    concurrency=st.sampled_from([None, 1, 2]),
+    budget=st.sampled_from([None, 0, 5, 12]),
+    branch_concurrency=st.sampled_from([None, 1]),
+)
+def test_the_judge_never_grants_past_a_limit(
+    steps: list[tuple[float, str, int, bool]],
+    rate: float | None,
+    burst: int,
+    concurrency: int | None,
+    budget: int | None,
+    branch_concurrency: int | None,
+) -> None:
+    limiter = LocalLimiter(
+        {
+            "t": Limit(
+                rate=rate, burst=burst, concurrency=concurrency, budget=budget, cost=cost_of
+            ),
+            "branch:*": Limit(concurrency=branch_concurrency),
+        }
+    )
+    now, spent = 0.0, 0.0
+    running: list[str] = []
+    grants: list[float] = []
+    for gap, branch, n, release in steps:
+        now += gap
+        if release and running:
+            limiter.release("t", running.pop(0))
+        verdict = limiter.try_acquire("t", branch, {"n": n}, now=now)
+        busy_tool = concurrency is not None and len(running) >= concurrency
+        busy_branch = branch_concurrency is not None and running.count(branch) >= 1
+        if budget is not None and spent + n > budget:
+            assert isinstance(verdict, Denied)  # a budget is judged first
+            continue
+        if isinstance(verdict, Granted):
+            assert not busy_tool and not busy_branch
+            running.append(branch)
+            grants.append(now)
+            spent += n
+        elif isinstance(verdict, Busy):
+            assert busy_tool or busy_branch
+        else:
+            assert isinstance(verdict, Deferred) and rate is not None and verdict.wait > 0
+    if rate is not None:
+        assert within_allowance(grants, burst, rate)
+    assert budget is None or spent <= budget
