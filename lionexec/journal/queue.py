@@ -462,7 +462,7 @@ def claim(
         return ClaimRound(
             claimed, 0, 0, _next_ready(store, now, len(claimed) < n, tools, branches)
         )
-    state = _DbState.lock(store, limits, claimed, applied)
+    state = _DbState.lock(store, applied)
     now = db_now(store)  # read under the limits' locks: grants are decided in lock order
     run: list[Claimed] = []
     deferred = denied = busy = 0
@@ -588,21 +588,17 @@ class _DbState:
     counts: dict[str, int]
 
     @classmethod
-    def lock(
-        cls,
-        store: Store,
-        limits: Mapping[str, Limit],
-        claimed: Sequence[Claimed],
-        applied: Sequence[list[tuple[str, Limit]]],
-    ) -> _DbState:
+    def lock(cls, store: Store, applied: Sequence[list[tuple[str, Limit]]]) -> _DbState:
+        """Insert (if new) and lock the rows of every key in *applied* (the limits of each
+        call just claimed), and count the calls running under each concurrency limit."""
         tx = _tx(store)
         keys = {key: limit for keys in applied for key, limit in keys}
         names = sorted(
             [*keys, *(f"budget:{key}" for key, limit in keys.items() if limit.budget is not None)]
         )
         # one row per schedule ("<key>") and budget ("budget:<key>"), inserted and locked in
-        # name order, so that two workers needing the same rows never deadlock
-        # a schedule starts at NEVER; a budget's tat is what it spent: nothing
+        # name order, so that two workers needing the same rows never deadlock; a schedule
+        # starts at NEVER, a budget (its tat is what it spent) at nothing
         starts = [0.0 if name.startswith("budget:") else NEVER for name in names]
         if _is_pg(store):
             tx.execute(
@@ -638,20 +634,14 @@ class _DbState:
         for key, limit in keys.items():
             if limit.concurrency is None:
                 continue
-            column, value = (
-                ("function", key[5:])
-                if key.startswith("tool:")
-                else (
-                    "branch_id",
-                    key[7:],
-                )
-            )
+            kind, _, value = key.partition(":")
+            column = "function" if kind == "tool" else "branch_id"
             rows = tx.execute(
                 f"SELECT COUNT(*) FROM lionexec_queue WHERE state = ? AND {column} = ?",
                 (CLAIMED, value),
             )
             # this claim's own calls are claimed rows too: they count once granted
-            mine = sum(1 for job, ks in zip(claimed, applied, strict=True) if key in dict(ks))
+            mine = sum(1 for ks in applied if any(k == key for k, _ in ks))
             counts[key] = int(rows[0][0]) - mine
         return cls(store, rates, spends, counts)
 
