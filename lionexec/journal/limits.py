@@ -460,6 +460,7 @@ class LocalLimiter:
         while True:
             verdict = self.try_acquire(function, branch_id, arguments)
             if isinstance(verdict, Granted):
+                await trio.lowlevel.cancel_shielded_checkpoint()
                 break
             if isinstance(verdict, Denied):
                 raise LimitDeniedError(verdict.reason, verdict.key)

@@ -161,6 +161,19 @@ async def test_in_process_a_budget_denies_with_the_reason(
     assert isinstance(limiter.try_acquire("often"), Granted)
 
 
+async def test_hold_is_a_checkpoint_and_a_cancelled_wait_takes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    limiter = LocalLimiter({"t": Limit(concurrency=1)})
+    with trio.testing.assert_checkpoints():
+        async with limiter.hold("t"):
+            with trio.move_on_after(5) as waited:
+                async with limiter.hold("t"):
+                    raise AssertionError("a second call while one runs")  # pragma: no cover
+            assert waited.cancelled_caught
+    assert isinstance(limiter.try_acquire("t"), Granted)  # the cancelled wait took no slot
+
+
 def test_a_budget_is_judged_before_a_rate_or_a_free_slot() -> None:
     limiter = LocalLimiter({"t": Limit(rate=1, burst=1, concurrency=1, budget=1)})
     assert limiter.try_acquire("t", now=0.0) == Granted(0.0)
