@@ -29,7 +29,16 @@ from . import report
 from ._harness import IMPLS, MARKER, ROUND_VARIABLE, Measurement
 from .plot import plot
 
-AREAS = ("events", "processor", "tools", "act", "scaling", "server_load", "workers")
+AREAS = (
+    "events",
+    "processor",
+    "tools",
+    "act",
+    "scaling",
+    "server_load",
+    "workers",
+    "journal_cost",
+)
 #: Areas with an equivalent-work floor (``--impl floor``); the others run without it.
 FLOOR_AREAS = ("act",)
 ROOT = Path(__file__).resolve().parent.parent

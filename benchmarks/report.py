@@ -37,8 +37,9 @@ TINY_BYTES = 16.0
 #: at the *other* (larger) size over this one; ``versus`` bounds lionexec's figure here over
 #: its figure in the *other* scenario (same run); ``value`` bounds lionexec's figure itself;
 #: ``share`` bounds (lionexec - raw) / lionexec; ``info`` reports lionexec here / lionexec in
-#: *other* with no bound. Scenario names are the full run's; a quick run's smaller sizes are
-#: matched through :func:`quick_name`.
+#: *other* with no bound; ``throughput`` bounds lionexec's operations per second from below;
+#: ``total`` reports lionexec's per-item figure times the size, in seconds. Scenario names
+#: are the full run's; a quick run's smaller sizes are matched through :func:`quick_name`.
 TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
     ("2", "speedup", "events: create + invoke 20k", 3.0, ""),
     ("2", "cost", "events: create + invoke 20k", 2.0, ""),
@@ -103,6 +104,38 @@ TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
         "processor: 20k trivial events",
     ),
     ("13", "share", "server CPU per request: one-call POST /v1/act", 0.2, ""),
+    (
+        "14",
+        "versus",
+        "journal: 1k concurrent calls, SQLite",
+        3.0,
+        "journal: 1k concurrent calls, in memory",
+    ),
+    ("14", "value", "journal: 1k sequential calls, SQLite", 150.0, ""),
+    ("14", "throughput", "journal: 1k concurrent calls, PostgreSQL", 2000.0, ""),
+    (
+        "14",
+        "info",
+        "journal: 1k concurrent calls, PostgreSQL",
+        0.0,
+        "journal: 1k concurrent calls, in memory",
+    ),
+    (
+        "14",
+        "info",
+        "journal: 1k sequential calls, SQLite",
+        0.0,
+        "journal: 1k sequential calls, in memory",
+    ),
+    (
+        "14",
+        "info",
+        "journal: 1k sequential calls, PostgreSQL",
+        0.0,
+        "journal: 1k sequential calls, in memory",
+    ),
+    ("14", "total", "journal: recover 10k unfinished calls (per call), SQLite", 0.0, ""),
+    ("14", "total", "journal: recover 10k unfinished calls (per call), PostgreSQL", 0.0, ""),
 )
 
 #: Full-run sizes -> quick-run sizes, per area (see :func:`quick_name`).
@@ -117,6 +150,7 @@ QUICK_SIZES: dict[str, tuple[tuple[str, str], ...]] = {
         ("× 1k", "× 200"),
         ("1k", "200"),
     ),
+    "journal": (("10k", "2k"), ("1k", "200")),
 }
 
 
@@ -423,6 +457,15 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
         elif check == "cost":
             ratio = row["ratios"]["cost_vs_raw"]
             what = f"{name}: ≤ {bound:.2g}× raw trio"
+        elif check == "throughput":
+            mine = _lionexec(row)
+            ratio = None if not mine else 1e6 / mine
+            what = f"{name}: ≥ {bound:,.0f} calls/s"
+        elif check == "total":
+            mine = _lionexec(row)
+            n = (row["results"].get("lionexec") or {}).get("n") or 0
+            ratio = None if mine is None else mine * n / 1e6
+            what = f"{name}: the whole recovery, in seconds (no bound)"
         elif check == "share":
             raw = row["results"].get("raw", {}).get("value")
             mine = _lionexec(row)
@@ -435,9 +478,13 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
             verdict = "not measured"
         elif check == "info":
             verdict = f"{ratio:.2f}× ({_number(_lionexec(row) or 0.0, row['unit'])})"
+        elif check == "total":
+            verdict = f"{ratio:,.2f} s"
         else:
-            met = ratio >= bound if check == "speedup" else ratio <= bound
-            if check == "value":
+            met = ratio >= bound if check in ("speedup", "throughput") else ratio <= bound
+            if check == "throughput":
+                figure = f"{ratio:,.0f} calls/s"
+            elif check == "value":
                 figure = _number(ratio, row["unit"])
             elif check == "share":
                 figure = f"{ratio:.0%}"
