@@ -322,6 +322,8 @@ class Journal:
     async def resume(
         self,
         tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None = None,
+        *,
+        only_branch: uuid.UUID | str | None = None,
         **branch_kwargs: Any,
     ) -> list[Resolution]:
         """Apply every decided approval whose call is still unanswered; return what was done.
@@ -335,9 +337,11 @@ class Journal:
         again, and its approval allows the call). Without *tools*, approved calls of branches
         not open here are left for later. Returns
         :class:`~lionexec.journal.Resolution` records with action ``approved``, ``rejected``
-        or ``expired``.
+        or ``expired``. *only_branch*: only that branch's approvals (a server resuming the
+        conversation it holds, not others).
         """
-        return await _approvals.resume(self, tools, **branch_kwargs)
+        only = None if only_branch is None else str(_branch_uuid(only_branch))
+        return await _approvals.resume(self, tools, only_branch=only, **branch_kwargs)
 
     async def branch_ids(self) -> list[uuid.UUID]:
         """Every journaled branch, oldest first."""

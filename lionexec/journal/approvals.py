@@ -355,9 +355,12 @@ def _cut(text: str, limit: int = 200) -> str:
 async def resume(
     journal: Journal,
     tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
+    *,
+    only_branch: str | None = None,
     **branch_kwargs: Any,
 ) -> list[Resolution]:
-    """Apply every decided approval whose call is still unanswered (see the module docs)."""
+    """Apply every decided approval whose call is still unanswered (see the module docs);
+    with *only_branch*, only that branch's."""
     from .recovery import _registry
 
     registry = _registry(tools)
@@ -371,6 +374,8 @@ async def resume(
         return sorted(rows, key=lambda row: (row.created_at, row.approval_id))
 
     rows = await journal._run(decided)
+    if only_branch is not None:
+        rows = [row for row in rows if row.branch_id == only_branch]
     by_branch: dict[str, list[ApprovalRow]] = {}
     for row in rows:
         by_branch.setdefault(row.branch_id, []).append(row)
