@@ -15,17 +15,20 @@ __all__ = ["BatchSummary"]
 
 
 def _frozen_counts(counts: Mapping[EventStatus, int]) -> Mapping[EventStatus, int]:
-    return MappingProxyType(
-        {status: counts.get(status, 0) for status in sorted(TERMINAL_STATUSES)}
-    )
+    frozen = {status: counts.get(status, 0) for status in sorted(TERMINAL_STATUSES)}
+    if counts.get(EventStatus.PENDING):  # calls parked for approval (awaiting_approval)
+        frozen[EventStatus.PENDING] = counts[EventStatus.PENDING]
+    return MappingProxyType(frozen)
 
 
 @attrs.frozen
 class BatchSummary:
     """Counts of a batch's responses by status and by outcome.
 
-    ``by_status`` has an entry for each of the five terminal statuses, zeros included. Only
-    ``completed`` counts as success: ``skipped``, ``cancelled`` and ``aborted`` are never folded
+    ``by_status`` has an entry for each of the five terminal statuses, zeros included, and one
+    for ``pending`` when calls of the batch were parked for a durable approval (outcome
+    ``awaiting_approval``): the counts always add up to ``total``. Only ``completed`` counts
+    as success: ``skipped``, ``cancelled`` and ``aborted`` are never folded
     into it (DELTAS E1).
     """
 
@@ -52,7 +55,7 @@ class BatchSummary:
 
     @property
     def unsuccessful(self) -> int:
-        """Everything else (failed, skipped, cancelled and aborted)."""
+        """Everything else (failed, skipped, cancelled, aborted, and pending approval)."""
         return self.total - self.succeeded
 
     @property

@@ -257,3 +257,22 @@ async def test_a_branch_outside_the_journal_cannot_park(journals: JournalFactory
         assert response.outcome is ActionOutcome.DENIED
         assert response.error is not None and "only a journaled branch" in response.error.message
     assert ledger.paid == []
+
+
+async def test_a_batch_summary_counts_a_parked_call_as_pending(journals: JournalFactory) -> None:
+    from lionexec.act import BatchSummary
+    from lionexec.engine import EventStatus
+
+    ledger = Ledger()
+    async with journals.new() as journal:
+        branch = await journal.branch(policy=POLICY)
+        branch.register_tools(ledger.tools())
+        async with branch:
+            responses = await branch.act(
+                [PAY, {"function": "look", "arguments": {"invoice": "B"}}]
+            )
+    summary = BatchSummary.of(responses)
+    assert summary.by_outcome[ActionOutcome.AWAITING_APPROVAL] == 1
+    assert summary.by_status[EventStatus.PENDING] == 1
+    assert sum(summary.by_status.values()) == summary.total == 2
+    assert (summary.succeeded, summary.unsuccessful, summary.all_succeeded) == (1, 1, False)
