@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import attrs
 import cattrs
@@ -160,7 +160,16 @@ class ArgumentSpec:
                 f"arguments for tool {self.tool!r} must be an object, "
                 f"got {type(arguments).__name__}"
             )
-        self._check_keys(arguments)
+        keys = arguments.keys()
+        required = self.required
+        if not (
+            keys >= required
+            # every known name is a string, so keys <= known also checks the key types
+            and (keys <= self.known or (self.extra_keys and all(type(k) is str for k in keys)))
+            and not (self.strict and len(keys) != len(required))
+            and (self.context_param is None or self.context_param not in keys)
+        ):
+            self._refuse_keys(arguments)  # the uncommon case: name what is wrong
         if self.json_schema is not None:
             self.json_schema.validate(arguments, label=f"arguments for tool {self.tool!r}")
         if self.nulls is not None:
@@ -184,17 +193,9 @@ class ArgumentSpec:
                 raise self._invalid(describe_error(exc, key)) from exc
         return normalized
 
-    def _check_keys(self, arguments: Mapping[str, Any]) -> None:
-        keys = arguments.keys()
+    def _refuse_keys(self, arguments: Mapping[str, Any]) -> NoReturn:
+        """Raise the ValidationError naming what breaks the key rule in *arguments*."""
         required, known = self.required, self.known
-        if (
-            keys >= required
-            # every known name is a string, so keys <= known also checks the key types
-            and (keys <= known or (self.extra_keys and all(type(k) is str for k in keys)))
-            and not (self.strict and len(keys) != len(required))
-            and (self.context_param is None or self.context_param not in keys)
-        ):
-            return  # the common case; the checks below name what is wrong otherwise
         for key in arguments:
             if not isinstance(key, str):
                 raise ValidationError(f"argument names are strings, got {key!r}")
@@ -226,6 +227,7 @@ class ArgumentSpec:
                         f"{sorted(required)}; got {key!r} too",
                         field=key,
                     )
+        raise AssertionError(f"the key rule of tool {self.tool!r} holds for {list(arguments)!r}")
 
     def _invalid(self, problems: list[tuple[str | None, str]]) -> ValidationError:
         listing = "; ".join(f"{path}: {msg}" if path else msg for path, msg in problems)

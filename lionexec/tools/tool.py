@@ -115,8 +115,29 @@ def _bare_schema(tool: Tool) -> dict[str, Any]:
     return openai_schema(tool.name, tool.description, _EMPTY_OBJECT)
 
 
+def _function_of(name: str, schema: object) -> Mapping[str, Any]:
+    """The ``function`` part of the stored schema of tool *name*, checked for shape."""
+    function = None
+    if isinstance(schema, Mapping) and schema.get("type") == "function":
+        function = schema.get("function")
+    if not isinstance(function, Mapping) or not isinstance(function.get("parameters"), Mapping):
+        raise ConfigurationError(
+            f"the schema of tool {name!r} must be the OpenAI function shape "
+            "{'type': 'function', 'function': {'name': ..., 'parameters': {...}}}"
+        )
+    return function
+
+
+def _valid_schema(tool: Tool, _: object, schema: dict[str, Any]) -> None:
+    declared = _function_of(tool.name, schema).get("name")
+    if declared != tool.name:
+        raise ConfigurationError(
+            f"the schema of tool {tool.name!r} names the function {declared!r}"
+        )
+
+
 def _schema_arguments(tool: Tool) -> ArgumentSpec:
-    function = tool.schema["function"]
+    function = _function_of(tool.name, tool.schema)
     parameters = function["parameters"]
     return ArgumentSpec.from_parameters(
         tool.name,
@@ -161,7 +182,9 @@ class Tool:
     description: str | None = None
     #: The OpenAI function shape ``{"type": "function", "function": {"name", "description",
     #: "parameters"[, "strict"]}}``; :meth:`schema_for` gives the other formats.
-    schema: dict[str, Any] = attrs.field(default=attrs.Factory(_bare_schema, takes_self=True))
+    schema: dict[str, Any] = attrs.field(
+        default=attrs.Factory(_bare_schema, takes_self=True), validator=_valid_schema
+    )
     #: How a call's arguments are checked and structured (:meth:`validate` applies it).
     arguments: ArgumentSpec = attrs.field(
         default=attrs.Factory(_schema_arguments, takes_self=True),

@@ -351,7 +351,9 @@ async def test_a_constructed_tool_runs() -> None:
 
 def test_constructor_checks_what_is_cheap() -> None:
     def make(**fields: Any) -> Tool:
-        return Tool(**{"func_callable": sync_func, "name": "f", "schema": LOOKUP_SCHEMA, **fields})
+        return Tool(
+            **{"func_callable": sync_func, "name": "lookup", "schema": LOOKUP_SCHEMA, **fields}
+        )
 
     with pytest.raises(TypeError, match="a tool needs a callable"):
         make(func_callable=42)
@@ -371,6 +373,10 @@ def test_constructor_checks_what_is_cheap() -> None:
         make(subject_kind="path")
     with pytest.raises(ConfigurationError, match="spec of tool 'other'"):
         make(arguments=ArgumentSpec(tool="other"))
+    with pytest.raises(ConfigurationError, match="names the function 'lookup'"):
+        make(name="other")
+    with pytest.raises(ConfigurationError, match="OpenAI function shape"):
+        make(schema={"type": "object", "properties": {}})
     with pytest.raises(TypeError):
         Tool(sync_func)  # type: ignore[call-arg]  # the function is from_function's
 
