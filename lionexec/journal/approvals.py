@@ -450,6 +450,11 @@ async def _resume_branch(
         )
         history.record_action(request, response)
         resolutions.append(_resolution(branch, row, row.state, ActionOutcome.DENIED, 0))
+    if run and not all(feed.serving for feed in branch._feeds):
+        raise JournalError(
+            f"branch {branch.name} is open in {journal!r} but not running: enter it "
+            "(`async with branch:`) before resuming its approved calls (nothing was used)"
+        )
     started: list[tuple[ApprovalRow, ActionRequest]] = []
     for row, request in run:
         used = await journal._run(

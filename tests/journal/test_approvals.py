@@ -10,7 +10,7 @@ import trio
 
 from lionexec.conversation import ActionOutcome
 from lionexec.governance import CallContext, PermissionPolicy
-from lionexec.journal import ApprovalClosed, ApprovalNotFound, Journal
+from lionexec.journal import ApprovalClosed, ApprovalNotFound, Journal, JournalError
 from lionexec.tools import Tool
 
 from .conftest import JournalFactory
@@ -276,3 +276,40 @@ async def test_a_batch_summary_counts_a_parked_call_as_pending(journals: Journal
     assert summary.by_status[EventStatus.PENDING] == 1
     assert sum(summary.by_status.values()) == summary.total == 2
     assert (summary.succeeded, summary.unsuccessful, summary.all_succeeded) == (1, 1, False)
+
+
+async def test_two_approvers_at_once_decide_once(journals: JournalFactory) -> None:
+    ledger = Ledger()
+    async with journals.new() as journal:
+        _, approval_id = await park(journal, ledger)
+    outcomes: list[str] = []
+
+    async def approve(by: str) -> None:
+        async with journals.new() as journal:
+            try:
+                outcomes.append((await journal.approve(approval_id, by=by)).decided_by or "")
+            except ApprovalClosed as exc:
+                outcomes.append(exc.state)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(approve, "alice")
+        nursery.start_soon(approve, "bob")
+    assert sorted(outcomes) in (["alice", "approved"], ["approved", "bob"])
+
+
+async def test_resume_refuses_an_open_branch_that_is_not_running(
+    journals: JournalFactory,
+) -> None:
+    ledger = Ledger()
+    async with journals.new() as journal:
+        branch_id, approval_id = await park(journal, ledger)
+        await journal.approve(approval_id)
+        branch = await journal.branch(branch_id, policy=POLICY)  # open here, not entered
+        branch.register_tools(ledger.tools())
+        with pytest.raises(JournalError, match="not running"):
+            await journal.resume()
+        assert (await journal.approval(approval_id)).state == "approved"  # not used up
+        async with branch:
+            [resolution] = await journal.resume()
+        assert resolution.outcome is ActionOutcome.COMPLETED
+    assert ledger.paid == [("A1", 7)]
