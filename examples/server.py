@@ -68,6 +68,21 @@ Endpoints (JSON in, JSON out):
     and it holds only the chunk being written, so a huge conversation neither stalls the
     server nor copies itself into memory. It streams the messages present when it started.
 
+``POST /v1/approvals/{id}`` and ``GET /v1/approvals[?conversation_id=...]``
+    With ``--approve TOOL`` (``ServerConfig.approve``; a journal is needed), every call of
+    TOOL is parked: ``POST /v1/act`` answers it ``{"status": "pending", "outcome":
+    "awaiting_approval", "approval_id": ...}`` (a retry gets the same answer), and nothing
+    runs. ``GET /v1/approvals`` lists the pending approvals (``approval_id``,
+    ``conversation_id`` when this server knows it, ``call_id``, ``function``, the exact
+    normalized ``arguments`` approved, ``escalation``, ``created_at``, ``expires_at``).
+    ``POST /v1/approvals/{id}`` with an empty body (or ``{"decision": "approve", "by"?:
+    str}``) approves; ``{"decision": "reject", "reason": str, "by"?: str}`` rejects. The
+    decision is one compare-and-set in the journal (a second one gets a 409, an unknown id
+    a 404), made from any replica, before or after a restart; then, holding the
+    conversation like a request does, the call is resumed: approved, it runs once through
+    the whole transaction; rejected, it is answered ``denied`` with the reason. The reply is
+    ``{"approval": {... "state": "used" | "rejected"}, "message": <its tool message>}``.
+
 ``GET /v1/events`` (optionally ``?conversation_id=...``)
     A server-sent-events stream of lifecycle events, each ``id: <n>``, ``event: <type>``,
     ``data: <JSON object with conversation_id>``. Types: ``act.start``, ``tool.post`` and
@@ -140,9 +155,17 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, S
 
 from lionexec import ActionOutcome, ActionRequest, ActionResponse, Branch, HookPoint
 from lionexec.act import read_proposal
-from lionexec.conversation import Message, MessageManager, result_text, to_openai
+from lionexec.conversation import ErrorInfo, Message, MessageManager, result_text, to_openai
 from lionexec.errors import DuplicateCallError
-from lionexec.journal import Journal, JournalError, open_journal
+from lionexec.governance import PermissionPolicy
+from lionexec.journal import (
+    ApprovalClosed,
+    ApprovalNotFound,
+    Journal,
+    JournalError,
+    open_journal,
+)
+from lionexec.journal.approvals import Approval
 from lionexec.journal.queue import load_request
 from lionexec.serialization import converter
 from lionexec.tools import ActionManager
@@ -249,6 +272,11 @@ class ServerConfig:
         workers: submit tool calls to worker processes (``python -m lionexec worker``) through
             the journal instead of running them in the server (``False``). Needs a journal;
             with PostgreSQL, any number of server replicas share the conversations.
+        approve: names of tools whose calls wait for a person's approval (``()``): each such
+            call is answered ``awaiting_approval`` with an approval id, parked durably in the
+            journal, and runs once when ``POST /v1/approvals/{id}`` approves it (or is
+            answered ``denied`` when that rejects it). Needs a journal, and the calls run
+            here (not with ``workers``).
     """
 
     host: str = "127.0.0.1"
@@ -270,6 +298,7 @@ class ServerConfig:
     graceful_timeout: float = attrs.field(default=3.0, validator=_positive)
     journal: str | None = attrs.field(default=None, validator=_journal_target, repr=False)
     workers: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    approve: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     @port.validator
     def _check_port(self, _attribute: attrs.Attribute[Any], value: object) -> None:
@@ -280,6 +309,13 @@ class ServerConfig:
         if self.workers and self.journal is None:
             raise ValueError(
                 "workers needs a journal (an SQLite path or a postgresql:// URL) to submit to"
+            )
+        if any(not isinstance(name, str) or not name for name in self.approve):
+            raise ValueError(f"approve must name tools (strings), got {self.approve!r}")
+        if self.approve and (self.journal is None or self.workers):
+            raise ValueError(
+                "approve needs a journal (approvals wait in it) and calls run in the server "
+                "(not workers)"
             )
         if self.page_size > self.max_page_size:
             raise ValueError(
@@ -535,14 +571,67 @@ class Conversation:
 
     def tool_message(self, response: ActionResponse) -> dict[str, Any]:
         """The OpenAI tool message for *response*, with its status and outcome."""
-        content, _ = result_text(response)
-        return {
-            "role": "tool",
-            "tool_call_id": self.call_id(response),
-            "content": content,
-            "status": response.content.status.value,
-            "outcome": response.content.outcome.value,
-        }
+        return tool_message(response, self.call_id(response))
+
+
+def tool_message(response: ActionResponse, call_id: str) -> dict[str, Any]:
+    """The OpenAI tool message for *response* (to call *call_id*), with its status and
+    outcome; a call waiting for an approval also names it (``approval_id``)."""
+    content, _ = result_text(response)
+    message: dict[str, Any] = {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": content,
+        "status": response.content.status.value,
+        "outcome": response.content.outcome.value,
+    }
+    if response.content.outcome is ActionOutcome.AWAITING_APPROVAL:
+        output = response.content.output
+        message["approval_id"] = output.get("approval_id") if isinstance(output, dict) else None
+    return message
+
+
+def approval_policy(approve: Iterable[str], tools: Iterable[str]) -> PermissionPolicy:
+    """A policy that escalates every call of the *approve* tools and allows the others."""
+    escalate = set(approve)
+    return PermissionPolicy(
+        mode="rules",
+        allow={name: ["*"] for name in tools if name not in escalate},
+        escalate={name: ["*"] for name in sorted(escalate)},
+    )
+
+
+def _awaiting(request: ActionRequest, approval: Approval, branch: Branch) -> ActionResponse:
+    """The (unrecorded) answer for a call still waiting for *approval*, as act gave it."""
+    return ActionResponse.create(
+        request,
+        output={"approval_id": approval.approval_id, "expires_at": approval.expires_at},
+        error=ErrorInfo(
+            "AwaitingApproval",
+            f"{approval.escalation}; waiting for approval {approval.approval_id} "
+            f"({approval.state})",
+        ),
+        outcome=ActionOutcome.AWAITING_APPROVAL,
+        attempts=0,
+        sender=request.content.function,
+        recipient=branch.name,
+    )
+
+
+def _approval_record(approval: Approval, conversation_id: str | None) -> dict[str, Any]:
+    return {
+        "approval_id": approval.approval_id,
+        "conversation_id": conversation_id,
+        "call_id": approval.call_id,
+        "function": approval.function,
+        "arguments": approval.arguments,
+        "state": approval.state,
+        "escalation": approval.escalation,
+        "created_at": approval.created_at,
+        "expires_at": approval.expires_at,
+        "decided_by": approval.decided_by,
+        "reason": approval.reason,
+    }
 
 
 def branch_id_of(conversation_id: str) -> uuid.UUID:
@@ -828,6 +917,15 @@ class App:
             self.registry.register_tools(list(self.tools))
         #: Conversation locks across replicas (a PostgreSQL journal; set by open_app).
         self.replica_locks: ReplicaLocks | None = None
+        #: The policy of journaled conversations: ``config.approve`` tools wait for approval.
+        self.policy = (
+            approval_policy(self.config.approve, self.registry.names)
+            if self.config.approve
+            else None
+        )
+        #: This process's lock of each journaled conversation, by branch id (shared by its
+        #: requests and the approvals of its calls); dropped with the conversation when idle.
+        self._locks: dict[uuid.UUID, trio.Lock] = {}
         self.hub = EventHub(self.config.subscriber_buffer, on_watch=self._watch_all)
         self.conversations: OrderedDict[str, Conversation] = OrderedDict()
         self.limiter = trio.CapacityLimiter(self.config.max_concurrent_calls)
@@ -861,13 +959,15 @@ class App:
                     f"max_conversations ({self.config.max_conversations}) are in use and "
                     "none is idle; try again later",
                 )
-            del self.conversations[idle.id]
+            self._forget(self.conversations.pop(idle.id))
         if self.journal is None:
             branch = Branch()
             branch.register_tools(self.tools)
         else:  # a placeholder: each request loads the branch from the journal
             branch = Branch(id=branch_id_of(conversation_id), registry=self.registry)
         conversation = Conversation(conversation_id, branch)
+        if self.journal is not None:
+            conversation.lock = self._lock_for(conversation.branch_id)
         if self.hub.watched:
             conversation.unwatch = _watch(conversation, self.hub)
         self.conversations[conversation_id] = conversation
@@ -891,8 +991,20 @@ class App:
             if not conversation.active:
                 expired.append(conversation.id)
         for conversation_id in expired:
-            del self.conversations[conversation_id]
+            self._forget(self.conversations.pop(conversation_id))
         return len(expired)
+
+    def _lock_for(self, branch_id: uuid.UUID) -> trio.Lock:
+        lock = self._locks.get(branch_id)
+        if lock is None:
+            lock = self._locks[branch_id] = trio.Lock()
+        return lock
+
+    def _forget(self, conversation: Conversation) -> None:
+        """Drop an evicted conversation's lock too, unless someone holds or waits for it."""
+        lock = self._locks.get(conversation.branch_id)
+        if lock is not None and not lock.locked() and not lock.statistics().tasks_waiting:
+            del self._locks[conversation.branch_id]
 
     async def sweep(self) -> None:
         """Evict expired conversations every ``sweep_interval`` seconds, forever."""
@@ -971,6 +1083,13 @@ class App:
         elif path == "/v1/events":
             _allow(method, "GET")
             await self.events(query.get("conversation_id", [None])[-1], receive, send)
+        elif path == "/v1/approvals":
+            _allow(method, "GET")
+            await self.pending_approvals(query, send)
+        elif path.startswith("/v1/approvals/"):
+            _allow(method, "POST")
+            approval_id = path.removeprefix("/v1/approvals/")
+            await self.decide(approval_id, await self._body(scope, receive), send)
         else:
             raise HTTPError(404, f"no such endpoint: {method} {path}")
 
@@ -1039,14 +1158,17 @@ class App:
                 raise
             return HTTPError(503, f"the journal refused this request ({refused}); try again")
 
+    def _replica_lock(self, conversation: Conversation) -> Any:
+        return self._replica_lock_of(conversation.branch_id)
+
     @asynccontextmanager
-    async def _replica_lock(self, conversation: Conversation) -> AsyncIterator[None]:
+    async def _replica_lock_of(self, branch_id: uuid.UUID) -> AsyncIterator[None]:
         """Hold the conversation across replicas for the block (PostgreSQL: an advisory
         lock, see :class:`ReplicaLocks`); a no-op for an SQLite journal (one server)."""
         if self.replica_locks is None:
             yield
             return
-        async with self.replica_locks.hold(conversation.branch_id):
+        async with self.replica_locks.hold(branch_id):
             yield
 
     @asynccontextmanager
@@ -1054,7 +1176,9 @@ class App:
         """The conversation's journaled branch, loaded from the journal, running for the
         block (its hooks published while the hub has subscribers); closed at the end."""
         assert self.journal is not None
-        branch = await self.journal.branch(conversation.branch_id, registry=self.registry)
+        branch = await self.journal.branch(
+            conversation.branch_id, registry=self.registry, policy=self.policy
+        )
         if conversation.unwatch is not None:
             conversation.unwatch()
             conversation.unwatch = None
@@ -1085,6 +1209,8 @@ class App:
                     "with a different function or arguments; use a new id for a new call",
                 )
             response = branch.messages.response_for(previous)
+            if response is None and self.journal is not None:
+                response = await self._parked(branch, previous)
             if response is None:
                 return HTTPError(409, f"tool call id {call.call_id!r} has no recorded response")
             slots[index] = response
@@ -1138,6 +1264,18 @@ class App:
         responses = await branch.act(envelopes, strategy=strategy, limiter=self.limiter)
         for index, response in zip(fresh, responses, strict=True):
             slots[index] = response
+
+    async def _parked(self, branch: Branch, request: ActionRequest) -> ActionResponse | None:
+        """The ``awaiting_approval`` answer of a call parked for an approval not yet used,
+        or ``None`` (a retry while it waits gets the answer its first request got)."""
+        assert self.journal is not None
+        for approval in await self.journal.approvals(branch.id, state=None):
+            if approval.call_id == request.content.call_id and approval.state in (
+                "pending",
+                "approved",
+            ):
+                return _awaiting(request, approval, branch)
+        return None
 
     async def _check_queued(
         self, branch: Branch, calls: list[Call], fresh: list[int]
@@ -1263,6 +1401,88 @@ class App:
                 return history
         raise HTTPError(404, f"no conversation {conversation_id!r}")
 
+    # -- approvals ------------------------------------------------------------------------------
+
+    def _journal(self) -> Journal:
+        if self.journal is None:
+            raise HTTPError(404, "approvals need a journal (start the server with one)")
+        return self.journal
+
+    async def pending_approvals(self, query: dict[str, list[str]], send: ASGISendCallable) -> None:
+        """``GET /v1/approvals[?conversation_id=...]``: the pending approvals, oldest first."""
+        journal = self._journal()
+        conversation_id = query.get("conversation_id", [None])[-1]
+        branch_id = None
+        if conversation_id is not None:
+            if not CONVERSATION_ID.fullmatch(conversation_id):
+                raise HTTPError(400, f"no such conversation id {conversation_id[:40]!r}")
+            branch_id = branch_id_of(conversation_id)
+        approvals = await journal.approvals(branch_id, state="pending")
+        names = {c.branch_id: c.id for c in self.conversations.values()}
+        records = [
+            _approval_record(a, names.get(uuid.UUID(a.branch_id), conversation_id))
+            for a in approvals
+        ]
+        await send_json(send, 200, {"approvals": records})
+
+    async def decide(self, approval_id: str, body: bytes, send: ASGISendCallable) -> None:
+        """``POST /v1/approvals/{id}``: approve (or reject) a parked call, then run it.
+
+        Body (optional; empty means approve): ``{"decision": "approve" | "reject",
+        "reason": str (required to reject), "by": str}``. The decision is one
+        compare-and-set in the journal (an approval is decided once: 409 after that); then,
+        holding the conversation like a request does, the call is resumed: an approved call
+        runs once through the whole transaction, a rejected one is answered ``denied`` with
+        the reason. Replies ``{"approval": {...}, "message": <the call's tool message>}``.
+        """
+        journal = self._journal()
+        decision, reason, by = _decision_body(body, self.config)
+        try:
+            approval = await journal.approval(approval_id)
+            if decision == "approve":
+                approval = await journal.approve(approval_id, by=by)
+            else:
+                approval = await journal.reject(approval_id, reason=reason or "", by=by)
+        except ApprovalNotFound:
+            raise HTTPError(404, f"no approval {approval_id[:80]!r}") from None
+        except ApprovalClosed as exc:
+            raise HTTPError(409, str(exc)) from None
+        branch_id = uuid.UUID(approval.branch_id)
+        message = await self._resume(branch_id, approval)
+        approval = await journal.approval(approval_id)  # used, once its call ran
+        names = {c.branch_id: c.id for c in self.conversations.values()}
+        payload = {
+            "approval": _approval_record(approval, names.get(branch_id)),
+            "message": message,
+        }
+        await send_json(send, 200, payload)
+
+    async def _resume(self, branch_id: uuid.UUID, approval: Approval) -> dict[str, Any] | None:
+        """Resume the decided calls of branch *branch_id* under its locks; the tool message
+        of *approval*'s call (``None`` if it has no answer yet)."""
+        assert self.journal is not None
+        journal = self.journal
+        lock = self._lock_for(branch_id)
+        try:
+            async with lock, self._replica_lock_of(branch_id):
+                branch = await journal.branch(
+                    branch_id, registry=self.registry, policy=self.policy
+                )
+                async with branch:
+                    await journal.resume(self.registry, only_branch=branch_id, policy=self.policy)
+                request = branch.messages.request_for_call_id(approval.call_id)
+                response = branch.messages.response_for(request) if request else None
+        except BaseException as exc:
+            refused = _journal_refusal(exc)
+            if refused is None:
+                raise
+            raise HTTPError(503, f"the journal refused to resume the call ({refused})") from None
+        finally:
+            idle = not lock.locked() and not lock.statistics().tasks_waiting
+            if idle and not any(c.branch_id == branch_id for c in self.conversations.values()):
+                self._locks.pop(branch_id, None)
+        return None if response is None else tool_message(response, approval.call_id)
+
     # -- GET /v1/events -----------------------------------------------------------------------
 
     async def events(
@@ -1324,6 +1544,31 @@ def _cursor(query: dict[str, list[str]], name: str, default: int) -> int:
     if not CURSOR.fullmatch(values[-1]):
         raise HTTPError(400, f"{name} must be a non-negative integer, got {values[-1][:40]!r}")
     return int(values[-1])
+
+
+def _decision_body(body: bytes, config: ServerConfig) -> tuple[str, str | None, str | None]:
+    """``(decision, reason, by)`` of a ``POST /v1/approvals/{id}`` body; a 400 if bad."""
+    if not body.strip():
+        return "approve", None, None
+    try:
+        data = loads(body, max_depth=config.max_json_depth)
+    except BadJSON as exc:
+        raise HTTPError(400, str(exc)) from None
+    if not isinstance(data, dict):
+        raise HTTPError(400, f"body must be a JSON object, got {_json_type(data)}")
+    unknown = set(data) - {"decision", "reason", "by"}
+    if unknown:
+        raise HTTPError(400, f"unknown fields: {', '.join(sorted(unknown))[:200]}")
+    decision = data.get("decision", "approve")
+    if decision not in ("approve", "reject"):
+        raise HTTPError(400, f"decision must be 'approve' or 'reject', got {_preview(decision)}")
+    reason, by = data.get("reason"), data.get("by")
+    for name, value in (("reason", reason), ("by", by)):
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 1000):
+            raise HTTPError(400, f"{name} must be a string of 1-1000 characters")
+    if decision == "reject" and reason is None:
+        raise HTTPError(400, "a rejection needs a reason")
+    return decision, reason, by
 
 
 def _act_body(body: bytes, config: ServerConfig) -> ActBody:
@@ -1530,6 +1775,13 @@ def config_from_args(
         action="store_true",
         help="run no tool here: queue calls for `python -m lionexec worker` processes",
     )
+    parser.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="calls of TOOL wait for POST /v1/approvals/{id} (repeat for several tools)",
+    )
     args = parser.parse_args(argv)
     journal: str | None = args.journal
     if args.database is not None:
@@ -1540,8 +1792,15 @@ def config_from_args(
         journal = None
     if args.workers and journal is None:
         parser.error("--workers needs a journal: --journal PATH or --database URL")
+    if args.approve and (journal is None or args.workers):
+        parser.error("--approve needs a journal, and calls run in the server (not --workers)")
     return ServerConfig(
-        host=args.host, port=args.port, token=args.token, journal=journal, workers=args.workers
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        journal=journal,
+        workers=args.workers,
+        approve=tuple(args.approve),
     )
 
 

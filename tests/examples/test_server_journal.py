@@ -49,7 +49,7 @@ def counted_tools(runs: list[str]) -> list[Callable[..., Any]]:
     return [*server.DEMO_TOOLS, note]
 
 
-async def history(client: httpx.AsyncClient, conversation_id: str) -> dict[str, Any]:
+async def history_of(client: httpx.AsyncClient, conversation_id: str) -> dict[str, Any]:
     reply = await client.get(f"/v1/conversations/{conversation_id}")
     assert reply.status_code == 200, reply.text
     data: dict[str, Any] = reply.json()
@@ -86,7 +86,7 @@ async def test_a_restarted_server_serves_the_same_conversations(journal_target: 
             assert app.journal is not None
             first = await client.post("/v1/act", json=body)
             assert first.status_code == 200, first.text
-            before = await history(client, "durable-1")
+            before = await history_of(client, "durable-1")
             lines_before = await records(client, "durable-1")
         assert [m["outcome"] for m in first.json()["messages"]] == [
             "completed",
@@ -96,7 +96,7 @@ async def test_a_restarted_server_serves_the_same_conversations(journal_target: 
         assert before["total"] == 6  # three requests, three responses
 
         async with running_server(config, counted_tools(runs)) as (_, client):
-            assert await history(client, "durable-1") == before
+            assert await history_of(client, "durable-1") == before
             assert await records(client, "durable-1") == lines_before
             # a retry of a recorded call is answered from the journal, not run again
             retry = await client.post("/v1/act", json=body)
@@ -109,7 +109,7 @@ async def test_a_restarted_server_serves_the_same_conversations(journal_target: 
             }
             reply = await client.post("/v1/act", json=more)
             assert reply.status_code == 200, reply.text
-            after = await history(client, "durable-1")
+            after = await history_of(client, "durable-1")
             assert (await client.get("/v1/conversations/unknown")).status_code == 404
     assert runs == ["a", "b"]
     assert after["total"] == 8
@@ -147,7 +147,7 @@ async def test_calls_running_when_the_server_stopped_get_one_response_on_restart
                 nursery.cancel_scope.cancel()
 
         async with running_server(config, [hang]) as (_, client):
-            data = await history(client, "crash-1")
+            data = await history_of(client, "crash-1")
     assert data["total"] == 2
     request, response = data["records"]
     assert (request["kind"], response["kind"]) == ("action_request", "action_response")
@@ -204,8 +204,8 @@ async def test_two_replicas_on_one_postgres_serve_one_conversation(
                 reply = await replica_a.post("/v1/act", json=first)
                 assert reply.status_code == 200, reply.text
                 assert [m["content"] for m in reply.json()["messages"]] == ["noted a", "2"]
-                seen_by_b = await history(replica_b, "shared")
-                assert seen_by_b == await history(replica_a, "shared")
+                seen_by_b = await history_of(replica_b, "shared")
+                assert seen_by_b == await history_of(replica_a, "shared")
                 assert seen_by_b["total"] == 4
 
                 # B goes on with the conversation; a retry of A's call through B is not re-run
@@ -231,10 +231,138 @@ async def test_two_replicas_on_one_postgres_serve_one_conversation(
                     both.start_soon(post, replica_a, "c")
                     both.start_soon(post, replica_b, "d")
                 assert statuses == [200, 200]
-                final_a = await history(replica_a, "shared")
-                assert final_a == await history(replica_b, "shared")
+                final_a = await history_of(replica_a, "shared")
+                assert final_a == await history_of(replica_b, "shared")
             pool.cancel_scope.cancel()
     assert sorted(runs) == ["a", "b", "c", "d"]
     calls = [m["tool_call_id"] for m in final_a["messages"] if m["role"] == "tool"]
     assert sorted(calls) == ["a", "b", "c", "d", "wc"]
     assert final_a["total"] == 10
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+def payment_tools(paid: list[str]) -> list[Callable[..., Any]]:
+    def pay(invoice: str, amount: int) -> str:
+        """Pay an invoice (counts its runs outside the journal)."""
+        paid.append(invoice)
+        return f"paid {invoice}"
+
+    return [*server.DEMO_TOOLS, pay]
+
+
+async def test_a_parked_call_survives_a_restart_and_runs_once_when_approved(
+    tmp_path: Path,
+) -> None:
+    paid: list[str] = []
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "a.db"), approve=("pay",))
+    body = {
+        "conversation_id": "bills",
+        "tool_calls": [
+            call("pay", {"invoice": "A1", "amount": 7}, "p1"),
+            call("word_count", {"text": "a b"}, "wc"),
+        ],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools(paid)) as (_, client):
+            reply = await client.post("/v1/act", json=body)
+            assert reply.status_code == 200, reply.text
+            parked, counted = reply.json()["messages"]
+            assert (parked["status"], parked["outcome"]) == ("pending", "awaiting_approval")
+            assert counted["outcome"] == "completed"
+            approval_id = parked["approval_id"]
+            assert approval_id in parked["content"]
+            again = await client.post("/v1/act", json=body)  # a retry while it waits
+            assert again.json()["messages"][0]["approval_id"] == approval_id
+            listed = (await client.get("/v1/approvals")).json()["approvals"]
+            assert [(a["approval_id"], a["call_id"], a["function"]) for a in listed] == [
+                (approval_id, "p1", "pay")
+            ]
+            assert listed[0]["arguments"] == {"invoice": "A1", "amount": 7}
+            assert listed[0]["conversation_id"] == "bills"
+            only = await client.get("/v1/approvals", params={"conversation_id": "other"})
+            assert only.json() == {"approvals": []}
+        assert paid == []
+
+        async with running_server(config, payment_tools(paid)) as (_, client):  # restarted
+            listed = (await client.get("/v1/approvals")).json()["approvals"]
+            assert [a["approval_id"] for a in listed] == [approval_id]
+            decided = await client.post(f"/v1/approvals/{approval_id}", content=b"")
+            assert decided.status_code == 200, decided.text
+            data = decided.json()
+            assert data["approval"]["state"] == "used"
+            assert data["message"]["outcome"] == "completed"
+            assert data["message"]["content"] == "paid A1"
+            assert paid == ["A1"]
+            twice = await client.post(f"/v1/approvals/{approval_id}", json={"by": "eve"})
+            assert twice.status_code == 409, twice.text  # an approval is used once
+            assert (await client.get("/v1/approvals")).json() == {"approvals": []}
+            retry = await client.post("/v1/act", json=body)
+            assert [m["outcome"] for m in retry.json()["messages"]] == ["completed", "completed"]
+            history = await history_of(client, "bills")
+    assert paid == ["A1"]
+    outcomes = [
+        r["content"]["outcome"] for r in history["records"] if r["kind"] == "action_response"
+    ]
+    assert sorted(outcomes) == ["completed", "completed"]
+
+
+async def test_a_rejected_call_is_denied_and_bad_decisions_are_refused(tmp_path: Path) -> None:
+    paid: list[str] = []
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "r.db"), approve=["pay"])
+    body = {
+        "conversation_id": "r",
+        "tool_calls": [call("pay", {"invoice": "B", "amount": 1}, "p")],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools(paid)) as (_, client):
+            approval_id = (await client.post("/v1/act", json=body)).json()["messages"][0][
+                "approval_id"
+            ]
+            url = f"/v1/approvals/{approval_id}"
+            for bad, status in (
+                ({"decision": "reject"}, 400),  # a rejection needs a reason
+                ({"decision": "maybe"}, 400),
+                ({"decision": "approve", "extra": 1}, 400),
+                ([1, 2], 400),
+            ):
+                reply = await client.post(url, json=bad)
+                assert reply.status_code == status, (bad, reply.text)
+                assert "error" in reply.json()
+            assert (await client.post(url, content=b"{nope")).status_code == 400
+            assert (await client.post("/v1/approvals/apr_unknown")).status_code == 404
+            assert (await client.get(url)).status_code == 405
+            rejected = await client.post(
+                url, json={"decision": "reject", "reason": "not this month", "by": "bob"}
+            )
+            assert rejected.status_code == 200, rejected.text
+            data = rejected.json()
+            assert (data["approval"]["state"], data["approval"]["decided_by"]) == (
+                "rejected",
+                "bob",
+            )
+            assert data["message"]["outcome"] == "denied"
+            assert "not this month" in data["message"]["content"]
+            retry = await client.post("/v1/act", json=body)
+            assert retry.json()["messages"][0]["outcome"] == "denied"
+    assert paid == []
+
+
+async def test_approvals_need_a_journal() -> None:
+    with pytest.raises(ValueError, match="approve needs a journal"):
+        server.ServerConfig(approve=("pay",))
+    with pytest.raises(ValueError, match="approve needs a journal"):
+        server.ServerConfig(journal="x.db", workers=True, approve=("pay",))
+    config = server.config_from_args(["--approve", "pay", "--approve", "wire"], {})
+    assert config.approve == ("pay", "wire")
+    with pytest.raises(SystemExit):
+        server.config_from_args(["--journal", ":memory:", "--approve", "pay"], {})
+    app = server.App(server.ServerConfig(port=0))
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(partial(server.serve, app, shutdown_trigger=stop.wait))
+        async with httpx.AsyncClient(base_url=binds[0]) as client:
+            assert (await client.get("/v1/approvals")).status_code == 404
+            assert (await client.post("/v1/approvals/apr_x")).status_code == 404
+        stop.set()
