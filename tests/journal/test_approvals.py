@@ -313,3 +313,51 @@ async def test_resume_refuses_an_open_branch_that_is_not_running(
             [resolution] = await journal.resume()
         assert resolution.outcome is ActionOutcome.COMPLETED
     assert ledger.paid == [("A1", 7)]
+
+
+@pytest.mark.parametrize(
+    ("effect", "action", "outcome", "runs"),
+    [("pure", "rerun", ActionOutcome.COMPLETED, 2), ("unsafe", "interrupted", None, 1)],
+)
+async def test_a_crash_after_the_approval_was_used_is_recovered_by_effect_class(
+    journals: JournalFactory, effect: str, action: str, outcome: ActionOutcome | None, runs: int
+) -> None:
+    ran: list[int] = []
+    dying: list[Journal] = []
+
+    async def pay(invoice: str, amount: int) -> str:
+        """Pay an invoice (the process dies while it runs the first time)."""
+        ran.append(amount)
+        if dying:
+            await dying.pop().aclose()  # nothing after this reaches the journal
+        return f"paid {invoice}"
+
+    def tool() -> Tool:
+        return Tool.from_function(pay, effect=effect)  # type: ignore[arg-type]
+
+    async with journals.new() as journal:
+        branch = await journal.branch(policy=POLICY)
+        branch.register_tools(tool())
+        async with branch:
+            [parked] = await branch.act(PAY)
+        approval_id = parked.output["approval_id"]
+        await journal.approve(approval_id)
+    journal = journals.new()
+    await journal.open()
+    dying.append(journal)
+    died: Exception | None = None
+    try:  # the process "dies" in the tool: what it does after that reaches nothing
+        await journal.resume([tool()], policy=POLICY)
+    except Exception as exc:
+        died = exc
+    assert died is not None
+    assert ran == [7]
+    async with journals.new() as journal:  # the restart
+        assert (await journal.approval(approval_id)).state == "used"
+        report = await journal.recover([tool()], policy=POLICY)
+        [resolution] = report.resolutions
+        assert resolution.action == action
+        history = await journal.history(resolution.branch_id)
+        [response] = paid(history)
+        assert response.outcome is (outcome or ActionOutcome.INTERRUPTED)
+    assert len(ran) == runs  # the used approval allows the safe re-run; unsafe never re-runs
