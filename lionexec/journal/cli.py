@@ -1,6 +1,7 @@
 """``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal.
 
-* ``show``: branches (messages, unanswered requests) and calls (by outcome; the unfinished).
+* ``show``: branches (messages, unanswered requests), calls (by outcome; the unfinished) and
+  approvals (by state; the pending).
 * ``export``: everything, as one strict JSON document on stdout; ``export --jsonl``: the
   call log instead, one strict-JSON line per answered call, fed from the journal (see
   :mod:`lionexec.journal.jsonl`).
@@ -114,6 +115,16 @@ async def _show(journal: Journal, out: TextIO) -> None:
             out.write(
                 f"  unfinished: {call.branch_id} {call.call_id} {call.function} "
                 f"[{call.effect}] attempts {call.attempts}\n"
+            )
+    approvals = await journal.approvals(state=None)
+    states = collections.Counter(a.state for a in approvals)
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+    out.write(f"approvals: {len(approvals)} ({summary or 'none'})\n")
+    for approval in approvals:
+        if approval.state == "pending":
+            out.write(
+                f"  pending: {approval.approval_id} {approval.branch_id} {approval.call_id} "
+                f"{approval.function} expires_at {approval.expires_at}\n"
             )
 
 

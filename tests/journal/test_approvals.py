@@ -361,3 +361,19 @@ async def test_a_crash_after_the_approval_was_used_is_recovered_by_effect_class(
         [response] = paid(history)
         assert response.outcome is (outcome or ActionOutcome.INTERRUPTED)
     assert len(ran) == runs  # the used approval allows the safe re-run; unsafe never re-runs
+
+
+async def test_the_command_line_shows_pending_approvals(tmp_path: Any) -> None:
+    import io
+
+    from lionexec.journal import SqliteJournal
+    from lionexec.journal.cli import main
+
+    path = tmp_path / "journal.db"
+    async with SqliteJournal(path) as journal:
+        _, approval_id = await park(journal, Ledger())
+    out = io.StringIO()
+    assert await trio.to_thread.run_sync(lambda: main(["show", str(path)], out=out)) == 0
+    text = out.getvalue()
+    assert "approvals: 1 (pending 1)" in text
+    assert f"pending: {approval_id}" in text
