@@ -558,6 +558,8 @@ class Conversation:
     active: int = 0
     #: Stops publishing this conversation's events; set while the hub has subscribers.
     unwatch: Callable[[], None] | None = None
+    #: Journaled: the branch stand-in between requests (no history is kept in memory).
+    idle: Branch | None = None
 
     @property
     def branch_id(self) -> uuid.UUID:
@@ -968,6 +970,7 @@ class App:
         conversation = Conversation(conversation_id, branch)
         if self.journal is not None:
             conversation.lock = self._lock_for(conversation.branch_id)
+            conversation.idle = branch
         if self.hub.watched:
             conversation.unwatch = _watch(conversation, self.hub)
         self.conversations[conversation_id] = conversation
@@ -1111,7 +1114,11 @@ class App:
             return  # the client is gone
         if isinstance(outcome, HTTPError):
             raise outcome
-        messages = [conversation.tool_message(response) for response in outcome]
+        # in input order: each response answers the call at its position
+        messages = [
+            tool_message(response, call.call_id)
+            for response, call in zip(outcome, request.calls, strict=True)
+        ]
         payload = {"conversation_id": request.conversation_id, "messages": messages}
         await send_json(send, 200, payload)
 
@@ -1179,14 +1186,22 @@ class App:
         branch = await self.journal.branch(
             conversation.branch_id, registry=self.registry, policy=self.policy
         )
+        self._swap(conversation, branch)
+        try:
+            async with branch:
+                yield branch
+        finally:  # the history goes with the request: nothing stays cached
+            assert conversation.idle is not None
+            self._swap(conversation, conversation.idle)
+
+    def _swap(self, conversation: Conversation, branch: Branch) -> None:
+        """Make *branch* the conversation's, its events published if anyone listens."""
         if conversation.unwatch is not None:
             conversation.unwatch()
             conversation.unwatch = None
         conversation.branch = branch
         if self.hub.watched:
             conversation.unwatch = _watch(conversation, self.hub)
-        async with branch:
-            yield branch
 
     async def _run(
         self, conversation: Conversation, request: ActBody

@@ -366,3 +366,31 @@ async def test_approvals_need_a_journal() -> None:
             assert (await client.get("/v1/approvals")).status_code == 404
             assert (await client.post("/v1/approvals/apr_x")).status_code == 404
         stop.set()
+
+
+@pytest.mark.filterwarnings(
+    r"ignore:Async generator 'http(x|core)\.[\w.]+' was garbage collected:ResourceWarning"
+)
+async def test_events_of_a_journaled_conversation_are_published(tmp_path: Path) -> None:
+    from .test_server import sse_frames
+
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "e.db"))
+    body = {"conversation_id": "ev", "tool_calls": [call("word_count", {"text": "a b"}, "w")]}
+    seen: list[tuple[str, str]] = []
+    with trio.fail_after(BUDGET):
+        async with (
+            running_server(config, list(server.DEMO_TOOLS)) as (_, client),
+            client.stream("GET", "/v1/events", params={"conversation_id": "ev"}) as stream,
+        ):
+            frames = sse_frames(stream)
+            assert (await anext(frames)) == {"comment": "subscribed"}
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(partial(client.post, "/v1/act", json=body))
+                async for frame in frames:
+                    seen.append((frame["event"], frame["data"].get("call_id", "")))
+                    if frame["event"] == "act.end":
+                        break
+            await frames.aclose()
+    assert ("tool.post", "w") in seen
+    assert ("message.add", "w") in seen
+    assert seen[0][0] == "act.start" and seen[-1][0] == "act.end"
