@@ -272,6 +272,10 @@ class ServerConfig:
         workers: submit tool calls to worker processes (``python -m lionexec worker``) through
             the journal instead of running them in the server (``False``). Needs a journal;
             with PostgreSQL, any number of server replicas share the conversations.
+        recover: whether :func:`open_app` recovers the journal before serving (``True``): the
+            calls that were running when the last server stopped get their one response.
+            With several replicas that run calls themselves, let only one recover (the
+            others would take its running calls for lost ones: ``--no-recover``).
         approve: names of tools whose calls wait for a person's approval (``()``): each such
             call is answered ``awaiting_approval`` with an approval id, parked durably in the
             journal, and runs once when ``POST /v1/approvals/{id}`` approves it (or is
@@ -298,6 +302,7 @@ class ServerConfig:
     graceful_timeout: float = attrs.field(default=3.0, validator=_positive)
     journal: str | None = attrs.field(default=None, validator=_journal_target, repr=False)
     workers: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    recover: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     approve: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     @port.validator
@@ -1730,17 +1735,17 @@ async def open_app(
     config: ServerConfig | None = None,
     *,
     tools: Iterable[Callable[..., Any]] = DEMO_TOOLS,
-    recover: bool = True,
+    recover: bool | None = None,
 ) -> AsyncIterator[App]:
     """An :class:`App` for *config*, its journal (``config.journal``) open for the block.
 
     Before the app is returned, every call that was running when the last server on this
     journal stopped gets its one response (:meth:`Journal.recover
     <lionexec.journal.Journal.recover>`: ``unsafe`` tools, like the demo's, are recorded
-    ``interrupted``), unless *recover* is false or calls run on workers (the workers reclaim
-    those). Recover with one process only: with several replicas running calls themselves,
-    pass ``recover=False`` to all but one. Blocks while the journal opens; closes it at the
-    end.
+    ``interrupted``), unless *recover* (by default ``config.recover``) is false or calls run
+    on workers (the workers reclaim those). Recover with one process only: with several
+    replicas running calls themselves, pass ``recover=False`` to all but one. Blocks while the
+    journal opens; closes it at the end.
     """
     config = config if config is not None else ServerConfig()
     if config.journal is None:
@@ -1749,8 +1754,9 @@ async def open_app(
         return
     async with open_journal(config.journal) as journal:
         app = App(config, tools=tools, journal=journal)
-        if recover and not config.workers:
-            await journal.recover(app.registry)
+        if (config.recover if recover is None else recover) and not config.workers:
+            kwargs = {} if app.policy is None else {"policy": app.policy}
+            await journal.recover(app.registry, **kwargs)
         if not config.journal.startswith(("postgresql://", "postgres://")):
             yield app
             return
@@ -1791,6 +1797,11 @@ def config_from_args(
         help="run no tool here: queue calls for `python -m lionexec worker` processes",
     )
     parser.add_argument(
+        "--no-recover",
+        action="store_true",
+        help="do not recover the journal on start (all replicas but one, when they run calls)",
+    )
+    parser.add_argument(
         "--approve",
         action="append",
         default=[],
@@ -1815,6 +1826,7 @@ def config_from_args(
         token=args.token,
         journal=journal,
         workers=args.workers,
+        recover=not args.no_recover,
         approve=tuple(args.approve),
     )
 

@@ -162,6 +162,7 @@ def test_the_command_line_keeps_conversations_in_a_journal_by_default() -> None:
     config = server.config_from_args(["--database", url, "--workers"], {})
     assert (config.journal, config.workers) == (url, True)
     assert url not in repr(config)  # a URL may carry a password
+    assert config.recover and not server.config_from_args(["--no-recover"], {}).recover
     with pytest.raises(SystemExit):
         server.config_from_args(["--database", "/tmp/x.db"], {})
     with pytest.raises(SystemExit):
