@@ -53,7 +53,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks: lionexec, the reference implementation and raw trio, side by side."""
-    session.install(".[postgres]", REFERENCE, "hypercorn", "matplotlib")
+    session.install(".[http,postgres]", REFERENCE, "hypercorn", "matplotlib")
     session.run("python", "-m", "benchmarks", *session.posargs)
 
 

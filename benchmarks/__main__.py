@@ -36,6 +36,7 @@ AREAS = (
     "act",
     "scaling",
     "server_load",
+    "models",
     "workers",
     "journal_cost",
 )

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-AREA_ORDER = ("events", "processor", "tools", "act", "scaling", "server_load")
+AREA_ORDER = ("events", "processor", "tools", "act", "scaling", "server_load", "models")
 IMPL_ORDER = ("lionexec", "lionagi", "floor", "raw")
 HEADER = (
     "| scenario | lionexec | lionagi 0.36.0 | equivalent floor | bare raw trio "
@@ -29,6 +29,8 @@ HEADER = (
 )
 #: Byte figures below this are "next to nothing": no ratio, and a row of them is left out.
 TINY_BYTES = 16.0
+#: Units of figures that are not costs (an achieved rate, a count of requests): no ratios.
+NO_RATIO_UNITS = ("req/s", "requests")
 
 
 #: The issues' targets: (issue, check, scenario, bound, other scenario). ``speedup`` must
@@ -36,6 +38,9 @@ TINY_BYTES = 16.0
 #: (lionexec / equivalent floor) stay within it; ``linear`` bounds lionexec's per-item cost
 #: at the *other* (larger) size over this one; ``versus`` bounds lionexec's figure here over
 #: its figure in the *other* scenario (same run); ``value`` bounds lionexec's figure itself;
+#: ``rate`` bounds lionexec's distance from the configured rate (the row's ``configured``)
+#: as a fraction, and ``burst`` its figure by the row's ``allowance`` (lionagi's beside it);
+#: ``overhead`` reports lionexec's and lionagi's figures over the raw floor's, with no bound;
 #: ``share`` bounds (lionexec - raw) / lionexec; ``info`` reports lionexec here / lionexec in
 #: *other* with no bound; ``throughput`` bounds lionexec's operations per second from below;
 #: ``total`` reports lionexec's per-item figure times the size, in seconds. Scenario names
@@ -136,6 +141,9 @@ TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
     ),
     ("14", "total", "journal: recover 10k unfinished calls (per call), SQLite", 0.0, ""),
     ("14", "total", "journal: recover 10k unfinished calls (per call), PostgreSQL", 0.0, ""),
+    ("16", "rate", "models: rate limit 20/s (burst 5), achieved rate", 0.05, ""),
+    ("16", "burst", "models: rate limit 20/s (burst 5), busiest 1 s window", 0.0, ""),
+    ("16", "overhead", "models: sequential call through the rate limiter, client CPU", 0.0, ""),
 )
 
 #: Full-run sizes -> quick-run sizes, per area (see :func:`quick_name`).
@@ -249,6 +257,8 @@ def _finish(document: dict[str, Any]) -> dict[str, Any]:
         value = {impl: r.get("value") for impl, r in row["results"].items()}
         if row["unit"] in ("B/item", "B"):  # ratios of next to nothing mean nothing
             value = {i: v for i, v in value.items() if v is not None and v >= TINY_BYTES}
+        if row["unit"] in NO_RATIO_UNITS:
+            value = {}
         row["ratios"] = {
             "speedup_vs_lionagi": _ratio(value.get("lionagi"), value.get("lionexec")),
             "cost_vs_floor": _ratio(value.get("lionexec"), value.get("floor")),
@@ -290,6 +300,10 @@ def _number(value: float, unit: str) -> str:
         return f"{value:,.2f}×"
     if unit == "objects/item":
         return f"{value:,.2f} objects"
+    if unit == "req/s":
+        return f"{value:,.2f} req/s"
+    if unit == "requests":
+        return f"{value:,.0f} requests"
     digits = 2 if value < 10 else 1 if value < 100 else 0
     return f"{value:,.{digits}f} µs"
 
@@ -429,6 +443,9 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
         if row is None or (only and row["area"] not in only):
             continue
         name = row["scenario"]
+        if check in ("rate", "burst", "overhead"):
+            out.append(f"| {issue} | {_side_by_side(check, row, bound)} |")
+            continue
         other_row = find(other) if other else None
         other_name = other_row["scenario"] if other_row else other
         paired_note = ""
@@ -505,6 +522,49 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
         "|---|---|---|",
     ]
     return header + out
+
+
+def _side_by_side(check: str, row: dict[str, Any], bound: float) -> str:
+    """Issue 16's rows, ``target | verdict``: lionexec's verdict, lionagi's figure beside it."""
+    name, unit, results = row["scenario"], row["unit"], row["results"]
+    figures: dict[str, str] = {}
+    met: bool | None = None
+    for impl in ("lionexec", "lionagi"):
+        result = results.get(impl) or {}
+        value = result.get("value")
+        if value is None:
+            continue
+        if check == "rate":
+            configured = result.get("configured") or 0.0
+            error = (value - configured) / configured if configured else float("inf")
+            ok = abs(error) <= bound
+            figures[impl] = f"{_number(value, unit)} ({error:+.1%})"
+        elif check == "burst":
+            allowance = result.get("allowance", 0.0)
+            ok = value <= allowance
+            figures[impl] = f"{_number(value, unit)} of {_number(allowance, unit)}"
+        else:
+            raw = (results.get("raw") or {}).get("value")
+            ok = True
+            over = "" if raw is None else f", {_number(value - raw, unit)} over raw httpx"
+            figures[impl] = f"{_number(value, unit)}{over}"
+        if impl == "lionexec":
+            met = ok
+        elif check != "overhead":
+            figures[impl] += ", within" if ok else ", **outside**"
+    what = {
+        "rate": f"{name}: within {bound:.0%} of the configured rate",
+        "burst": f"{name}: not over the burst allowance",
+        "overhead": f"{name} (lionagi beside it)",
+    }[check]
+    if "lionexec" not in figures:
+        return f"{what} | not measured"
+    verdict = figures["lionexec"]
+    if check != "overhead":
+        verdict += ", met" if met else ", **missed**"
+    if "lionagi" in figures:
+        verdict += f"; lionagi 0.36.0 `iModel`: {figures['lionagi']}"
+    return f"{what} | {verdict}"
 
 
 def write(directory: Path, name: str, document: dict[str, Any]) -> None:
