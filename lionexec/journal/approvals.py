@@ -336,7 +336,11 @@ class ApprovalGate:
             decided_by=None,
             reason=None,
         )
-        await journal._commit(sink, None, approval=row)
+        # One group commit, shielded (bounded: the commit in flight and this one): a call is
+        # parked wholly or not at all; a cancellation arriving meanwhile takes effect after it,
+        # and the call stays parked (it is not also answered ``cancelled``).
+        with trio.CancelScope(shield=True):
+            await journal._commit(sink, None, approval=row)
         return AwaitingApproval(row.approval_id, row.expires_at)
 
 

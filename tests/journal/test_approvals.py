@@ -377,3 +377,43 @@ async def test_the_command_line_shows_pending_approvals(tmp_path: Any) -> None:
     text = out.getvalue()
     assert "approvals: 1 (pending 1)" in text
     assert f"pending: {approval_id}" in text
+
+
+async def test_a_call_cancelled_while_its_park_commits_stays_parked() -> None:
+    """Three calls park at once: the first commits alone, the other two in the next group
+    commit; the batch is cancelled while that commit runs. The call waiting for it (not its
+    leader) must end parked like the others, not answered ``cancelled`` with its approval
+    committed anyway."""
+    from lionexec.journal.backend import MemoryBackend
+    from lionexec.journal.store import Batch, Claim, MemoryStore
+
+    scope = trio.CancelScope()
+
+    class Store(MemoryStore):
+        def commit(self, batch: Batch) -> list[Claim]:
+            if len(batch.approvals) == 2:
+                scope.cancel()
+            return super().commit(batch)
+
+    backend = MemoryBackend()
+    backend.store = Store()
+    ledger = Ledger()
+    calls = [
+        {"function": "pay", "arguments": {"invoice": f"A{i}", "amount": i}, "call_id": f"c{i}"}
+        for i in range(3)
+    ]
+    async with Journal(backend) as journal:
+        branch = await journal.branch(policy=POLICY)
+        branch.register_tools(ledger.tools())
+        async with branch:
+            with scope:
+                await branch.act(calls)
+            assert scope.cancelled_caught
+        approvals = await journal.approvals(branch.id)
+        answered = {r.call_id for r in branch.messages.requests()} - {
+            r.call_id for r in branch.messages.unanswered()
+        }
+        # each call is either parked (unanswered, with its approval) or answered (without)
+        assert sorted(a.call_id for a in approvals) == ["c0", "c1", "c2"]
+        assert answered == set()
+    assert ledger.paid == []
