@@ -7,6 +7,10 @@ worker pool serve one conversation between them. Real servers on 127.0.0.1, real
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -22,7 +26,7 @@ from lionexec.journal.worker import Worker
 from lionexec.tools import Tool
 
 from ..support.postgres import PostgresServer
-from .conftest import call, server
+from .conftest import SERVER_PATH, call, server
 
 BUDGET = 30.0
 
@@ -116,42 +120,61 @@ async def test_a_restarted_server_serves_the_same_conversations(journal_target: 
     assert after["records"][:6] == before["records"]
 
 
-async def test_calls_running_when_the_server_stopped_get_one_response_on_restart(
+async def test_a_server_killed_mid_call_leaves_one_response_after_restart(
     tmp_path: Path,
 ) -> None:
-    """A crash mid-call (simulated: the journal closes under the running call) leaves a
-    journaled request; the next server recovers it (unsafe: ``interrupted``)."""
+    """``python examples/server.py`` (a real process) is killed with SIGKILL while a call
+    runs; the next server on its journal recovers the call (``unsafe``: ``interrupted``)
+    before serving, and the history holds exactly one response for it."""
     target = str(tmp_path / "crash.db")
-    entered = trio.Event()
-
-    async def hang(text: str) -> str:
-        """Never returns."""
-        entered.set()
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    config = server.ServerConfig(port=0, journal=target)
-    body = {"conversation_id": "crash-1", "tool_calls": [call("hang", {"text": "x"}, "h")]}
+    body = {
+        "conversation_id": "crash-1",
+        "tool_calls": [call("slow_echo", {"text": "x", "seconds": 600}, "s")],
+    }
+    command = [sys.executable, str(SERVER_PATH), "--port", "0", "--journal", target]
     with trio.fail_after(BUDGET):
-        async with (
-            server.open_app(config, tools=[hang]) as app,
-            trio.open_nursery() as nursery,
-        ):
-            binds = await nursery.start(server.serve, app)
-            async with httpx.AsyncClient(base_url=binds[0]) as client:
-                nursery.start_soon(partial(client.post, "/v1/act", json=body))
-                await entered.wait()
-                assert app.journal is not None
-                await app.journal.backend.aclose()  # the process "dies": nothing more is written
-                app.journal._open = False
-                nursery.cancel_scope.cancel()
+        process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+        try:
+            url = await _announced_url(process)
+            async with httpx.AsyncClient(base_url=url) as client, trio.open_nursery() as nursery:
 
-        async with running_server(config, [hang]) as (_, client):
+                async def post() -> None:
+                    with pytest.raises(httpx.HTTPError):  # the server dies first
+                        await client.post("/v1/act", json=body)
+
+                nursery.start_soon(post)
+                # the write-ahead commit (the request) precedes the tool: wait for it
+                while (await client.get("/v1/conversations/crash-1")).status_code != 200:  # noqa: ASYNC110 (another process: nothing to wait on)
+                    await trio.sleep(0.01)
+                process.send_signal(signal.SIGKILL)
+                await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        assert process.returncode == -signal.SIGKILL
+
+        config = server.ServerConfig(port=0, journal=target)
+        async with running_server(config, list(server.DEMO_TOOLS)) as (_, client):
             data = await history_of(client, "crash-1")
     assert data["total"] == 2
     request, response = data["records"]
     assert (request["kind"], response["kind"]) == ("action_request", "action_response")
     assert response["content"]["outcome"] == "interrupted"
+    assert response["content"]["action_request_id"] == request["id"]
+
+
+async def _announced_url(process: trio.Process) -> str:
+    """The URL a starting ``examples/server.py`` prints."""
+    assert process.stdout is not None
+    text = b""
+    while b"(Ctrl+C to stop)" not in text:
+        chunk = await process.stdout.receive_some()
+        assert chunk, f"the server exited: {text!r}"
+        text += chunk
+    match = re.search(rb"http://127\.0\.0\.1:\d+", text)
+    assert match is not None, text
+    return match.group().decode()
 
 
 def test_the_command_line_keeps_conversations_in_a_journal_by_default() -> None:
