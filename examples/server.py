@@ -1450,25 +1450,36 @@ class App:
 
         Body (optional; empty means approve): ``{"decision": "approve" | "reject",
         "reason": str (required to reject), "by": str}``. The decision is one
-        compare-and-set in the journal (an approval is decided once: 409 after that); then,
-        holding the conversation like a request does, the call is resumed: an approved call
-        runs once through the whole transaction, a rejected one is answered ``denied`` with
-        the reason. Replies ``{"approval": {...}, "message": <the call's tool message>}``.
+        compare-and-set in the journal (an approval is decided once: 409 after that, except
+        that approving an ``approved`` one again finishes resuming it); then, holding the
+        conversation like a request does, the call is resumed: an approved call runs once
+        through the whole transaction, a rejected one is answered ``denied`` with the
+        reason. Replies ``{"approval": {...}, "message": <the call's tool message>}``; a 504
+        after ``request_timeout`` (the decision stands).
         """
         journal = self._journal()
         decision, reason, by = _decision_body(body, self.config)
         try:
             approval = await journal.approval(approval_id)
-            if decision == "approve":
-                approval = await journal.approve(approval_id, by=by)
-            else:
-                approval = await journal.reject(approval_id, reason=reason or "", by=by)
+            if approval.state != "approved" or decision != "approve":  # else: a retry
+                if decision == "approve":
+                    approval = await journal.approve(approval_id, by=by)
+                else:
+                    approval = await journal.reject(approval_id, reason=reason or "", by=by)
         except ApprovalNotFound:
             raise HTTPError(404, f"no approval {approval_id[:80]!r}") from None
         except ApprovalClosed as exc:
             raise HTTPError(409, str(exc)) from None
         branch_id = uuid.UUID(approval.branch_id)
-        message = await self._resume(branch_id, approval)
+        timeout = self.config.request_timeout
+        with trio.move_on_after(timeout) as scope:
+            message = await self._resume(branch_id, approval)
+        if scope.cancelled_caught:
+            raise HTTPError(
+                504,
+                f"approval {approval_id} is {approval.state}, but its call did not finish "
+                f"within request_timeout ({timeout:g} s); POST again to finish resuming it",
+            )
         approval = await journal.approval(approval_id)  # used, once its call ran
         names = {c.branch_id: c.id for c in self.conversations.values()}
         payload = {

@@ -418,3 +418,26 @@ async def test_events_of_a_journaled_conversation_are_published(tmp_path: Path) 
     assert ("tool.post", "w") in seen
     assert ("message.add", "w") in seen
     assert seen[0][0] == "act.start" and seen[-1][0] == "act.end"
+
+
+async def test_an_approval_decided_elsewhere_is_resumed_by_the_next_post(tmp_path: Path) -> None:
+    paid: list[str] = []
+    path = tmp_path / "d.db"
+    config = server.ServerConfig(port=0, journal=str(path), approve=("pay",))
+    body = {
+        "conversation_id": "d",
+        "tool_calls": [call("pay", {"invoice": "C", "amount": 2}, "p")],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools(paid)) as (_, client):
+            reply = await client.post("/v1/act", json=body)
+            approval_id = reply.json()["messages"][0]["approval_id"]
+            async with open_journal(path) as elsewhere:  # another process decides
+                await elsewhere.approve(approval_id, by="carol")
+            assert paid == []
+            finished = await client.post(f"/v1/approvals/{approval_id}")
+            assert finished.status_code == 200, finished.text
+            assert finished.json()["message"]["outcome"] == "completed"
+            assert finished.json()["approval"]["decided_by"] == "carol"
+            assert (await client.post(f"/v1/approvals/{approval_id}")).status_code == 409
+    assert paid == ["C"]
