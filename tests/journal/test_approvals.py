@@ -417,3 +417,39 @@ async def test_a_call_cancelled_while_its_park_commits_stays_parked() -> None:
         assert sorted(a.call_id for a in approvals) == ["c0", "c1", "c2"]
         assert answered == set()
     assert ledger.paid == []
+
+
+async def test_an_escalation_met_after_the_transform_parks_the_transformed_arguments(
+    journals: JournalFactory,
+) -> None:
+    sent: list[str] = []
+
+    def send(to: str) -> str:
+        """Send a message."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    def route(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"to": "ops@" + arguments["to"].split("@")[-1]}  # rewrites the subject
+
+    def tool() -> Tool:
+        return Tool.from_function(send, subject="to", preprocessor=route)
+
+    policy = PermissionPolicy(
+        mode="rules", allow={"send": ["dev@*"]}, escalate={"send": ["ops@*"]}
+    )
+    async with journals.new() as journal:
+        branch = await journal.branch(policy=policy)
+        branch.register_tools(tool())
+        async with branch:
+            [parked] = await branch.act(
+                {"function": "send", "arguments": {"to": "dev@x"}, "call_id": "c1"}
+            )
+        assert parked.outcome is ActionOutcome.AWAITING_APPROVAL
+        [approval] = await journal.approvals()
+        assert approval.arguments == {"to": "ops@x"}  # what will run, not what was proposed
+        await journal.approve(approval.approval_id)
+    async with journals.new() as journal:
+        [resolution] = await journal.resume([tool()], policy=policy)
+        assert resolution.outcome is ActionOutcome.COMPLETED
+    assert sent == ["ops@x"]
