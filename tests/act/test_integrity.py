@@ -56,6 +56,31 @@ async def test_a_tool_mutating_its_arguments_does_not_rewrite_the_record() -> No
     assert "attacker" not in repr(exported)
 
 
+async def test_a_flat_call_that_validation_left_unchanged_keeps_one_arguments_dict() -> None:
+    async def touch(a: int, b: str, c: float = 0.5) -> str:
+        return "ok"
+
+    branch = Branch()
+    branch.register_tools(Tool.from_function(touch))
+    await branch.act(
+        [
+            call("touch", a=1, b="x", c=2.5),  # nothing to change: one dict, shared
+            call("touch", a="4", b="x"),  # coerced: the event keeps what the tool got
+            call("touch", a=True, b="x"),  # refused or coerced, never mistaken for 1
+        ]
+    )
+    requests = branch.messages.requests()
+    events = {record.call_id: record.event for record in branch.log}
+    shared, coerced, boolean = (events.get(r.call_id) for r in requests)
+    assert shared is not None and coerced is not None
+    assert shared.arguments is requests[0].arguments
+    assert coerced.arguments == {"a": 4, "b": "x"}
+    assert requests[1].arguments == {"a": "4", "b": "x"}
+    if boolean is not None:
+        assert boolean.arguments is not requests[2].arguments
+    assert_consistent(branch)
+
+
 async def test_the_callers_dict_mutated_after_act_does_not_rewrite_the_record() -> None:
     async def echo(record: dict[str, Any]) -> dict[str, Any]:
         return record
