@@ -402,6 +402,10 @@ class CallTransaction:
         context = self.context = self.context.with_arguments(snapshot(checked))
         if self.scope.policy is not None:
             decision = await _quiet(self.scope.policy, PermissionPolicy.decide)(context)
+            if decision.approval is not None:  # parked on the transformed arguments
+                _settle(event, EventStatus.SKIPPED)
+                self.event, self.attempts = None, 0  # nothing ran, nothing is recorded
+                return self._park(decision)
             if decision.behavior != "allow":
                 error = ErrorInfo("PermissionDenied", f"after transform: {decision.reason}")
                 return self._settle_and_finish(EventStatus.SKIPPED, ActionOutcome.DENIED, error)
