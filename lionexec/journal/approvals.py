@@ -192,8 +192,11 @@ def decide(
     if row is None or row.state != PENDING:
         return row, None
     if row.expires_at is not None and row.expires_at <= now:
-        return row, store.set_approval(approval_id, PENDING, EXPIRED, now, None, None)
-    return row, store.set_approval(approval_id, PENDING, state, now, by, reason)
+        state, by, reason = EXPIRED, None, None
+    after = store.set_approval(approval_id, PENDING, state, now, by, reason)
+    if after is None:  # decided meanwhile by another transaction (PostgreSQL, READ COMMITTED)
+        return store.approval(approval_id), None
+    return row, after
 
 
 async def decide_or_raise(
@@ -270,7 +273,9 @@ class ApprovalGate:
                 used = store.set_approval(
                     row.approval_id, APPROVED, USED, now, row.decided_by, row.reason
                 )
-                return row, used is not None
+                if used is None:  # used meanwhile by another transaction: say so
+                    return store.approval_of(branch_id, call_id), False
+                return row, True
             return row, False
 
         row, consumed = await journal._run(look, cancellable=False)
