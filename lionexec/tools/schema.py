@@ -22,7 +22,6 @@ no annotation, ``Any``, ``object``         ``{}`` (anything)
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as _dt
 import enum
@@ -37,6 +36,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
+from lionexec._snapshot import snapshot
 from lionexec.errors import SchemaError
 
 from .docstrings import parse_docstring
@@ -118,7 +118,7 @@ def signature_parameters(
         signature = inspect.signature(func)
     except (TypeError, ValueError) as exc:
         raise SchemaError(f"cannot read the signature of {func!r}: {exc}") from exc
-    namespace = _globals_of(func)
+    namespace: dict[str, Any] | None = None  # read only for a string annotation
     descriptions = descriptions or {}
     params: list[Parameter] = []
     var_keyword = False
@@ -135,10 +135,17 @@ def signature_parameters(
                     "with keyword arguments"
                 )
             continue
+        annotation = p.annotation
+        if annotation is inspect.Parameter.empty:
+            annotation = Any
+        elif isinstance(annotation, str):
+            if namespace is None:
+                namespace = _globals_of(func)
+            annotation = _evaluate(annotation, p.name, namespace, func, lenient)
         params.append(
             Parameter(
                 name=p.name,
-                annotation=_resolve(p, namespace, func, lenient),
+                annotation=annotation,
                 required=required,
                 default=None if required else p.default,
                 description=descriptions.get(p.name) or None,
@@ -155,24 +162,22 @@ def _globals_of(func: object) -> dict[str, Any]:
         target = target.__func__
     if not inspect.isfunction(target):
         target = getattr(type(target), "__call__", None)  # noqa: B004
-    return dict(getattr(target, "__globals__", None) or {})
+    # the module's own dict, not a copy (a copy per tool made registering n tools of one
+    # module O(n^2): "tools: register" rows of ``nox -s bench``); _resolve evaluates with
+    # separate locals, so an annotation cannot assign into it
+    return getattr(target, "__globals__", None) or {}
 
 
-def _resolve(
-    param: inspect.Parameter, namespace: dict[str, Any], func: object, lenient: bool
+def _evaluate(
+    annotation: str, name: str, namespace: dict[str, Any], func: object, lenient: bool
 ) -> Any:
-    annotation = param.annotation
-    if annotation is inspect.Parameter.empty:
-        return Any
-    if not isinstance(annotation, str):
-        return annotation
     try:
-        return eval(annotation, namespace)
+        return eval(annotation, namespace, {})
     except Exception as exc:
         if lenient:
             return Any
         raise SchemaError(
-            f"cannot resolve the annotation {annotation!r} of parameter {param.name!r} of "
+            f"cannot resolve the annotation {annotation!r} of parameter {name!r} of "
             f"{func!r} ({exc}); define the type at module level or pass schema="
         ) from None
 
@@ -320,11 +325,11 @@ def tool_schema(openai: Mapping[str, Any], format: SchemaFormat = "openai") -> d
         ValueError: *format* is not one of :data:`SCHEMA_FORMATS`.
     """
     if format == "openai":
-        return copy.deepcopy(dict(openai))
+        return snapshot(dict(openai))
     if format == "anthropic":
-        return copy.deepcopy(anthropic_schema(openai))
+        return snapshot(anthropic_schema(openai))
     if format == "responses":
-        return copy.deepcopy(responses_schema(openai))
+        return snapshot(responses_schema(openai))
     expected = ", ".join(repr(f) for f in SCHEMA_FORMATS)
     raise ValueError(f"unknown schema format {format!r}; expected one of {expected}")
 

@@ -329,7 +329,7 @@ class Tool:
             raise ConfigurationError(
                 f"request_class must be an attrs class or a dataclass, got {request_class!r}"
             )
-        summary, docs = parse_docstring(inspect.getdoc(_doc_target(func)))
+        summary, docs = parse_docstring(_doc_of(_doc_target(func)))
         explicit = _explicit_function(schema) if schema is not None else None
         name = _tool_name(func, name, explicit)
         strict = strict or (explicit or {}).get("strict") is True  # a hand-written strict stays
@@ -530,6 +530,16 @@ def _doc_target(func: object) -> object:
     if call is not None and getattr(call, "__doc__", None):
         return call
     return type(target)
+
+
+def _doc_of(target: object) -> str | None:
+    """*target*'s own docstring, else the inherited one :func:`inspect.getdoc` finds.
+
+    Uncleaned: :func:`parse_docstring` cleans it (getdoc would clean it a second time, a
+    tenth of registering a tool in the "tools: register" rows of ``nox -s bench``).
+    """
+    doc = getattr(target, "__doc__", None)
+    return doc if isinstance(doc, str) else inspect.getdoc(target)
 
 
 def _explicit_function(schema: Mapping[str, Any]) -> dict[str, Any]:

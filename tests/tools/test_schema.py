@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from lionexec.errors import SchemaError
 from lionexec.tools import Tool, parse_docstring, type_schema
+from lionexec.tools.schema import signature_parameters
 
 
 class Color(enum.Enum):
@@ -406,3 +407,16 @@ def test_return_annotation_is_ignored() -> None:
         return Local()
 
     assert Tool.from_function(f).required == {"a"}
+
+
+def test_a_string_annotation_is_evaluated_without_writing_into_the_module() -> None:
+    def tool(x: int) -> int:
+        return x
+
+    namespace = {"__builtins__": __builtins__}
+    exec("def f(x: '(leaked := int)') -> int:\n    return x\n", namespace)
+    params, _ = signature_parameters(namespace["f"])
+    assert params[0].annotation is int
+    assert "leaked" not in namespace
+    params, _ = signature_parameters(tool)  # real (postponed) annotations still resolve
+    assert params[0].annotation is int
