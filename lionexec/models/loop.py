@@ -16,7 +16,6 @@ import trio
 
 from lionexec.act import AlcallParams, Branch, Strategy, read_proposal
 from lionexec.conversation import (
-    ActionRequest,
     ActionResponse,
     AssistantResponse,
     Instruction,
@@ -297,13 +296,9 @@ async def _loop(
             yield LoopResult(response.text, reason, index + 1, tuple(responses))
             return
         yield ToolCallsProposed(index, response.tool_calls)
-        proposals, requests = _proposals(branch, response)
-        turn = AssistantResponse(
-            content=response.text, tool_calls=requests, sender=model.name, recipient=branch.name
-        )
-        # Recorded together with its requests: act() adds them before its first checkpoint.
-        history.add_message(turn)
-        results = await branch.act(proposals, strategy=strategy, call_params=call_params)
+        # act() records the turn with all its requests in one step, before it checkpoints.
+        turn = _turn_message(branch, response)
+        results = await branch.act(turn, strategy=strategy, call_params=call_params)
         for item in results:
             if isinstance(item, ActionResponse):
                 yield ToolResult(item)
@@ -312,45 +307,26 @@ async def _loop(
     yield LoopResult(last.text, "max_turns", max_turns, tuple(responses))
 
 
-def _proposals(
-    branch: Branch, response: ModelResponse
-) -> tuple[list[object], list[ActionRequest]]:
-    """The proposals to act on, and the requests the turn names (the readable ones).
+def _turn_message(branch: Branch, response: ModelResponse) -> dict[str, Any]:
+    """The turn as an OpenAI assistant message for :meth:`Branch.act`, which records it.
 
-    Call ids the history already holds, or that repeat within the turn (a model may send
-    anything), are replaced by fresh ones so every request is new.
+    Every tool call gets the call id act() will record: a model's id, unless the history
+    already holds it or the turn repeats it (a model may send anything; act() would refuse
+    the whole turn), then a fresh one. A call that cannot be read at all (no function name)
+    is a :class:`MalformedResponseError`; arguments that are not a JSON object are left for
+    act() to answer ``invalid``.
     """
     used = {request.call_id for request in branch.messages.requests()}
-    proposals: list[object] = []
-    requests: list[ActionRequest] = []
+    calls: list[dict[str, Any]] = []
     for item in response.tool_calls:
         try:
-            proposal = read_proposal(item)
+            call_id = read_proposal(item).call_id
         except ValueError as exc:
             raise MalformedResponseError(
                 f"the model proposed a tool call that cannot be read: {exc}", body=repr(item)
             ) from None
-        call_id = proposal.call_id
         if call_id in used:
             call_id = new_call_id()
         used.add(call_id)
-        if proposal.problem is None and proposal.arguments is not None:
-            request = ActionRequest.create(
-                proposal.function,
-                proposal.arguments,
-                call_id=call_id,
-                sender=branch.name,
-                recipient=proposal.function,
-            )
-            proposals.append(request)
-            requests.append(request)
-        else:
-            function = item.get("function", {})
-            proposals.append(
-                {  # act() reads it again and answers it ``invalid``, naming the problem
-                    "function": proposal.function,
-                    "arguments": function.get("arguments"),
-                    "call_id": call_id,
-                }
-            )
-    return proposals, requests
+        calls.append({**item, "id": call_id})
+    return {"role": "assistant", "content": response.text, "tool_calls": calls}

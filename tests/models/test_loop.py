@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
@@ -112,6 +111,29 @@ async def test_hostile_tool_calls_are_answered_invalid_and_the_loop_goes_on(
     assert result.stop_reason == "answered"
     outcomes = [r.content.outcome.value for r in branch.messages.responses()]
     assert sorted(outcomes) == ["completed", "invalid", "invalid", "invalid"]
+    assert_consistent(branch)
+    assert_exports_validate(branch)
+
+
+async def test_a_turn_names_every_call_it_proposed_the_unreadable_ones_too(
+    provider: LocalProvider,
+) -> None:
+    provider.add(
+        Reply(text="two", tool_calls=[("add", {"a": 1, "b": 2}), ("add", "{not json")]),
+        Reply("done"),
+    )
+    branch = new_branch()
+    await run(branch, model_for(provider), "go")
+    turn = branch.messages.messages[1]
+    assert isinstance(turn, AssistantResponse) and turn.content == "two"
+    assert turn.tool_calls == tuple(r.id for r in branch.messages.requests())
+    # One assistant turn carrying both calls, then both results: what the model sent.
+    sent = provider.log.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
+    assert [c["function"]["arguments"] for c in sent[1]["tool_calls"]] == [
+        '{"a": 1, "b": 2}',
+        "{not json",
+    ]
     assert_consistent(branch)
     assert_exports_validate(branch)
 
@@ -269,8 +291,13 @@ async def test_the_loop_on_the_anthropic_api(provider: LocalProvider, stream: bo
     second = provider.log.requests[1]
     assert second["system"] == "sys"
     roles = [m["role"] for m in second["messages"]]
-    # Roles alternate (the unreadable call is exported as an assistant turn of its own).
-    assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles))
+    # One assistant turn with both calls (the unreadable one too), then both results.
+    assert roles == ["user", "assistant", "user"]
+    assert [b["type"] for b in second["messages"][1]["content"]] == [
+        "text",
+        "tool_use",
+        "tool_use",
+    ]
     outcomes = sorted(r.content.outcome.value for r in branch.messages.responses())
     assert outcomes == ["completed", "invalid"]
     for message in second["messages"]:
