@@ -414,7 +414,8 @@ def test_a_string_annotation_is_evaluated_without_writing_into_the_module() -> N
         return x
 
     namespace = {"__builtins__": __builtins__}
-    exec("def f(x: '(leaked := int)') -> int:\n    return x\n", namespace)
+    source = "def f(x: '(leaked := int)') -> int:\n    return x\n"
+    exec(compile(source, "<tool>", "exec", dont_inherit=True), namespace)
     params, _ = signature_parameters(namespace["f"])
     assert params[0].annotation is int
     assert "leaked" not in namespace
