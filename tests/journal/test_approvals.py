@@ -453,3 +453,22 @@ async def test_an_escalation_met_after_the_transform_parks_the_transformed_argum
         [resolution] = await journal.resume([tool()], policy=policy)
         assert resolution.outcome is ActionOutcome.COMPLETED
     assert sent == ["ops@x"]
+
+
+async def test_exports_while_a_call_waits(journals: JournalFactory) -> None:
+    import json
+
+    ledger = Ledger()
+    async with journals.new() as journal:
+        branch_id, approval_id = await park(journal, ledger)
+        data = await journal.export()
+        json.dumps(data, allow_nan=False)  # strict JSON
+        [approval] = data["approvals"]
+        assert (approval["approval_id"], approval["state"]) == (approval_id, "pending")
+        history = await journal.history(branch_id)
+        # the request is exported unanswered (the exports' NoResponse result), as any request
+        # without a response: the model is not told an outcome that was not decided
+        [result] = [
+            m for m in history.to_openai() if m["role"] == "tool" and "NoResponse" in str(m)
+        ]
+        assert result["tool_call_id"] == "call_pay"
