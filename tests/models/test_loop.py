@@ -15,6 +15,7 @@ import trio.testing
 
 from lionexec.act import Branch
 from lionexec.conversation import ActionRequest, ActionResponse, AssistantResponse, Instruction
+from lionexec.errors import ConfigurationError
 from lionexec.models import (
     Endpoint,
     LoopResult,
@@ -136,6 +137,30 @@ async def test_a_turn_names_every_call_it_proposed_the_unreadable_ones_too(
     ]
     assert_consistent(branch)
     assert_exports_validate(branch)
+
+
+class IdleSink:
+    """An evidence sink; the branch below never serves it, so act() refuses to run."""
+
+    async def write_ahead(self, entry: Any) -> None:
+        return None
+
+    async def write(self, records: Any) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_turn_act_refuses_is_not_recorded(provider: LocalProvider) -> None:
+    provider.add(Reply(text="calling", tool_calls=[("add", {"a": 1, "b": 2})]))
+    branch = Branch(sinks=[IdleSink()])
+    branch.register_tools(add)
+    with pytest.raises(ConfigurationError, match="not running"):
+        await run(branch, model_for(provider), "go")
+    # Only the instruction: no assistant turn naming requests that were never recorded.
+    assert [type(m).__name__ for m in branch.messages] == ["Instruction"]
+    assert_consistent(branch)
 
 
 async def test_call_ids_a_model_reuses_are_replaced(provider: LocalProvider) -> None:
