@@ -148,6 +148,26 @@ async def fan_out(
     caps = [trio.CapacityLimiter(max_concurrent)] if max_concurrent else []
     if limiter is not None:
         caps.append(limiter)
+    await _concurrently(func, items, results, caps, throttle, return_exceptions)
+    return results
+
+
+@trio.lowlevel.enable_ki_protection
+async def _concurrently(
+    func: Callable[[int, T], Awaitable[R]],
+    items: Sequence[T],
+    results: list[Any],
+    caps: list[trio.CapacityLimiter],
+    throttle: Throttle | None,
+    return_exceptions: bool,
+) -> None:
+    """:func:`fan_out`'s concurrent path: one task per call, in one nursery.
+
+    KI-protected, so a ``KeyboardInterrupt`` cannot land between the bytecodes of the
+    ``async with`` and leave the nursery never exited (trio would be corrupted: seen by the
+    real-SIGINT soak, ``tests/act/test_ki_signals.py``). Trio delivers it at the nursery's wait
+    instead, as to any protected code. The calls run in tasks of their own, unprotected.
+    """
 
     async def run(index: int, item: T, token: object) -> None:
         try:
@@ -173,7 +193,6 @@ async def fan_out(
                 nursery.start_soon(run, index, item, token)
     except BaseExceptionGroup as group:
         raise _unwrap(group) from None
-    return results
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
