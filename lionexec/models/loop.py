@@ -16,6 +16,7 @@ import trio
 
 from lionexec.act import AlcallParams, Branch, Strategy, read_proposal
 from lionexec.conversation import (
+    ActionOutcome,
     ActionResponse,
     AssistantResponse,
     Instruction,
@@ -42,7 +43,7 @@ __all__ = [
     "run_stream",
 ]
 
-StopReason = Literal["answered", "max_turns", "length", "content_filter"]
+StopReason = Literal["answered", "max_turns", "length", "content_filter", "awaiting_approval"]
 
 
 def _new_params() -> dict[str, Any]:
@@ -170,7 +171,10 @@ class LoopResult:
         text: the last assistant text.
         stop_reason: ``"answered"`` (a turn without tool calls), ``"max_turns"`` (the limit
             was reached; the last turn's calls were run and answered but not sent back),
-            ``"length"`` or ``"content_filter"`` (the model stopped for that reason).
+            ``"length"`` or ``"content_filter"`` (the model stopped for that reason),
+            ``"awaiting_approval"`` (a call of the last turn was parked for a durable
+            approval: its request waits unanswered, and the model is not asked again until
+            the approval is decided and the call resumed).
         turns: model turns taken.
         responses: every model response, in order.
     """
@@ -197,7 +201,8 @@ async def run(
     strategy: Strategy = "concurrent",
     call_params: AlcallParams | None = None,
 ) -> LoopResult:
-    """Run *model* on *branch* until it answers without tool calls or *max_turns* is reached.
+    """Run *model* on *branch* until it answers without tool calls, *max_turns* is reached, or
+    a call is parked for a durable approval (``stop_reason`` ``"awaiting_approval"``).
 
     Records *system* (when the history has no system message yet) and *instruction* (a user
     turn), then repeats: send ``branch.messages.to_openai()`` with the branch's tools; record
@@ -299,10 +304,15 @@ async def _loop(
         # act() records the turn with all its requests in one step, before it checkpoints.
         turn = _turn_message(branch, response)
         results = await branch.act(turn, strategy=strategy, call_params=call_params)
+        parked = False
         for item in results:
             if isinstance(item, ActionResponse):
+                parked = parked or item.outcome is ActionOutcome.AWAITING_APPROVAL
                 yield ToolResult(item)
         yield TurnCompleted(index, response)
+        if parked:  # a request waits unanswered: the model must not be asked to go on
+            yield LoopResult(response.text, "awaiting_approval", index + 1, tuple(responses))
+            return
     last = responses[-1]
     yield LoopResult(last.text, "max_turns", max_turns, tuple(responses))
 

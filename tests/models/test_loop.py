@@ -188,6 +188,35 @@ async def test_max_turns_ends_with_every_request_answered(provider: LocalProvide
     assert_exports_validate(branch)
 
 
+async def test_a_parked_call_stops_the_loop(provider: LocalProvider) -> None:
+    from lionexec.conversation import ActionOutcome
+    from lionexec.governance import PermissionPolicy
+    from lionexec.journal import MemoryJournal
+
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    provider.add(
+        Reply(tool_calls=[("refund", {"order": "O-1"}), ("add", {"a": 1, "b": 2})]),
+        Reply("the model must not be asked again"),
+    )
+    policy = PermissionPolicy(mode="rules", allow={"add": ["*"]}, escalate={"refund": ["*"]})
+    with trio.fail_after(30):
+        async with MemoryJournal() as journal:
+            branch = await journal.branch(policy=policy)
+            branch.register_tools([add, refund])
+            async with branch:
+                result = await run(branch, model_for(provider), "refund O-1", max_turns=5)
+            [pending] = await journal.approvals()
+    assert (result.stop_reason, result.turns) == ("awaiting_approval", 1)
+    assert len(provider.log.requests) == 1
+    [waiting] = branch.messages.unanswered()
+    assert (waiting.function, pending.function) == ("refund", "refund")
+    [answered] = branch.messages.responses()
+    assert (answered.function, answered.outcome) == ("add", ActionOutcome.COMPLETED)
+
+
 @pytest.mark.parametrize("max_turns", [0, -1, True, 1.5])
 async def test_bad_max_turns(provider: LocalProvider, max_turns: Any) -> None:
     with pytest.raises(ValueError, match="max_turns"):
