@@ -50,6 +50,7 @@ from .errors import ProcessorBusyError as ProcessorBusyError
 from .errors import SchemaError as SchemaError
 from .errors import ToolNotFoundError as ToolNotFoundError
 from .errors import ValidationError as ValidationError
+from .governance import AwaitingApproval as AwaitingApproval
 from .governance import CallContext as CallContext
 from .governance import GateDenied as GateDenied
 from .governance import HookBus as HookBus
@@ -60,6 +61,7 @@ from .governance import SessionObserver as SessionObserver
 from .governance import StopHook as StopHook
 from .governance import ToolInvocation as ToolInvocation
 from .tools import ActionManager as ActionManager
+from .tools import ArgumentSpec as ArgumentSpec
 from .tools import FunctionCalling as FunctionCalling
 from .tools import Tool as Tool
 
@@ -70,7 +72,9 @@ __all__ = [
     "ActionRequest",
     "ActionResponse",
     "AlcallParams",
+    "ArgumentSpec",
     "AssistantResponse",
+    "AwaitingApproval",
     "BatchSummary",
     "Branch",
     "CallContext",

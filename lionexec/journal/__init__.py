@@ -21,6 +21,11 @@ from .errors import JournalConnectionError as JournalConnectionError
 from .errors import JournalError as JournalError
 from .errors import JournalSchemaError as JournalSchemaError
 from .errors import NotAJournalError as NotAJournalError
+from .jsonl import call_records as call_records
+from .jsonl import write_jsonl as write_jsonl
+from .limits import Limit as Limit
+from .limits import LimitDeniedError as LimitDeniedError
+from .limits import LocalLimiter as LocalLimiter
 from .recovery import Applied as Applied
 from .recovery import NotApplied as NotApplied
 from .recovery import RecoveryReport as RecoveryReport
@@ -42,13 +47,18 @@ __all__ = [
     "JournalSchemaError",
     "JournalSink",
     "JournaledCall",
+    "Limit",
+    "LimitDeniedError",
+    "LocalLimiter",
     "MemoryJournal",
     "NotAJournalError",
     "NotApplied",
     "RecoveryReport",
     "Resolution",
     "SqliteJournal",
+    "call_records",
     "open_journal",
+    "write_jsonl",
 ]
 
 _publish(__name__, globals())
