@@ -56,6 +56,7 @@ __all__ = [
     "LocalLimiter",
     "RateBucket",
     "Spend",
+    "StateInMemory",
     "Verdict",
     "judge",
     "keys_for",
@@ -375,7 +376,10 @@ class LimitDeniedError(LionexecError):
 
 
 @attrs.define
-class _Memory:
+class StateInMemory:
+    """A :class:`LimitState` held in plain dicts: a :class:`LocalLimiter`'s, and (loaded
+    from locked rows) a worker's claim transaction's."""
+
     rates: dict[str, RateBucket] = attrs.Factory(dict)
     spends: dict[str, Spend] = attrs.Factory(dict)
     counts: dict[str, int] = attrs.Factory(dict)
@@ -406,7 +410,7 @@ class LocalLimiter:
 
     def __init__(self, limits: Mapping[str, Limit]) -> None:
         self.limits = limits_by_key(limits)
-        self._state = _Memory()
+        self._state = StateInMemory()
         self._lot = trio.lowlevel.ParkingLot()
 
     def __repr__(self) -> str:

@@ -55,6 +55,7 @@ from .limits import (
     Limit,
     RateBucket,
     Spend,
+    StateInMemory,
     judge,
     keys_for,
     limits_by_key,
@@ -578,14 +579,11 @@ def _saturated(
 
 
 @attrs.define
-class _DbState:
+class _DbState(StateInMemory):
     """The :class:`~lionexec.journal.limits.LimitState` of one claim: the rows of
     ``lionexec_limits`` it needs, locked, and the running counts read under those locks."""
 
-    store: Store
-    rates: dict[str, RateBucket]
-    spends: dict[str, Spend]
-    counts: dict[str, int]
+    store: Store = attrs.field(kw_only=True)
 
     @classmethod
     def lock(cls, store: Store, applied: Sequence[list[tuple[str, Limit]]]) -> _DbState:
@@ -643,19 +641,7 @@ class _DbState:
             # this claim's own calls are claimed rows too: they count once granted
             mine = sum(1 for ks in applied if any(k == key for k, _ in ks))
             counts[key] = int(rows[0][0]) - mine
-        return cls(store, rates, spends, counts)
-
-    def rate(self, key: str) -> RateBucket:
-        return self.rates.setdefault(key, RateBucket())
-
-    def spend(self, key: str) -> Spend:
-        return self.spends.setdefault(key, Spend())
-
-    def running(self, key: str) -> int:
-        return self.counts.get(key, 0)
-
-    def started(self, key: str) -> None:
-        self.counts[key] = self.counts.get(key, 0) + 1
+        return cls(rates, spends, counts, store=store)
 
     def priced(self, keys: list[tuple[str, Limit]]) -> bool:
         """Whether a budget of *keys* prices calls by their arguments."""
