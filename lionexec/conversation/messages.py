@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypeVar
 
 import attrs
 
@@ -401,6 +401,22 @@ class AssistantResponse(Message):
     blocks: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_blocks, hash=False)
 
 
+_M = TypeVar("_M", bound=Message)
+
+
+def _trusted(cls: type[_M], content: object, sender: str | None, recipient: str | None) -> _M:
+    """A new message of *cls* with *content*, its fields set without the attrs init (for the
+    act layer's trusted constructors, whose values are checked already)."""
+    message = object.__new__(cls)
+    _set = object.__setattr__
+    _set(message, "id", uuid4())
+    _set(message, "created_at", time.time())
+    _set(message, "sender", sender)
+    _set(message, "recipient", recipient)
+    _set(message, "content", content)
+    return message
+
+
 @attrs.frozen(kw_only=True)
 class ActionRequest(Message):
     """One tool call a model proposed. See :class:`ActionRequestContent`."""
@@ -462,13 +478,7 @@ class ActionRequest(Message):
         _set(content, "action_response_id", None)
         _set(content, "call_id", call_id)
         _set(content, "raw_arguments", raw_arguments)
-        message = object.__new__(cls)
-        _set(message, "id", uuid4())
-        _set(message, "created_at", time.time())
-        _set(message, "sender", sender)
-        _set(message, "recipient", recipient)
-        _set(message, "content", content)
-        return message
+        return _trusted(cls, content, sender, recipient)
 
     @property
     def function(self) -> str:
@@ -576,13 +586,7 @@ class ActionResponse(Message):
         _set(content, "outcome", outcome)
         _set(content, "status", OUTCOME_STATUS[outcome])
         _set(content, "attempts", attempts)
-        message = object.__new__(cls)
-        _set(message, "id", uuid4())
-        _set(message, "created_at", time.time())
-        _set(message, "sender", sender)
-        _set(message, "recipient", recipient)
-        _set(message, "content", content)
-        return message
+        return _trusted(cls, content, sender, recipient)
 
     @property
     def output(self) -> Any:
