@@ -114,6 +114,11 @@ class EvidenceSink(Protocol):
     A sink with a true ``durable`` attribute (a journal) makes :meth:`Branch.act` wait, before
     it returns, until the records of its batch have been written: a response a caller has
     seen is then one the sink holds. Other sinks (a log file) are written behind.
+
+    A sink whose :meth:`write` may wait to batch records with later work (a journal's outcome
+    commits linger for the next call's commit) may define a synchronous ``expedite()``: the
+    feed calls it whenever someone waits for records to be written (``act()`` about to
+    return, the feed closing), and the sink then stops waiting.
     """
 
     async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
@@ -219,8 +224,15 @@ class SinkFeed:
         are still written by the service; only the wait ends.
         """
         while self._settled < mark and self._serving:
+            self._expedite()
             await self._settled_lot.park()
         await trio.lowlevel.checkpoint()
+
+    def _expedite(self) -> None:
+        """Tell a sink that batches its writes (``expedite()``) that someone waits."""
+        expedite = getattr(self.sink, "expedite", None)
+        if expedite is not None:
+            expedite()
 
     def _used(self) -> int:
         return self._send.statistics().current_buffer_used + len(self._reserved)
@@ -286,6 +298,7 @@ class SinkFeed:
         self._closed = True
         self._send.close()
         self._room.unpark_all()
+        self._expedite()
 
     def statistics(self) -> SinkStatistics:
         return SinkStatistics(

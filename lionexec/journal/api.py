@@ -20,6 +20,20 @@ How it joins the act transaction: :meth:`Journal.branch` returns a
 no commit running leads one, taking everything queued (write-aheads and outcomes of all
 branches) into one transaction; the others wait for it. So N concurrent calls pay a few
 transactions, not N.
+
+**Outcomes ride along.** An outcome need only be durable before ``act()`` returns and before
+anything depends on it, so an outcome write does not lead a commit at once: it *lingers*
+(at most :attr:`Journal.linger` seconds) for the next commit led by someone else, typically
+the write-ahead of the next call of a sequential batch, and the two share one transaction.
+It stops lingering as soon as someone waits for it: ``act()`` about to return (the sink feed
+asks the sink to :meth:`~JournalSink.expedite`), a call waiting for its idempotency key, a
+branch closing, :meth:`Journal.flush`.
+
+**Bounded.** A group commit is shielded from cancellation (others wait for it), so it is
+bounded instead: past :attr:`Journal.commit_timeout` seconds its waiters get a
+:class:`~lionexec.journal.JournalConnectionError` ("the commit may or may not have landed")
+and the backend abandons the transaction (SQLite: rolled back if it has not committed, a
+statement running interrupted; PostgreSQL: its query cancelled on the server).
 """
 
 from __future__ import annotations
@@ -80,6 +94,10 @@ T = TypeVar("T")
 
 #: Longest wait between two looks at a key held by a call in another process.
 _POLL_MAX = 0.5
+#: How long an outcome write waits, at most, to share the next commit (seconds).
+LINGER = 0.002
+#: How long a group commit may take before its waiters are told it failed (seconds).
+COMMIT_TIMEOUT = 30.0
 
 
 def canonical_json(value: Any) -> str:
@@ -151,6 +169,7 @@ class _Pending:
     claim: Claim | None = None
     error: BaseException | None = None
     done: bool = False
+    lazy: bool = False
 
 
 class Journal:
@@ -162,15 +181,25 @@ class Journal:
 
     Args:
         backend: where the journal is kept.
+        commit_timeout: seconds a group commit may take (``None``: no bound); see below.
 
     Attributes:
         approval_expiry: seconds a parked call's approval stays pending before it expires
             (``None``: never). Default one day.
         clock: the clock approvals are dated by (``time.time``; tests may set another).
+        commit_timeout: past this many seconds (default 30) a group commit's waiters get a
+            :class:`~lionexec.journal.JournalConnectionError` (the commit may or may not have
+            landed: recovery resolves it) and the backend abandons it.
+        linger: seconds an outcome write waits, at most, to share the next commit (see the
+            module docs); ``0`` commits each at once.
     """
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, commit_timeout: float | None = COMMIT_TIMEOUT) -> None:
+        if commit_timeout is not None and not commit_timeout > 0:
+            raise ValueError(f"commit_timeout must be > 0 seconds or None, not {commit_timeout!r}")
         self.backend = backend
+        self.commit_timeout = commit_timeout
+        self.linger = LINGER
         self.approval_expiry: float | None = 86_400.0
         self.clock: Callable[[], float] = time.time
         #: Approvals consumed (``used``) in this process for a call about to run here.
@@ -179,6 +208,8 @@ class Journal:
         self._closed = False
         self._pending: list[_Pending] = []
         self._committing = False
+        self._hurry = False  # someone waits for lingering outcomes
+        self._key_waiters = 0  # calls here waiting for a key's outcome
         self._lot = trio.lowlevel.ParkingLot()
         self._sinks: dict[str, JournalSink] = {}
         self._key_events: dict[str, trio.Event] = {}
@@ -525,15 +556,25 @@ class Journal:
     # -- the group commit ---------------------------------------------------------------------
 
     async def _commit(
-        self, sink: JournalSink, op: RequestOp | None, *, approval: ApprovalRow | None = None
+        self,
+        sink: JournalSink,
+        op: RequestOp | None,
+        *,
+        approval: ApprovalRow | None = None,
+        lazy: bool = False,
     ) -> Claim | None:
         """Queue *sink*'s unjournaled messages (and *op*, *approval*) for the next group
-        commit; wait."""
+        commit; wait. *lazy* (an outcome write): linger first for a commit led by another
+        caller (see the module docs)."""
         if not self._open:
             raise JournalError(f"{self!r} is not open; close branches before their journal")
-        item = _Pending(sink, op, approval)
+        item = _Pending(sink, op, approval, lazy=lazy)
         self._pending.append(item)
         try:
+            if lazy and self.linger > 0:
+                with trio.move_on_after(self.linger):
+                    while not item.done and not self._hurry and not self._key_waiters:
+                        await self._lot.park()
             while not item.done:
                 if self._committing:
                     await self._lot.park()
@@ -550,8 +591,26 @@ class Journal:
             raise JournalError(f"the group commit failed: {error}") from error
         return item.claim
 
+    def _expedite(self) -> None:
+        """Someone waits for what was queued: lingering outcomes commit now."""
+        self._hurry = True
+        self._lot.unpark_all()
+
+    async def _commit_batch(self, batch: Batch) -> list[Claim]:
+        """One transaction for *batch*, bounded by :attr:`commit_timeout` (see the module)."""
+        timeout = self.commit_timeout
+        if timeout is None:
+            return await self._run(lambda store: store.commit(batch), cancellable=False)
+        with trio.move_on_after(timeout):
+            return await self._run(lambda store: store.commit(batch), cancellable=True)
+        raise JournalConnectionError(
+            f"the journal at {self.target} did not answer within {timeout:g} s; the commit may "
+            "or may not have landed: recovery resolves it"
+        )
+
     async def _lead(self) -> None:
         self._committing = True
+        self._hurry = False
         items, self._pending = self._pending, []
         batch = Batch()
         staged: dict[JournalSink, int] = {}
@@ -577,8 +636,8 @@ class Journal:
             items = [item for item in items if not item.done]
             claims: list[Claim] = []
             if batch:
-                with trio.CancelScope(shield=True):  # a commit others wait for ends whole
-                    claims = await self._run(lambda store: store.commit(batch), cancellable=False)
+                with trio.CancelScope(shield=True):  # others wait for it: bounded, not cut
+                    claims = await self._commit_batch(batch)
             else:
                 await trio.lowlevel.checkpoint()
         except BaseException as exc:
@@ -619,7 +678,12 @@ class Journal:
         while True:
             event = self._key_events.get(key)
             if event is not None:
-                await event.wait()
+                self._key_waiters += 1
+                self._expedite()  # its outcome may be lingering
+                try:
+                    await event.wait()
+                finally:
+                    self._key_waiters -= 1
             else:
                 await trio.sleep(delay)
                 delay = min(delay * 2, _POLL_MAX)
@@ -730,8 +794,17 @@ class JournalSink:
         return WriteAheadReply(recorded=recorded_content(row))
 
     async def write(self, records: Sequence[EvidenceRecord]) -> None:
-        """Commit the history written since the last commit (the records' responses)."""
-        await self.journal._commit(self, None)
+        """Commit the history written since the last commit (the records' responses).
+
+        Lingers (at most ``journal.linger`` seconds) to share the next commit led by another
+        caller, unless someone waits (:meth:`expedite`).
+        """
+        await self.journal._commit(self, None, lazy=True)
+
+    def expedite(self) -> None:
+        """Someone waits for the records given to :meth:`write`: commit them without
+        lingering. Called by the sink feed (``act()`` about to return, the feed closing)."""
+        self.journal._expedite()
 
     async def flush(self) -> None:
         """Commit every message of the history not yet journaled (messages added by hand)."""

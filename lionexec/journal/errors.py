@@ -51,7 +51,8 @@ class JournalConnectionError(JournalError, ConnectionError):
 
     A batch whose commit failed this way was not committed: its calls fail at the
     write-ahead point without running, or (for outcomes) stay unanswered in the journal
-    until recovery.
+    until recovery. Also raised when a group commit did not end within the journal's
+    ``commit_timeout``: that commit may or may not have landed, and recovery resolves it.
     """
 
 

@@ -238,10 +238,17 @@ class PostgresJournal(Journal):
     """A :class:`~lionexec.journal.Journal` in a PostgreSQL database (see the module)."""
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, connect_timeout: float = 10.0
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        connect_timeout: float = 10.0,
+        commit_timeout: float | None = 30.0,
     ) -> None:
         super().__init__(
             PostgresBackend(
                 url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
-            )
+            ),
+            commit_timeout=commit_timeout,
         )

@@ -1,0 +1,278 @@
+"""How commits are made: outcomes share the next call's commit, the SQLite writer thread, and
+the bound on a group commit (``commit_timeout``)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from lionexec.conversation import ActionOutcome, Instruction
+from lionexec.journal import Journal, JournalConnectionError, MemoryJournal, SqliteJournal
+from lionexec.journal.backend import MemoryBackend
+from lionexec.tools import Tool
+
+from .conftest import JournalFactory
+
+#: Real seconds trio must be idle before the autojump clock jumps, in the tests of a commit
+#: that hangs: a commit that is merely running (in a thread) must not be timed out by a jump.
+IDLE = 1.0
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def calls(n: int) -> list[dict[str, Any]]:
+    return [{"function": "add", "arguments": {"a": i, "b": 1}} for i in range(n)]
+
+
+# -- outcomes ride along with the next commit --------------------------------------------------
+
+
+async def test_a_sequential_batch_pays_one_commit_per_call(journals: JournalFactory) -> None:
+    n = 20
+    with trio.fail_after(30):  # real clock: a lingering outcome would wait 1e6 s
+        async with journals.new() as journal:
+            journal.linger = 1e6  # only a commit led by someone else, or a waiter, ends it
+            branch = await journal.branch()
+            branch.register_tools(add)
+            async with branch:
+                responses = await branch.act(calls(n), strategy="sequential")
+                # act() returned: every outcome is committed (seen by another journal object)
+                async with journals.new() as other:
+                    done = await other.calls(branch.id)
+            assert [r.output for r in responses] == [i + 1 for i in range(n)]
+            assert [c.done for c in done] == [True] * n
+            # each write-ahead carried the outcome before it; the last one came with act()
+            assert journal.commits <= n + 1, journal.commits
+
+
+async def test_a_call_waiting_for_a_key_does_not_wait_for_a_lingering_outcome(
+    journals: JournalFactory,
+) -> None:
+    runs: list[int] = []
+
+    def once(n: int) -> int:
+        runs.append(n)
+        return n
+
+    tool = Tool.from_function(once, effect="keyed", idempotency_key=lambda args: "one")
+    with trio.fail_after(30):
+        async with journals.new() as journal:
+            journal.linger = 1e6
+            branch = await journal.branch()
+            branch.register_tools(tool)
+            async with branch:
+                # two calls of one key in one batch: the second waits for the first's outcome
+                # (which lingers, and act() cannot return before the second is answered)
+                first, second = await branch.act([{"function": "once", "arguments": {"n": 5}}] * 2)
+    assert runs == [5]
+    assert (first.output, second.output) == (5, 5)
+
+
+async def test_an_outcome_write_lingers_at_most_linger_seconds(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with MemoryJournal() as journal:
+        journal.linger = 5.0
+        branch = await journal.branch()
+        sink = journal._sinks[branch.name]
+        start = trio.current_time()
+        await sink.write([])  # nobody else commits: it commits itself after 5 s
+        assert trio.current_time() - start == pytest.approx(5.0)
+        assert journal.commits == 1
+
+
+async def test_a_commit_led_by_another_caller_carries_a_lingering_outcome(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with MemoryJournal() as journal:
+        journal.linger = 5.0
+        branch = await journal.branch()
+        sink = journal._sinks[branch.name]
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sink.write, [])
+            await trio.testing.wait_all_tasks_blocked()
+            await journal.flush()  # an eager commit: takes the lingering one along
+        assert trio.current_time() == start
+        assert journal.commits == 1
+
+
+async def test_expedite_ends_the_lingering(autojump_clock: trio.testing.MockClock) -> None:
+    async with MemoryJournal() as journal:
+        journal.linger = 5.0
+        branch = await journal.branch()
+        sink = journal._sinks[branch.name]
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sink.write, [])
+            await trio.testing.wait_all_tasks_blocked()
+            sink.expedite()
+        assert trio.current_time() == start
+        assert journal.commits == 1
+
+
+# -- the SQLite writer thread --------------------------------------------------------------------
+
+
+async def test_sqlite_runs_every_transaction_on_one_writer_thread(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with SqliteJournal(tmp_path / "j.db", checkpoint_commits=1) as journal:
+            seen = {await journal._run(lambda store: threading.get_ident()) for _ in range(5)}
+            branch = await journal.branch()
+            branch.register_tools(add)
+            async with branch:
+                await branch.act(calls(10), strategy="sequential")
+            seen.add(await journal._run(lambda store: threading.get_ident()))
+        async with SqliteJournal(tmp_path / "j.db") as reopened:
+            assert len(await reopened.calls(branch.id)) == 10
+    assert len(seen) == 1
+    assert threading.get_ident() not in seen
+
+
+async def test_a_cancelled_sqlite_read_is_abandoned_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path, busy_timeout=60) as journal:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # the write lock: the journal's next transaction waits
+        try:
+            with trio.move_on_after(0.2) as scope:  # real clock: the writer thread is blocked
+                await journal.calls()
+            assert scope.cancelled_caught
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        with trio.fail_after(30):
+            assert await journal.calls() == []  # the writer is free again
+
+
+# -- commit_timeout: a group commit is bounded ----------------------------------------------
+
+
+def test_commit_timeout_is_checked() -> None:
+    with pytest.raises(ValueError, match="commit_timeout"):
+        Journal(MemoryBackend(), commit_timeout=0)
+
+
+async def test_a_hung_sqlite_commit_fails_past_commit_timeout(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = tmp_path / "j.db"
+    ran: list[int] = []
+
+    def record(n: int) -> int:
+        """Record n."""
+        ran.append(n)
+        return n
+
+    autojump_clock.autojump_threshold = IDLE  # jump only while the commit really hangs
+    async with SqliteJournal(path, busy_timeout=3600, commit_timeout=5) as journal:
+        branch = await journal.branch()
+        branch.register_tools(record)
+        async with branch:
+            await branch.act({"function": "record", "arguments": {"n": 0}})
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            try:
+                start = trio.current_time()
+                with trio.fail_after(60):
+                    [response] = await branch.act({"function": "record", "arguments": {"n": 1}})
+                assert trio.current_time() - start >= 5
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            assert response.outcome is ActionOutcome.FAILED
+            assert response.error is not None
+            assert "did not answer within 5 s" in response.error.message
+            assert "may or may not have landed" in response.error.message
+            assert ran == [0]  # the tool did not run
+            journal.commit_timeout = None  # (the autojump clock would time out real work)
+            [again] = await branch.act({"function": "record", "arguments": {"n": 2}})
+            assert again.outcome is ActionOutcome.COMPLETED
+    assert ran == [0, 2]
+
+
+async def test_a_group_commit_past_commit_timeout_is_a_named_connection_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with MemoryJournal() as journal:
+        journal.commit_timeout = 1.0
+        never = trio.Event()
+        abandoned: list[bool] = []
+
+        async def hung(fn: Any, *, cancellable: bool = True) -> Any:
+            abandoned.append(cancellable)  # a bounded commit lets the backend abandon it
+            await never.wait()
+
+        branch = await journal.branch()
+        branch.messages.add_message(Instruction(content="hello"))
+        journal.backend.run = hung  # type: ignore[method-assign]
+        with trio.fail_after(30), pytest.raises(JournalConnectionError) as caught:
+            await journal._sinks[branch.name].flush()
+        assert "did not answer within 1 s" in str(caught.value)
+        assert abandoned == [True]
+        # nothing was lost: the message is committed by the next commit that works
+        del journal.backend.run
+        await journal.flush()
+        assert [m.content for m in await journal.history(branch.id)] == ["hello"]
+
+
+def _lock_waiters(url: str) -> int:
+    """Sessions of *url*'s database waiting for a lock, once the count reaches 0 (or after
+    500 looks): a cancelled query leaves its wait soon after the cancel request."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        count = -1
+        for _ in range(500):
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            count = int(row[0]) if row is not None else 0
+            if count == 0:
+                break
+        return count
+
+
+async def test_a_hung_postgres_commit_is_cancelled_on_the_server_past_commit_timeout(
+    postgres_server: Any, autojump_clock: trio.testing.MockClock
+) -> None:
+    import psycopg
+
+    from lionexec.journal.postgres import PostgresJournal
+
+    url = postgres_server.create_database()
+    autojump_clock.autojump_threshold = IDLE  # jump only while the commit really hangs
+    async with PostgresJournal(url, commit_timeout=5) as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            await branch.act(calls(1))
+            holder = psycopg.connect(url)  # another session locks the calls table
+            holder.execute("LOCK TABLE lionexec_calls IN ACCESS EXCLUSIVE MODE")
+            try:
+                with trio.fail_after(60):
+                    [response] = await branch.act(calls(1)[0] | {"call_id": "call_hung"})
+                assert response.outcome is ActionOutcome.FAILED
+                assert response.error is not None
+                assert "did not answer within 5 s" in response.error.message
+                # the abandoned commit's query was cancelled on the server: nothing waits
+                assert _lock_waiters(url) == 0
+            finally:
+                holder.rollback()
+                holder.close()
+            journal.commit_timeout = None  # (the autojump clock would time out real work)
+            [again] = await branch.act(calls(1)[0] | {"call_id": "call_after"})
+            assert again.outcome is ActionOutcome.COMPLETED
+        journaled = {c.call_id for c in await journal.calls(branch.id)}
+    assert "call_hung" not in journaled  # it did not land
+    assert "call_after" in journaled
