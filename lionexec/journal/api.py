@@ -38,7 +38,6 @@ statement running interrupted; PostgreSQL: its query cancelled on the server).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
@@ -500,31 +499,31 @@ class Journal:
                     f"call {call_id!r} was not submitted through this journal object: pass "
                     "branch_id= to wait for calls submitted elsewhere"
                 )
-        listen = getattr(self.backend, "listener", None)
-        async with contextlib.AsyncExitStack() as stack:
-            listener = None
-            if listen is not None:
-                listener = await stack.enter_async_context(listen("lionexec_done"))
-            delay = 0.005
-            while True:
-                rows = await self._run(lambda store: queue.lookup(store, pairs))
-                for (branch, call_id), row in zip(pairs, rows, strict=True):
-                    if row is None:
-                        raise JournalError(f"call {call_id!r} of branch {branch} is not queued")
-                if all(row is not None and row.state == queue.DONE for row in rows):
-                    done = [row for row in rows if row is not None]
-                    responses = [r for r in (row.response_message() for row in done) if r]
-                    if into is not None:
-                        await self._record_into(into, done, responses)
-                    for branch, call_id in pairs:
-                        if self._submitted.get(call_id) == branch:
-                            del self._submitted[call_id]
-                    return responses
-                if listener is not None:
-                    await listener.wait(poll)
-                else:
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, poll)
+        shared = getattr(self.backend, "shared_listener", None)
+        listener = shared("lionexec_done") if shared is not None else None
+        if listener is not None:
+            await listener.start()  # one connection for every wait of this journal
+        delay = 0.005
+        while True:
+            seen = listener.generation if listener is not None else 0
+            rows = await self._run(lambda store: queue.lookup(store, pairs))
+            for (branch, call_id), row in zip(pairs, rows, strict=True):
+                if row is None:
+                    raise JournalError(f"call {call_id!r} of branch {branch} is not queued")
+            if all(row is not None and row.state == queue.DONE for row in rows):
+                done = [row for row in rows if row is not None]
+                responses = [r for r in (row.response_message() for row in done) if r]
+                if into is not None:
+                    await self._record_into(into, done, responses)
+                for branch, call_id in pairs:
+                    if self._submitted.get(call_id) == branch:
+                        del self._submitted[call_id]
+                return responses
+            if listener is not None:
+                await listener.wait(seen, poll)
+            else:
+                await trio.sleep(delay)
+                delay = min(delay * 2, poll)
 
     async def _record_into(
         self, branch: Branch, rows: list[queue.QueuedCall], responses: list[ActionResponse]

@@ -31,7 +31,7 @@ from .errors import JournalConnectionError, JournalError
 from .sql import SqlStore, current_version, migrate
 from .store import Store
 
-__all__ = ["Listener", "PostgresBackend", "PostgresJournal", "redact"]
+__all__ = ["Listener", "PostgresBackend", "PostgresJournal", "SharedListener", "redact"]
 
 T = TypeVar("T")
 
@@ -81,6 +81,7 @@ class PostgresBackend(Backend):
         self.connect_timeout = connect_timeout
         self._pool: ConnectionPool | None = None
         self._limiter: trio.CapacityLimiter | None = None
+        self._shared: dict[str, SharedListener] = {}
 
     async def open(self) -> None:
         self._limiter = trio.CapacityLimiter(self.max_size)
@@ -164,7 +165,18 @@ class PostgresBackend(Backend):
         """A :class:`Listener` on *channel* (enter it with ``async with``)."""
         return Listener(self.url, self.target, channel)
 
+    def shared_listener(self, channel: str) -> SharedListener:
+        """The one :class:`SharedListener` of this backend on *channel* (made on first use,
+        its connection opened by its first waiter, closed with the backend)."""
+        shared = self._shared.get(channel)
+        if shared is None:
+            shared = self._shared[channel] = SharedListener(self.url, self.target, channel)
+        return shared
+
     async def aclose(self) -> None:
+        for shared in self._shared.values():
+            shared.stop()
+        self._shared.clear()
         pool, self._pool = self._pool, None
         if pool is not None:
             await trio.to_thread.run_sync(pool.close)
@@ -227,6 +239,119 @@ class Listener:
                     raise JournalConnectionError(f"PostgreSQL at {self.target}: {exc}") from exc
 
         return await trio.to_thread.run_sync(wait, abandon_on_cancel=True)
+
+
+class SharedListener:
+    """``LISTEN`` on one channel over one connection, for every waiter of a process.
+
+    A small fan-out: one thread reads the connection's notifications and, for each, bumps
+    :attr:`generation` and wakes every task parked in :meth:`wait`; each waiter then looks
+    again at what it waits for. So a thousand concurrent ``journal.wait`` calls hold one
+    connection, not a thousand. Take :attr:`generation` *before* looking, and pass it to
+    :meth:`wait`: a notification that came in between is not missed.
+
+    The connection is opened by the first :meth:`start` (a failure raises
+    :class:`~lionexec.journal.JournalConnectionError` and the next :meth:`start` tries again);
+    a lost connection wakes every waiter and is opened again by the next :meth:`start`.
+    """
+
+    #: Seconds the reading thread waits for a notification before it looks whether it
+    #: should stop (so it ends at most this long after :meth:`stop`).
+    TICK = 0.5
+
+    def __init__(self, url: str, target: str, channel: str) -> None:
+        self.url = url
+        self.target = target
+        self.channel = channel
+        #: Notifications received (and lost connections).
+        self.generation = 0
+        #: Connections opened (one, unless one was lost).
+        self.connections = 0
+        self._lot = trio.lowlevel.ParkingLot()
+        self._ready: trio.Event | None = None
+        self._error: BaseException | None = None
+        self._stopping = threading.Event()
+
+    async def start(self) -> None:
+        """Open the connection and ``LISTEN`` (once); wait until it listens."""
+        if self._stopping.is_set():
+            raise JournalError(f"the listener on {self.target} is closed")
+        ready = self._ready
+        if ready is None:
+            ready = self._ready = trio.Event()
+            self._error = None
+            token = trio.lowlevel.current_trio_token()
+            trio.lowlevel.start_thread_soon(
+                lambda: self._read(token, ready), lambda result: None, name="lionexec-listen"
+            )
+        await ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    async def wait(self, seen: int, seconds: float) -> bool:
+        """Wait up to *seconds* for a notification after generation *seen*; ``True`` if one
+        came (or came already). Cancellable."""
+        if self.generation != seen:
+            await trio.lowlevel.checkpoint()
+            return True
+        with trio.move_on_after(seconds):
+            await self._lot.park()
+            return True
+        return False
+
+    def stop(self) -> None:
+        """The reading thread closes the connection and ends (within :attr:`TICK`)."""
+        self._stopping.set()
+        self._lot.unpark_all()
+
+    # -- on the reading thread, and what it sends back to trio -------------------------------
+
+    def _read(self, token: trio.lowlevel.TrioToken, ready: trio.Event) -> None:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True)
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as exc:
+            error = JournalConnectionError(f"PostgreSQL at {self.target}: {exc}")
+            self._send(token, self._failed, ready, error)
+            return
+        self._send(token, self._listening, ready)
+        try:
+            while not self._stopping.is_set():
+                for _ in conn.notifies(timeout=self.TICK):
+                    if not self._send(token, self._wake):
+                        return
+        except psycopg.Error:
+            self._send(token, self._lost, ready)
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    @staticmethod
+    def _send(token: trio.lowlevel.TrioToken, fn: Callable[..., None], *args: Any) -> bool:
+        try:
+            token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            return False
+        return True
+
+    def _listening(self, ready: trio.Event) -> None:
+        self.connections += 1
+        ready.set()
+
+    def _failed(self, ready: trio.Event, error: BaseException) -> None:
+        self._error = error
+        ready.set()
+        if self._ready is ready:
+            self._ready = None  # the next start tries again
+
+    def _wake(self) -> None:
+        self.generation += 1
+        self._lot.unpark_all()
+
+    def _lost(self, ready: trio.Event) -> None:
+        if self._ready is ready:
+            self._ready = None
+        self._wake()
 
 
 def _cancel(conn: psycopg.Connection[Any]) -> None:

@@ -1,0 +1,73 @@
+"""``journal.wait`` on PostgreSQL: one LISTEN connection per journal, shared by every wait."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import trio
+
+from lionexec.journal.worker import Worker
+from lionexec.tools import Tool
+
+from .conftest import PostgresServer
+
+
+def double(n: int) -> int:
+    """Double n."""
+    return n * 2
+
+
+def listen_connections(url: str) -> int:
+    """Sessions of *url*'s database whose last statement was a LISTEN on lionexec_done."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query ILIKE 'LISTEN %lionexec_done%'"
+        ).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+async def test_concurrent_waits_share_one_listen_connection(
+    postgres_server: PostgresServer,
+) -> None:
+    from lionexec.journal.postgres import PostgresJournal
+
+    url = postgres_server.create_database()
+    n = 25
+    results: dict[str, Any] = {}
+    with trio.fail_after(30):  # real clock: the waits poll once a minute, NOTIFY must wake them
+        async with PostgresJournal(url) as journal:
+            ids = await journal.submit(
+                uuid.uuid4(), [{"function": "double", "arguments": {"n": i}} for i in range(n)]
+            )
+            listener = journal.backend.shared_listener("lionexec_done")  # type: ignore[attr-defined]
+            parked: set[int] = set()
+            all_parked = trio.Event()
+            wait = listener.wait
+
+            async def one(call_id: str) -> None:
+                [results[call_id]] = await journal.wait([call_id], poll=60)
+
+            async with trio.open_nursery() as workers:
+                async with trio.open_nursery() as waits:
+                    for call_id in ids:
+                        waits.start_soon(one, call_id)
+
+                    async def counting(seen: int, seconds: float) -> bool:
+                        parked.add(id(trio.lowlevel.current_task()))
+                        if len(parked) == n:
+                            all_parked.set()
+                        return await wait(seen, seconds)
+
+                    listener.wait = counting
+                    await all_parked.wait()  # every wait is parked on the listener
+                    assert listen_connections(url) == 1
+                    worker = Worker(journal, [Tool.from_function(double, effect="pure")])
+                    await workers.start(worker.run)
+                workers.cancel_scope.cancel()
+            assert listener.connections == 1
+            assert listen_connections(url) == 1
+    assert sorted(r.output for r in results.values()) == [2 * i for i in range(n)]
