@@ -9,6 +9,9 @@ calls of a trivial async tool (``pure``):
   ``synchronous=NORMAL``) and with a PostgreSQL journal; the journaled figures include the
   outcome commits (``act()`` returns once they are committed). PostgreSQL rows also give
   calls per second.
+* **transactions per call**: how many transactions a journaled call costs (commits over
+  calls), sequential and concurrent, on SQLite and PostgreSQL: a sequential call pays one
+  (its write-ahead; the outcome before it rides along), a concurrent batch a few in all.
 * **recovery**: the time ``journal.recover`` takes for ``R`` journaled calls a crash left
   without an outcome (``unsafe``: each gets ``interrupted``), per call (times ``R`` for the
   whole), on SQLite and on PostgreSQL.
@@ -124,6 +127,30 @@ def act_body(strategy: str, target: Callable[[], str] | None) -> Body:
     return in_memory if target is None else journaled
 
 
+def transactions_body(targets: dict[str, Callable[[], str]]) -> Body:
+    """Commits per call of ``n`` journaled calls, each strategy, each backend."""
+
+    async def body(n: int) -> dict[str, tuple[str, float]]:
+        from lionexec.journal import open_journal
+
+        figures: dict[str, tuple[str, float]] = {}
+        for name, target in targets.items():
+            for strategy in ("sequential", "concurrent"):
+                async with open_journal(target()) as journal:
+                    branch = await journal.branch()
+                    branch.register_tools(_tool())
+                    async with branch:
+                        before = journal.commits
+                        await branch.act(_proposals(n), strategy=strategy)  # type: ignore[arg-type]
+                        figures[f"{strategy}, {name}"] = (
+                            "tx/call",
+                            (journal.commits - before) / n,
+                        )
+        return figures
+
+    return body
+
+
 def recovery_body(target: Callable[[], str]) -> Body:
     """The time to recover ``n`` unfinished journaled calls (a crash left them: unsafe)."""
 
@@ -198,7 +225,14 @@ def cases(impl: str, quick: bool) -> list[Case]:
         )
         for name, target in (("SQLite", _sqlite_target), ("PostgreSQL", _postgres_database))
     ]
-    out = act_rows + recovery_rows
+    transactions = Case(
+        f"journal: transactions per call, {k(n)} calls",
+        n,
+        transactions_body({"SQLite": _sqlite_target, "PostgreSQL": _postgres_target}),
+        kind="report",
+        warmup=10,
+    )
+    out = act_rows + recovery_rows + [transactions]
     if impl != "lionexec":
         return unavailable(out, "no counterpart: lionexec's durable journal")
     try:

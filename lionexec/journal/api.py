@@ -571,9 +571,7 @@ class Journal:
         self._pending.append(item)
         try:
             if lazy and self.linger > 0:
-                with trio.move_on_after(self.linger):
-                    while not item.done and not self._hurry and not self._key_waiters:
-                        await self._lot.park()
+                await self._linger(item)
             while not item.done:
                 if self._committing:
                     await self._lot.park()
@@ -589,6 +587,22 @@ class Journal:
                 raise JournalConnectionError(f"the group commit failed: {error}") from error
             raise JournalError(f"the group commit failed: {error}") from error
         return item.claim
+
+    async def _linger(self, item: _Pending) -> None:
+        """Wait for a commit led by someone else to take *item*: while a commit runs (the
+        next one takes it), then at most :attr:`linger` seconds; not once someone waits."""
+        deadline: float | None = None
+        while not item.done and not self._hurry and not self._key_waiters:
+            if self._committing:
+                await self._lot.park()
+                deadline = None  # the next leader gets a whole linger
+                continue
+            if deadline is None:
+                deadline = trio.current_time() + self.linger
+            with trio.move_on_at(deadline) as waited:
+                await self._lot.park()
+            if waited.cancelled_caught:
+                return
 
     def _expedite(self) -> None:
         """Someone waits for what was queued: lingering outcomes commit now."""
