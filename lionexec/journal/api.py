@@ -501,11 +501,12 @@ class Journal:
                 )
         shared = getattr(self.backend, "shared_listener", None)
         listener = shared("lionexec_done") if shared is not None else None
-        if listener is not None:
-            await listener.start()  # one connection for every wait of this journal
         delay = 0.005
         while True:
-            seen = listener.generation if listener is not None else 0
+            seen = 0
+            if listener is not None:
+                await listener.start()  # one connection for every wait (again if it was lost)
+                seen = listener.generation
             rows = await self._run(lambda store: queue.lookup(store, pairs))
             for (branch, call_id), row in zip(pairs, rows, strict=True):
                 if row is None:

@@ -320,6 +320,8 @@ class SharedListener:
                 for _ in conn.notifies(timeout=self.TICK):
                     if not self._send(token, self._wake):
                         return
+                if not self._send(token, _nothing):  # trio.run ended: the journal was not closed
+                    return
         except psycopg.Error:
             self._send(token, self._lost, ready)
         finally:
@@ -352,6 +354,10 @@ class SharedListener:
         if self._ready is ready:
             self._ready = None
         self._wake()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _cancel(conn: psycopg.Connection[Any]) -> None:

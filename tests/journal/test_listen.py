@@ -71,3 +71,50 @@ async def test_concurrent_waits_share_one_listen_connection(
             assert listener.connections == 1
             assert listen_connections(url) == 1
     assert sorted(r.output for r in results.values()) == [2 * i for i in range(n)]
+
+
+async def test_a_lost_listen_connection_is_opened_again(postgres_server: PostgresServer) -> None:
+    import psycopg
+
+    from lionexec.journal.postgres import PostgresJournal
+
+    url = postgres_server.create_database()
+    with trio.fail_after(30):  # real clock: the wait polls once a minute
+        async with PostgresJournal(url) as journal:
+            [call_id] = await journal.submit(
+                uuid.uuid4(), [{"function": "double", "arguments": {"n": 4}}]
+            )
+            listener = journal.backend.shared_listener("lionexec_done")  # type: ignore[attr-defined]
+            wait = listener.wait
+            parks: list[int] = []
+            parked = trio.Event()
+
+            async def counting(seen: int, seconds: float) -> bool:
+                parks.append(seen)
+                parked.set()
+                return await wait(seen, seconds)
+
+            listener.wait = counting
+            result: list[Any] = []
+
+            async def one() -> None:
+                result.extend(await journal.wait([call_id], poll=60))
+
+            async with trio.open_nursery() as workers:
+                async with trio.open_nursery() as waits:
+                    waits.start_soon(one)
+                    await parked.wait()
+                    parked = trio.Event()
+                    with psycopg.connect(url, autocommit=True) as admin:  # the server drops it
+                        admin.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = current_database() "
+                            "AND query ILIKE 'LISTEN %lionexec_done%'"
+                        )
+                    await parked.wait()  # woken by the loss, parked again on a new connection
+                    assert listener.connections == 2
+                    assert listen_connections(url) == 1
+                    worker = Worker(journal, [Tool.from_function(double, effect="pure")])
+                    await workers.start(worker.run)
+                workers.cancel_scope.cancel()
+    assert [r.output for r in result] == [8]
