@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Generic, Literal, TypeVar
 
-import outcome
 import trio
 
 from .api import Journal
@@ -70,21 +69,35 @@ class _Tx:
 class _Job(Generic[T]):
     """One transaction handed to the writer thread."""
 
-    __slots__ = ("abandoned", "done", "fn", "result", "token")
+    __slots__ = ("abandoned", "done", "error", "finished", "fn", "token", "value")
 
     def __init__(self, fn: Callable[[_Job[T]], T], token: trio.lowlevel.TrioToken) -> None:
         self.fn = fn
         self.token = token
         self.done = trio.Event()
-        self.result: outcome.Outcome[T] | None = None
+        self.finished = False
+        self.value: T | None = None
+        self.error: BaseException | None = None
         #: Set (from the trio thread) when nobody waits for it any more: a transaction not
         #: yet committed is rolled back, a wait for the lock ends.
         self.abandoned = False
 
     def run(self) -> None:  # on the writer thread
-        self.result = outcome.capture(self.fn, self)
+        try:
+            self.value = self.fn(self)
+        except BaseException as exc:  # handed to the waiting task, which raises it
+            self.error = exc
+        self.finished = True
         with contextlib.suppress(trio.RunFinishedError):  # trio.run ended meanwhile
             self.token.run_sync_soon(self.done.set)
+
+    def result(self) -> T:
+        """The job's value, or raise its error (once it is done)."""
+        assert self.finished
+        if self.error is not None:
+            error, self.error = self.error, None  # no reference cycle through the traceback
+            raise error
+        return self.value  # type: ignore[return-value]
 
 
 class _Writer:
@@ -131,8 +144,7 @@ class _Writer:
         else:
             with trio.CancelScope(shield=True):
                 await job.done.wait()
-        assert job.result is not None
-        return job.result.unwrap()
+        return job.result()
 
     def stop(self) -> None:
         """The thread ends after the jobs queued so far."""
