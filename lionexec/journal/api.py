@@ -30,7 +30,9 @@ asks the sink to :meth:`~JournalSink.expedite`), a call waiting for its idempote
 branch closing, :meth:`Journal.flush`.
 
 **Bounded.** A group commit is shielded from cancellation (others wait for it), so it is
-bounded instead: past :attr:`Journal.commit_timeout` seconds its waiters get a
+bounded instead: past :attr:`Journal.commit_timeout` seconds of the wall clock (not trio's
+clock: a ``MockClock`` jumping while a commit runs in a thread must not fire it) its
+waiters get a
 :class:`~lionexec.journal.JournalConnectionError` ("the commit may or may not have landed")
 and the backend abandons the transaction (SQLite: rolled back if it has not committed, a
 statement running interrupted; PostgreSQL: its query cancelled on the server).
@@ -39,6 +41,7 @@ statement running interrupted; PostgreSQL: its query cancelled on the server).
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -186,7 +189,8 @@ class Journal:
         approval_expiry: seconds a parked call's approval stays pending before it expires
             (``None``: never). Default one day.
         clock: the clock approvals are dated by (``time.time``; tests may set another).
-        commit_timeout: past this many seconds (default 30) a group commit's waiters get a
+        commit_timeout: past this many seconds of the wall clock (default 30; checked about
+            every tenth of it, at most every second) a group commit's waiters get a
             :class:`~lionexec.journal.JournalConnectionError` (the commit may or may not have
             landed: recovery resolves it) and the backend abandons it.
         linger: seconds an outcome write waits, at most, to share the next commit (see the
@@ -199,6 +203,7 @@ class Journal:
         self.backend = backend
         self.commit_timeout = commit_timeout
         self.linger = LINGER
+        self._watchdog: _Watchdog | None = None
         self.approval_expiry: float | None = 86_400.0
         self.clock: Callable[[], float] = time.time
         #: Approvals consumed (``used``) in this process for a call about to run here.
@@ -250,6 +255,9 @@ class Journal:
     async def aclose(self) -> None:
         """Disconnect. Idempotent. Branches still open can no longer commit."""
         self._closed = True
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.stop()
         if self._open:
             self._open = False
             await self.backend.aclose()
@@ -611,12 +619,20 @@ class Journal:
         self._lot.unpark_all()
 
     async def _commit_batch(self, batch: Batch) -> list[Claim]:
-        """One transaction for *batch*, bounded by :attr:`commit_timeout` (see the module)."""
+        """One transaction for *batch*, bounded by :attr:`commit_timeout` seconds of the wall
+        clock (see the module docs)."""
         timeout = self.commit_timeout
         if timeout is None:
             return await self._run(lambda store: store.commit(batch), cancellable=False)
-        with trio.move_on_after(timeout):
-            return await self._run(lambda store: store.commit(batch), cancellable=True)
+        watchdog = self._watchdog
+        if watchdog is None:
+            watchdog = self._watchdog = _Watchdog(min(1.0, timeout / 10))
+        with trio.CancelScope() as bound:
+            watchdog.watch(bound, timeout)
+            try:
+                return await self._run(lambda store: store.commit(batch), cancellable=True)
+            finally:
+                watchdog.unwatch(bound)
         raise JournalConnectionError(
             f"the journal at {self.target} did not answer within {timeout:g} s; the commit may "
             "or may not have landed: recovery resolves it"
@@ -704,6 +720,59 @@ class Journal:
             row = await self._run(lambda store: store.call(key))
             if row is not None and row.state == DONE:
                 return row
+
+
+class _Watchdog:
+    """Cancels the scopes it watches once they outlive their deadline on the wall clock
+    (``time.monotonic``), from a thread that looks every *tick* seconds.
+
+    How a commit is bounded in real time: a hung database is a matter of real seconds, and a
+    bound on trio's clock would fire at once under a ``MockClock`` that jumps while a commit
+    runs in a thread. Watching costs the trio thread two dictionary updates.
+    """
+
+    def __init__(self, tick: float) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._tick = tick
+        self._watched: dict[trio.CancelScope, float] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        thread = threading.Thread(target=self._loop, name="lionexec-journal-watchdog")
+        thread.daemon = True
+        thread.start()
+
+    def watch(self, scope: trio.CancelScope, seconds: float) -> None:
+        with self._lock:
+            self._watched[scope] = time.monotonic() + seconds
+
+    def unwatch(self, scope: trio.CancelScope) -> None:
+        with self._lock:
+            self._watched.pop(scope, None)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _loop(self) -> None:  # on the watchdog thread
+        while not self._stopping.wait(self._tick):
+            now = time.monotonic()
+            with self._lock:
+                due = [scope for scope, deadline in self._watched.items() if deadline <= now]
+            try:
+                for scope in due:
+                    self._token.run_sync_soon(self._fire, scope)
+                self._token.run_sync_soon(_nothing)  # trio.run ended: stop
+            except trio.RunFinishedError:
+                return
+
+    def _fire(self, scope: trio.CancelScope) -> None:  # on the trio thread
+        with self._lock:
+            watched = self._watched.pop(scope, None) is not None
+        if watched:  # (not if its commit ended meanwhile)
+            scope.cancel()
+
+
+def _nothing() -> None:
+    pass
 
 
 class MemoryJournal(Journal):
