@@ -23,7 +23,8 @@ transactions, not N.
 
 **Outcomes ride along.** An outcome need only be durable before ``act()`` returns and before
 anything depends on it, so an outcome write does not lead a commit at once: it *lingers*
-(at most :attr:`Journal.linger` seconds) for the next commit led by someone else, typically
+(while a commit runs, then at most :attr:`Journal.linger` seconds of trio's clock) for the
+next commit led by someone else, typically
 the write-ahead of the next call of a sequential batch, and the two share one transaction.
 It stops lingering as soon as someone waits for it: ``act()`` about to return (the sink feed
 asks the sink to :meth:`~JournalSink.expedite`), a call waiting for its idempotency key, a
@@ -96,7 +97,8 @@ T = TypeVar("T")
 
 #: Longest wait between two looks at a key held by a call in another process.
 _POLL_MAX = 0.5
-#: How long an outcome write waits, at most, to share the next commit (seconds).
+#: How long an outcome write waits, at most, for a commit to share once none is running
+#: (seconds of trio's clock).
 LINGER = 0.002
 #: How long a group commit may take before its waiters are told it failed (seconds).
 COMMIT_TIMEOUT = 30.0
@@ -193,8 +195,8 @@ class Journal:
             every tenth of it, at most every second) a group commit's waiters get a
             :class:`~lionexec.journal.JournalConnectionError` (the commit may or may not have
             landed: recovery resolves it) and the backend abandons it.
-        linger: seconds an outcome write waits, at most, to share the next commit (see the
-            module docs); ``0`` commits each at once.
+        linger: seconds an outcome write waits, once no commit is running, for a commit led
+            by another caller to share (see the module docs); ``0`` commits each at once.
     """
 
     def __init__(self, backend: Backend, *, commit_timeout: float | None = COMMIT_TIMEOUT) -> None:
