@@ -40,7 +40,9 @@ __all__ = [
     "UNSERIALIZABLE",
     "JSONValue",
     "exception_record",
+    "is_unicode",
     "jsonable",
+    "utf8_text",
 ]
 
 JSONValue: TypeAlias = (
@@ -76,7 +78,7 @@ def jsonable(value: object) -> JSONValue:
     """
     cls = type(value)
     if cls is str:
-        return _text(value)  # type: ignore[arg-type]
+        return utf8_text(value)  # type: ignore[arg-type]
     if cls is bool or value is None:
         return value
     try:
@@ -88,7 +90,7 @@ def jsonable(value: object) -> JSONValue:
 def _convert(value: object, depth: int, path: set[int]) -> JSONValue:
     cls = type(value)
     if cls is str:
-        return _text(value)  # type: ignore[arg-type]
+        return utf8_text(value)  # type: ignore[arg-type]
     if cls is bool or value is None:
         return value
     if cls is int:
@@ -105,11 +107,11 @@ def _convert(value: object, depth: int, path: set[int]) -> JSONValue:
     if isinstance(value, float):
         return _float(value)
     if isinstance(value, str):
-        return _text(value)
+        return utf8_text(value)
     if isinstance(value, BaseException):
         return _exception(value, depth, path)
     if isinstance(value, uuid.UUID | pathlib.PurePath):
-        return _text(str(value))  # a path may hold surrogate escapes
+        return utf8_text(str(value))  # a path may hold surrogate escapes
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
         return value.isoformat()
     return _enter(value, depth, path)
@@ -178,21 +180,29 @@ def _power_of_ten(exponent: int) -> int:
     return int(10**exponent)
 
 
-def _text(value: str) -> str:
-    """*value*, with any lone surrogate replaced by U+FFFD (so it encodes as UTF-8)."""
+def is_unicode(value: str) -> bool:
+    """Whether *value* encodes as UTF-8: it holds no lone surrogate (``"\\ud800"`` is valid
+    JSON input, and so can reach a string a model sent)."""
     if value.isascii():
-        return value
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        # Pairs written as two code points are joined, lone halves become U+FFFD.
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return value
+        return False
+    return True
+
+
+def utf8_text(value: str) -> str:
+    """*value*, with any lone surrogate replaced by U+FFFD (so it encodes as UTF-8)."""
+    if is_unicode(value):
+        return value
+    # Pairs written as two code points are joined, lone halves become U+FFFD.
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _key(key: object) -> str:
     if isinstance(key, str):
-        return _text(key)
+        return utf8_text(key)
     if isinstance(key, enum.Enum):
         return _key(key.value)
     if isinstance(key, int) and not isinstance(key, bool):
@@ -202,9 +212,9 @@ def _key(key: object) -> str:
 
 def _safe_str(value: object) -> str:
     try:
-        return _text(str(value))
+        return utf8_text(str(value))
     except Exception:
-        return f"<unprintable {_text(type(value).__name__)}>"
+        return f"<unprintable {utf8_text(type(value).__name__)}>"
 
 
 def exception_record(exc: BaseException) -> dict[str, JSONValue]:
@@ -227,7 +237,7 @@ def _exception(exc: BaseException, depth: int, path: set[int]) -> dict[str, JSON
     if depth >= MAX_DEPTH:
         return {"error": "MaxDepthExceeded", "message": MAX_DEPTH_MARKER}
     record: dict[str, JSONValue] = {
-        "error": _text(type(exc).__name__),
+        "error": utf8_text(type(exc).__name__),
         "message": _safe_str(exc),
     }
     if isinstance(exc, BaseExceptionGroup):

@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import attrs
 
+from lionexec._jsonable import is_unicode, utf8_text
 from lionexec._snapshot import snapshot
 from lionexec.conversation import ActionRequest, AssistantResponse, new_call_id
 from lionexec.errors import DuplicateCallError
@@ -350,8 +351,15 @@ def _proposal(
         )
     if call_id is not None and not isinstance(call_id, str):
         raise ValueError(f"a tool call id must be a string, got {call_id!r:.80}")
+    for label, text in (("function name", function), ("call id", call_id)):
+        if text is not None and not is_unicode(text):
+            raise ValueError(
+                f"a tool call's {label} must be valid Unicode (no lone surrogates), "
+                f"got {text!r:.80}"
+            )
     arguments, problem = _read_arguments(raw)
-    raw_arguments = raw if isinstance(raw, str) else None
+    # kept to be replayed verbatim, so it must encode (a lone surrogate becomes U+FFFD)
+    raw_arguments = utf8_text(raw) if isinstance(raw, str) else None
     if request is not None:
         raw_arguments = request.content.raw_arguments
     return Proposal(
@@ -404,7 +412,11 @@ def _hostile(arguments: Mapping[str, Any]) -> str | None:
     """
     for value in arguments.values():  # fast path: flat arguments of plain JSON scalars
         cls = type(value)
-        if cls is str or cls is bool or value is None:
+        if cls is str:
+            if is_unicode(value):
+                continue
+            break
+        if cls is bool or value is None:
             continue
         if cls is int and -_SMALL_INT < value < _SMALL_INT:
             continue
@@ -426,7 +438,11 @@ def _hostile(arguments: Mapping[str, Any]) -> str | None:
             )
             continue
         cls = type(value)
-        if cls is str or cls is bool or value is None:
+        if cls is str or isinstance(value, str):
+            if is_unicode(value):
+                continue
+            return _NOT_UNICODE
+        if cls is bool or value is None:
             continue
         if cls is float or isinstance(value, float):
             if not math.isfinite(value):
@@ -444,10 +460,20 @@ def _hostile(arguments: Mapping[str, Any]) -> str | None:
                 return too_deep
             if key in heights:
                 continue
+            if isinstance(value, Mapping) and not all(
+                type(name) is not str or is_unicode(name) for name in value
+            ):
+                return _NOT_UNICODE
             path.add(key)
             stack.append((value, depth, True))
             stack.extend((item, depth + 1, False) for item in _items(value))
     return None
+
+
+_NOT_UNICODE: Final = (
+    "arguments hold a string that is not valid Unicode (a lone surrogate), which cannot be "
+    "stored or exported as UTF-8"
+)
 
 
 def _items(container: Any) -> Iterable[Any]:

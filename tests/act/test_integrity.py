@@ -6,6 +6,7 @@ Each test here failed on the transaction before issue 10/11's changes.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -284,6 +285,48 @@ async def test_a_string_nan_coerced_to_float_is_invalid() -> None:
     branch.register_tools(Tool.from_function(scale))
     results = await branch.act([call("scale", factor="nan"), call("scale", factor="inf")])
     assert [r.content.outcome for r in results] == [Outcome.INVALID] * 2
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"text": "a\ud800b"},  # a flat string: the fast path
+        {"items": [{"text": "\udfff"}]},  # nested
+        {"items": {"\ud800": 1}},  # a nested key
+        '{"text": "\\ud800"}',  # valid JSON text that decodes to a lone surrogate
+    ],
+)
+async def test_a_string_that_is_not_valid_unicode_is_invalid_and_records_as_utf8(
+    arguments: Any,
+) -> None:
+    ran: list[Any] = []
+
+    async def echo(text: str = "", items: Any = None) -> None:
+        ran.append((text, items))
+
+    branch = Branch()
+    branch.register_tools(Tool.from_function(echo))
+    envelope = {"function": "echo", "arguments": arguments}
+    [response] = await branch.act(envelope)
+    assert response.content.outcome is Outcome.INVALID
+    assert response.content.error is not None
+    assert "lone surrogate" in response.content.error.message
+    assert ran == []
+    exported = json.dumps(branch.messages.to_openai(), allow_nan=False)
+    exported.encode("utf-8")  # raises on a lone surrogate
+    assert_consistent(branch)
+
+
+@pytest.mark.parametrize("field", ["function", "call_id"])
+async def test_a_function_name_or_call_id_that_is_not_valid_unicode_is_refused(
+    field: str,
+) -> None:
+    branch = Branch()
+    envelope: dict[str, Any] = {"function": "echo", "arguments": {}, "call_id": "c1"}
+    envelope[field] = "x\ud800"
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await branch.act(envelope)
+    assert list(branch.messages) == []  # nothing recorded
 
 
 # -- smaller defects ----------------------------------------------------------------------------
