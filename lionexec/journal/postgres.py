@@ -56,9 +56,10 @@ class _Tx:
         cursor = self.conn.execute(sql.replace("?", "%s"), params)
         return list(cursor.fetchall()) if cursor.description is not None else []
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
         with self.conn.cursor() as cursor:
             cursor.executemany(sql.replace("?", "%s"), rows)
+            return cursor.rowcount
 
 
 class PostgresBackend(Backend):

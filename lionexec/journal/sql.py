@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from .errors import JournalSchemaError
+from .errors import JournalError, JournalSchemaError
 from .store import (
     DONE,
     EXPIRED,
@@ -160,7 +160,9 @@ class Tx(Protocol):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
+        """Run *sql* for each of *rows*; return the number of rows they changed."""
+        ...
 
 
 def current_version(tx: Tx, has_table: bool) -> int:
@@ -249,11 +251,7 @@ class SqlStore:
             batch.branches,
             "ON CONFLICT DO NOTHING",
         )
-        self._insert(
-            "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body)",
-            ("text", "bigint", "text", "text", "text"),
-            [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in batch.messages],
-        )
+        self._insert_messages(batch.messages)
         if batch.approvals:
             tx.executemany(
                 f"INSERT INTO lionexec_approvals ({_APPROVAL_COLUMNS}) VALUES "
@@ -283,6 +281,54 @@ class SqlStore:
                 [DONE, *_columns(rows, 5), REQUESTED],
             )
         return claims
+
+    def _insert_messages(self, messages: Sequence[MessageRow]) -> None:
+        """Insert *messages*; a position already holding the same message is left as is.
+
+        Idempotent, so that a commit that landed but was reported failed (past
+        ``commit_timeout``) can be written again by the next one. A position holding another
+        message raises :class:`~lionexec.journal.JournalError` (another writer journals the
+        branch).
+        """
+        if not messages:
+            return
+        rows = [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in messages]
+        head = "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body)"
+        tail = "ON CONFLICT (branch_id, seq) DO NOTHING"
+        if self.bulk:
+            arrays = ", ".join(
+                f"?::{kind}[]" for kind in ("text", "bigint", "text", "text", "text")
+            )
+            inserted = len(
+                self.tx.execute(
+                    f"{head} SELECT * FROM unnest({arrays}) {tail} RETURNING seq",
+                    _columns(rows, 5),
+                )
+            )
+        else:
+            one = "(" + ", ".join("?" * 5) + ")"
+            inserted = self.tx.executemany(f"{head} VALUES {one} {tail}", rows)
+        if inserted == len(rows):
+            return
+        ours: dict[str, dict[int, str]] = {}
+        for m in messages:
+            ours.setdefault(m.branch_id, {})[m.seq] = m.message_id
+        for branch_id, wanted in ours.items():
+            stored = {
+                int(seq): message_id
+                for seq, message_id in self.tx.execute(
+                    "SELECT seq, message_id FROM lionexec_messages "
+                    "WHERE branch_id = ? AND seq >= ? AND seq <= ?",
+                    (branch_id, min(wanted), max(wanted)),
+                )
+            }
+            for seq, message_id in wanted.items():
+                if stored.get(seq) != message_id:
+                    raise JournalError(
+                        f"another writer holds this branch's next message position (one branch "
+                        f"is journaled by one process at a time): position {seq} of branch "
+                        f"{branch_id} holds message {stored.get(seq)!r}, not {message_id!r}"
+                    )
 
     def _claim(self, batch: Batch) -> list[Claim]:
         tx = self.tx

@@ -62,8 +62,8 @@ class _Tx:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, params).fetchall()
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.conn.executemany(sql, rows)
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
+        return self.conn.executemany(sql, rows).rowcount
 
 
 class _Job(Generic[T]):

@@ -249,7 +249,11 @@ class MemoryStore:
         # Check everything first: the commit is all or nothing.
         next_seq = {b: len(rows) for b, rows in self._messages.items()}
         ids: set[str] = set()
+        new: list[MessageRow] = []
         for message in batch.messages:
+            stored = self._messages.get(message.branch_id, ())
+            if message.seq < len(stored) and stored[message.seq].message_id == message.message_id:
+                continue  # written by a commit that landed but was reported failed
             expected = next_seq.get(message.branch_id, 0)
             if message.seq != expected or message.message_id in self._message_ids | ids:
                 raise JournalError(
@@ -259,9 +263,10 @@ class MemoryStore:
                 )
             next_seq[message.branch_id] = expected + 1
             ids.add(message.message_id)
+            new.append(message)
         for branch_id, at in batch.branches:
             self._branches.setdefault(branch_id, at)
-        for message in batch.messages:
+        for message in new:
             self._messages.setdefault(message.branch_id, []).append(message)
             self._message_ids.add(message.message_id)
         for approval in batch.approvals:

@@ -277,3 +277,81 @@ async def test_a_mock_clock_jumping_while_a_commit_runs_does_not_time_it_out(
             responses = await branch.act(calls(20), strategy="sequential")
             nursery.cancel_scope.cancel()
     assert [r.outcome for r in responses] == [ActionOutcome.COMPLETED] * 20
+
+
+async def test_a_commit_that_landed_past_commit_timeout_leaves_its_branches_writable(
+    journals: JournalFactory,
+) -> None:
+    # the commit lands, then its answer comes too late: its waiters are told it failed and
+    # the next commit writes the same messages again (at the same positions)
+    journal = journals.new()
+    journal.commit_timeout = 0.2
+    async with journal:
+        one, two = await journal.branch(), await journal.branch()
+        one.register_tools(add)
+        two.register_tools(add)
+        real = journal.backend.run
+        late: list[bool] = []
+
+        async def landed_late(fn: Any, *, cancellable: bool = True) -> Any:
+            result = await real(fn, cancellable=cancellable)
+            if late:
+                late.pop()
+                await trio.sleep_forever()  # (the watchdog ends it, on the wall clock)
+            return result
+
+        journal.backend.run = landed_late  # type: ignore[method-assign]
+        async with one, two:
+            one.messages.add_message(Instruction(content="first"))
+            late.append(True)
+            with trio.fail_after(30), pytest.raises(JournalConnectionError):
+                await journal._sinks[one.name].flush()
+            assert late == []
+            [response] = await one.act(calls(1))
+            two.messages.add_message(Instruction(content="other"))
+            await journal.flush()
+        assert response.outcome is ActionOutcome.COMPLETED
+        history = await journal.history(one.id)
+        assert [m.kind for m in history][0:1] == ["instruction"]
+        assert len(history) == len(one.messages)
+        assert [m.content for m in await journal.history(two.id)] == ["other"]
+        [call] = await journal.calls(one.id)
+        assert call.done
+
+
+async def test_a_write_ahead_that_landed_past_commit_timeout_is_harmless_again(
+    journals: JournalFactory,
+) -> None:
+    journal = journals.new()
+    journal.commit_timeout = 0.2
+    ran: list[int] = []
+
+    def record(n: int) -> int:
+        """Record n."""
+        ran.append(n)
+        return n
+
+    async with journal:
+        branch = await journal.branch()
+        branch.register_tools(record)
+        real = journal.backend.run
+        late: list[bool] = []
+
+        async def landed_late(fn: Any, *, cancellable: bool = True) -> Any:
+            result = await real(fn, cancellable=cancellable)
+            if late:
+                late.pop()
+                await trio.sleep_forever()
+            return result
+
+        journal.backend.run = landed_late  # type: ignore[method-assign]
+        async with branch:
+            late.append(True)
+            with trio.fail_after(30):
+                [lost] = await branch.act({"function": "record", "arguments": {"n": 1}})
+            assert lost.outcome is ActionOutcome.FAILED  # its write-ahead "failed"
+            with trio.fail_after(30):
+                [again] = await branch.act({"function": "record", "arguments": {"n": 2}})
+            assert again.outcome is ActionOutcome.COMPLETED
+        assert ran == [2]
+        assert len(await journal.history(branch.id)) == len(branch.messages)
