@@ -53,9 +53,9 @@ class ArgumentSpec:
     #: The tool's name, as error messages give it.
     tool: str
     #: Names a call must supply.
-    required: frozenset[str] = frozenset()
+    required: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
     #: Names a call may supply (every required one among them).
-    known: frozenset[str] = frozenset()
+    known: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
     #: Whether string keys outside :attr:`known` pass, unchecked (a callable with ``**kwargs``).
     extra_keys: bool = False
     #: A call supplies exactly :attr:`required` (a strict schema makes every name required).
@@ -65,7 +65,7 @@ class ArgumentSpec:
     #: An attrs class or dataclass the arguments are structured into, if any.
     request_class: type | None = attrs.field(default=None, validator=_check_request_class)
     #: The annotation values are structured into, by name (without :attr:`request_class`).
-    hints: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+    hints: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, repr=False)
     #: A JSON Schema the arguments must pass first (an explicit tool schema).
     json_schema: SchemaValidator | None = attrs.field(default=None, repr=False)
     #: For a strict tool: turns ``null`` for a parameter that may be left out into its default
@@ -165,7 +165,7 @@ class ArgumentSpec:
         if not (
             keys >= required
             # every known name is a string, so keys <= known also checks the key types
-            and (keys <= self.known or (self.extra_keys and all(type(k) is str for k in keys)))
+            and (keys <= self.known or (self.extra_keys and all(isinstance(k, str) for k in keys)))
             and not (self.strict and len(keys) != len(required))
             and (self.context_param is None or self.context_param not in keys)
         ):

@@ -112,7 +112,7 @@ def _kwargs(value: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _bare_schema(tool: Tool) -> dict[str, Any]:
-    return openai_schema(tool.name, tool.description, _EMPTY_OBJECT)
+    return openai_schema(tool.name, tool.description, {"type": "object", "properties": {}})
 
 
 def _function_of(name: str, schema: object) -> Mapping[str, Any]:
@@ -137,6 +137,9 @@ def _valid_schema(tool: Tool, _: object, schema: dict[str, Any]) -> None:
 
 
 def _schema_arguments(tool: Tool) -> ArgumentSpec:
+    """The rules of a tool given only its schema: the schema itself, enforced (values and any
+    ``additionalProperties`` schema included): it is all the tool says of its arguments, and
+    the model is shown it."""
     function = _function_of(tool.name, tool.schema)
     parameters = function["parameters"]
     return ArgumentSpec.from_parameters(
@@ -144,6 +147,7 @@ def _schema_arguments(tool: Tool) -> ArgumentSpec:
         parameters,
         var_keyword=parameters.get("additionalProperties", False) is not False,
         strict=function.get("strict") is True,
+        check_schema=True,
     )
 
 
@@ -168,8 +172,8 @@ class Tool:
     ``Tool(func_callable=f, name="add", schema=...)`` (it checks only what is cheap: the
     callables are callable, the name matches :data:`TOOL_NAME_PATTERN`, the effect and the
     subject are valid). Without *schema* the tool takes no arguments; without *arguments* the
-    schema's ``required``, ``properties`` and ``strict`` give the key rule, and values are
-    passed on as the model sent them.
+    schema is enforced, all of it (keys and values, compiled once when the tool is built):
+    it is all the tool says of its arguments, and what the model is shown.
 
     Tools compare by identity and are immutable; copying one returns the same tool.
     """

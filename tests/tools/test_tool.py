@@ -329,8 +329,11 @@ def test_constructor_takes_derived_fields_and_parses_nothing(
     assert tool.schema is LOOKUP_SCHEMA  # stored as given
     assert tool.required == {"key"}
     assert tool.effect == "unsafe" and tool.idempotent is False
-    # without an ArgumentSpec the schema's keys are the rule; values pass as sent
-    assert tool.validate({"key": "k", "limit": "3"}) == {"key": "k", "limit": "3"}
+    # without an ArgumentSpec the schema is the rule, values included (a constructed tool
+    # must not pass what its schema refuses: the model is shown that schema)
+    assert tool.validate({"key": "k", "limit": 3}) == {"key": "k", "limit": 3}
+    with pytest.raises(ValidationError, match="limit: expected integer"):
+        tool.validate({"key": "k", "limit": "3"})
     with pytest.raises(ValidationError, match="missing required argument 'key'"):
         tool.validate({})
     with pytest.raises(ValidationError, match="unexpected argument 'other'"):
@@ -427,3 +430,49 @@ def test_register_tools_wraps_plain_callables_with_from_function() -> None:
     manager = ActionManager([place])
     (tool,) = manager
     assert tool.to_dict() == Tool.from_function(place).to_dict()
+
+
+def test_a_constructed_tool_enforces_an_additional_properties_schema() -> None:
+    schema = {
+        "type": "function",
+        "function": {
+            "name": "tag",
+            "parameters": {
+                "type": "object",
+                "properties": {"key": {"type": "string"}},
+                "additionalProperties": {"type": "string"},
+            },
+        },
+    }
+    tool = Tool(func_callable=Unreadable(), name="tag", schema=schema)
+    assert tool.validate({"key": "k", "colour": "red"}) == {"key": "k", "colour": "red"}
+    with pytest.raises(ValidationError):
+        tool.validate({"key": "k", "dangerous": True})
+    with pytest.raises(ValidationError):
+        tool.validate({"key": "k", "nested": {"deep": [1, 2]}})
+
+
+def test_bare_tools_do_not_share_their_schema() -> None:
+    a = Tool(func_callable=sync_func, name="a")
+    b = Tool(func_callable=sync_func, name="b")
+    assert a.parameters == b.parameters
+    assert a.parameters["properties"] is not b.parameters["properties"]
+
+
+def test_an_argument_spec_copies_and_converts_its_fields() -> None:
+    hints = {"a": int}
+    spec = ArgumentSpec(tool="t", required=["a"], known=["a", "b"], hints=hints)
+    assert spec.required == frozenset({"a"}) and spec.known == frozenset({"a", "b"})
+    hints["b"] = str  # the caller's dict is not the spec's
+    assert spec.validate({"a": "3", "b": 4}) == {"a": 3, "b": 4}
+
+
+def test_a_str_subclass_key_passes_a_kwargs_tool_as_a_plain_key_would() -> None:
+    class Key(enum.StrEnum):
+        EXTRA = "extra"
+
+    def takes_anything(**kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    tool = Tool.from_function(takes_anything)
+    assert tool.validate({Key.EXTRA: 1}) == {"extra": 1}
