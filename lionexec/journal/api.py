@@ -53,7 +53,7 @@ import attrs
 import trio
 
 from lionexec import _unstructure
-from lionexec._jsonable import jsonable
+from lionexec._jsonable import is_unicode, jsonable, utf8_text
 from lionexec.act import Branch, read_batch
 from lionexec.act.evidence import EvidenceRecord, WriteAhead, WriteAheadReply
 from lionexec.conversation import (
@@ -112,7 +112,17 @@ def canonical_json(value: Any) -> str:
 
 
 def _dumps(record: Any) -> str:
-    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    """*record* as compact strict JSON text that encodes as UTF-8.
+
+    Non-ASCII text is kept as it is (readable in the database); a lone surrogate (a string a
+    model or a tool produced, ``"\\ud800"``), which UTF-8 cannot hold, makes the whole record
+    written with ``\\u`` escapes instead: lossless (reading it back gives the same string,
+    so a branch's history after a restart is the one before) and stored like any other text.
+    """
+    text = json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    if is_unicode(text):
+        return text
+    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -418,12 +428,10 @@ class Journal:
         approvals = [
             _unstructure.converter.unstructure(a) for a in await self.approvals(state=None)
         ]
-        return {
-            "target": self.target,
-            "branches": branches,
-            "calls": calls,
-            "approvals": approvals,
-        }
+        export: dict[str, Any] = jsonable(  # (strict JSON that encodes as UTF-8)
+            {"target": self.target, "branches": branches, "calls": calls, "approvals": approvals}
+        )
+        return export
 
     async def flush(self) -> None:
         """Commit everything the open branches recorded so far (their outcomes included).
@@ -845,14 +853,15 @@ class JournalSink:
         context = entry.context
         tool = context.tool if context is not None else None
         key = context.idempotency_key if context is not None else None
-        key = key or f"{self.branch_id}/{request.call_id}"
+        # (text a model sent: stored as UTF-8 whatever it holds)
+        key = utf8_text(key or f"{self.branch_id}/{request.call_id}")
         arguments = canonical_json(entry.arguments)
         op = RequestOp(
             key=key,
             branch_id=self.branch_id,
-            call_id=request.call_id,
+            call_id=utf8_text(request.call_id),
             request_id=str(request.id),
-            function=request.function,
+            function=utf8_text(request.function),
             arguments=arguments,
             effect=tool.effect if tool is not None else "unsafe",
             at=time.time(),
@@ -946,7 +955,7 @@ class JournalSink:
                     batch.outcomes.append(
                         OutcomeOp(
                             branch_id=branch_id,
-                            call_id=request.content.call_id,
+                            call_id=utf8_text(request.content.call_id),
                             outcome=message.content.outcome.value,
                             response=body,
                             at=now,

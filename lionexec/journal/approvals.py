@@ -46,6 +46,7 @@ import attrs
 import trio
 
 from lionexec._failures import call_user
+from lionexec._jsonable import utf8_text
 from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
 from lionexec.governance import (
     AwaitingApproval,
@@ -324,11 +325,11 @@ class ApprovalGate:
         expiry = journal.approval_expiry
         row = ApprovalRow(
             approval_id="apr_" + uuid.uuid4().hex,
-            idempotency_key=ctx.idempotency_key or f"{branch_id}/{call_id}",
+            idempotency_key=utf8_text(ctx.idempotency_key or f"{branch_id}/{call_id}"),
             branch_id=branch_id,
-            call_id=call_id,
+            call_id=utf8_text(call_id),
             request_id=str(request.id),
-            function=ctx.function,
+            function=utf8_text(ctx.function),
             arguments=arguments,
             digest=args_digest,
             policy=policy,

@@ -25,6 +25,8 @@ from typing import Any, TextIO
 
 import trio
 
+from lionexec._jsonable import utf8_text
+
 from .api import Journal, open_journal
 from .errors import JournalError
 from .jsonl import write_jsonl
@@ -89,7 +91,8 @@ async def _run(command: str, target: str, tools: Any, out: TextIO, jsonl: bool =
             for r in report.resolutions:
                 outcome = r.outcome.value if r.outcome is not None else "-"
                 out.write(
-                    f"{r.branch_id} {r.call_id} {r.function} [{r.effect}] {r.action} -> "
+                    f"{r.branch_id} {utf8_text(r.call_id)} {utf8_text(r.function)} [{r.effect}] "
+                    f"{r.action} -> "
                     f"{outcome} (attempts {r.attempts})\n"
                 )
             counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts().items()))
@@ -113,7 +116,8 @@ async def _show(journal: Journal, out: TextIO) -> None:
     for call in calls:
         if not call.done:
             out.write(
-                f"  unfinished: {call.branch_id} {call.call_id} {call.function} "
+                f"  unfinished: {call.branch_id} {utf8_text(call.call_id)} "
+                f"{utf8_text(call.function)} "
                 f"[{call.effect}] attempts {call.attempts}\n"
             )
     approvals = await journal.approvals(state=None)
@@ -123,8 +127,9 @@ async def _show(journal: Journal, out: TextIO) -> None:
     for approval in approvals:
         if approval.state == "pending":
             out.write(
-                f"  pending: {approval.approval_id} {approval.branch_id} {approval.call_id} "
-                f"{approval.function} expires_at {approval.expires_at}\n"
+                f"  pending: {approval.approval_id} {approval.branch_id} "
+                f"{utf8_text(approval.call_id)} {utf8_text(approval.function)} "
+                f"expires_at {approval.expires_at}\n"
             )
 
 

@@ -59,19 +59,21 @@ async def call_records(
             if not isinstance(request, ActionRequest):  # pragma: no cover - linked on load
                 continue
             content = message.content
-            row = rows.get(request.call_id)
+            row = rows.get(jsonable(request.call_id))
             error = content.error
             yield {
                 "branch_id": name,
                 "seq": seq,
-                "call_id": request.call_id,
-                "function": content.function,
+                "call_id": jsonable(request.call_id),
+                "function": jsonable(content.function),
                 "arguments": jsonable(request.arguments),
                 "outcome": content.outcome.value,
                 "status": content.status.value,
                 "attempts": content.attempts,
                 "output": jsonable(content.output),
-                "error": None if error is None else {"type": error.type, "message": error.message},
+                "error": None
+                if error is None
+                else jsonable({"type": error.type, "message": error.message}),
                 "request_id": str(request.id),
                 "response_id": str(message.id),
                 "idempotency_key": None if row is None else row.idempotency_key,

@@ -176,3 +176,73 @@ async def test_cancelling_a_query_cancels_it_on_the_server(
             assert rows is not None and rows[0] == 0
         # the pool's connection is usable again
         assert await journal.calls() == []
+
+
+async def test_lone_surrogates_are_journaled_and_exported_as_utf8(
+    journals: JournalFactory,
+) -> None:
+    import io
+    import json
+
+    from lionexec.journal.jsonl import write_jsonl
+
+    def echo(text: str) -> str:
+        """Echo text with a lone surrogate."""
+        return "\ud800" + text
+
+    def boom(text: str) -> str:
+        """Fail with a lone surrogate in the message."""
+        raise ValueError("\udfff" + text)
+
+    journal = journals.new()
+    async with journal:
+        hostile, other = await journal.branch(), await journal.branch()
+        hostile.register_tools(echo)
+        hostile.register_tools(boom)
+        other.register_tools(add)
+        results: dict[str, list[object]] = {}
+
+        async def act(name: str, branch: object, calls: object) -> None:
+            results[name] = await branch.act(calls)  # type: ignore[attr-defined]
+
+        async with hostile, other, trio.open_nursery() as nursery:  # one group commit
+            nursery.start_soon(
+                act,
+                "hostile",
+                hostile,
+                [
+                    {"function": "echo", "arguments": {"text": "x"}},
+                    {"function": "boom", "arguments": {"text": "x"}},
+                ],
+            )
+            nursery.start_soon(
+                act, "other", other, {"function": "add", "arguments": {"a": 1, "b": 2}}
+            )
+        [answer] = results["other"]
+        assert answer.outcome is ActionOutcome.COMPLETED  # type: ignore[attr-defined]
+        echoed, boomed = results["hostile"]
+        assert echoed.outcome is ActionOutcome.COMPLETED  # type: ignore[attr-defined]
+        assert boomed.outcome is ActionOutcome.FAILED  # type: ignore[attr-defined]
+        assert len(await journal.history(other.id)) == len(other.messages)
+        assert len(await journal.history(hostile.id)) == len(hostile.messages)
+        exported = json.dumps(await journal.export(), allow_nan=False, ensure_ascii=False)
+        exported.encode("utf-8")
+        out = io.StringIO()
+        assert await write_jsonl(journal, out) == 3
+        for line in out.getvalue().splitlines():
+            line.encode("utf-8")
+            json.loads(line)
+
+
+async def test_a_lone_surrogate_in_a_message_survives_a_restart_as_it_was(
+    journals: JournalFactory,
+) -> None:
+    from lionexec.conversation import Instruction
+
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        async with branch:
+            branch.messages.add_message(Instruction(content="caf\u00e9 \ud800!"))
+    async with journals.new() as journal:
+        [message] = await journal.history(branch.id)
+        assert message.content == "caf\u00e9 \ud800!"  # (lossless: written with \\u escapes)
