@@ -280,15 +280,17 @@ class Branch:
         running, or a call id already in the history or twice in the batch, raises
         :class:`DuplicateCallError`; nothing is recorded then.
 
-        The requests are added to :attr:`messages` in proposal order before any call runs;
-        each call ends with exactly one linked response, written together with its event-log
-        record the moment its outcome is known, whose outcome is completed, failed, denied,
-        invalid, timed_out or cancelled. Denied and invalid calls are values, whatever
-        *suppress_errors* says. With ``suppress_errors=False`` a failed call's original
-        exception is raised after the history is written; in a concurrent batch that cancels
-        the calls still running (each is recorded ``cancelled``) unless
-        ``call_params.return_exceptions`` keeps the exception in its slot instead (hence the
-        return type with *call_params*).
+        The requests are added to :attr:`messages` in proposal order before any call runs; each
+        call ends with exactly one linked response, written together with its event-log record the
+        moment its outcome is known, whose outcome is completed, failed, denied, invalid,
+        timed_out, cancelled or (journal recovery only) interrupted. The one exception is a call a
+        journaled branch parks for a durable approval: its answer (outcome ``awaiting_approval``)
+        is returned but not recorded, and its request stays unanswered until the approval is
+        decided (see ``docs/journal.md``). Denied and invalid calls are values, whatever
+        *suppress_errors* says. With ``suppress_errors=False`` a failed call's original exception
+        is raised after the history is written; in a concurrent batch that cancels the calls still
+        running (each is recorded ``cancelled``) unless ``call_params.return_exceptions`` keeps the
+        exception in its slot instead (hence the return type with *call_params*).
 
         *limiter*, a ``trio.CapacityLimiter`` shared with other batches (other conversations
         of a server, say), caps how many calls run at once across all of them; each call holds

@@ -8,7 +8,8 @@ the same frozen :class:`~lionexec.governance.CallContext`:
    tool or bad arguments: ``invalid``);
 2. :meth:`~CallTransaction.gate`: the session observer's gate (no: ``denied``);
 3. :meth:`~CallTransaction.authorize`: the permission policy, with escalation (no:
-   ``denied``);
+   ``denied``; on a journaled branch an escalation may park the call: ``awaiting_approval``,
+   not recorded, the request left unanswered until the approval is decided);
 4. :meth:`~CallTransaction.pre_hooks`: the blocking ``tool.pre`` hooks (no: ``denied``);
 5. :meth:`~CallTransaction.transform`: the tool's preprocessor, then **revalidation** of
    what it returned, against the schema (``invalid``) and the policy (``denied``), always;
@@ -153,7 +154,8 @@ class CallTransaction:
 
     Build one per call with the batch's :class:`CallScope` and parameters, then await
     :meth:`run`. Each phase method returns whether the call goes on; a phase that ends the
-    call has recorded its outcome (:meth:`finish`) before returning ``False``.
+    call has recorded its outcome (:meth:`finish`) before returning ``False``, except a call
+    parked for a durable approval, which has an unrecorded ``awaiting_approval`` answer.
     """
 
     __slots__ = (
