@@ -77,11 +77,15 @@ Endpoints (JSON in, JSON out):
     normalized ``arguments`` approved, ``escalation``, ``created_at``, ``expires_at``).
     ``POST /v1/approvals/{id}`` with an empty body (or ``{"decision": "approve", "by"?:
     str}``) approves; ``{"decision": "reject", "reason": str, "by"?: str}`` rejects. The
-    decision is one compare-and-set in the journal (a second one gets a 409, an unknown id
-    a 404), made from any replica, before or after a restart; then, holding the
+    decision is one compare-and-set in the journal (another decision gets a 409, an unknown
+    id a 404), made from any replica, before or after a restart; then, holding the
     conversation like a request does, the call is resumed: approved, it runs once through
     the whole transaction; rejected, it is answered ``denied`` with the reason. The reply is
     ``{"approval": {... "state": "used" | "rejected"}, "message": <its tool message>}``.
+    Resuming takes at most ``request_timeout`` seconds, then a 504 says what became of the
+    call: not resumed yet (POST the same decision again to finish: repeating the decision
+    an approval already has only resumes it), or, approved, started and cancelled (the
+    approval is ``used``: the call does not run again).
 
 ``GET /v1/events`` (optionally ``?conversation_id=...``)
     A server-sent-events stream of lifecycle events, each ``id: <n>``, ``event: <type>``,
@@ -191,6 +195,8 @@ T = TypeVar("T")
 STRATEGIES: Final = ("concurrent", "sequential")
 CONVERSATION_ID: Final = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
 CURSOR: Final = re.compile(r"[0-9]{1,15}")
+#: The state an approval is in once a decision (``approve``/``reject``) has been made.
+DECIDED: Final = {"approve": "approved", "reject": "rejected"}
 #: The environment variable ``main()`` reads the bearer token from (``--token`` wins).
 TOKEN_VARIABLE: Final = "LIONEXEC_SERVER_TOKEN"
 #: Where ``main()`` keeps its journal unless ``--journal`` or ``--database`` says otherwise.
@@ -1451,7 +1457,8 @@ class App:
         Body (optional; empty means approve): ``{"decision": "approve" | "reject",
         "reason": str (required to reject), "by": str}``. The decision is one
         compare-and-set in the journal (an approval is decided once: 409 after that, except
-        that approving an ``approved`` one again finishes resuming it); then, holding the
+        that the same decision again, approving an ``approved`` one or rejecting a
+        ``rejected`` one, finishes resuming it); then, holding the
         conversation like a request does, the call is resumed: an approved call runs once
         through the whole transaction, a rejected one is answered ``denied`` with the
         reason. Replies ``{"approval": {...}, "message": <the call's tool message>}``; a 504
@@ -1461,7 +1468,8 @@ class App:
         decision, reason, by = _decision_body(body, self.config)
         try:
             approval = await journal.approval(approval_id)
-            if approval.state != "approved" or decision != "approve":  # else: a retry
+            # The same decision again (a retry after a 504) goes straight to resuming.
+            if approval.state != DECIDED[decision]:
                 if decision == "approve":
                     approval = await journal.approve(approval_id, by=by)
                 else:
@@ -1475,11 +1483,7 @@ class App:
         with trio.move_on_after(timeout) as scope:
             message = await self._resume(branch_id, approval)
         if scope.cancelled_caught:
-            raise HTTPError(
-                504,
-                f"approval {approval_id} is {approval.state}, but its call did not finish "
-                f"within request_timeout ({timeout:g} s); POST again to finish resuming it",
-            )
+            raise HTTPError(504, await self._unfinished(approval_id, approval))
         approval = await journal.approval(approval_id)  # used, once its call ran
         names = {c.branch_id: c.id for c in self.conversations.values()}
         payload = {
@@ -1487,6 +1491,23 @@ class App:
             "message": message,
         }
         await send_json(send, 200, payload)
+
+    async def _unfinished(self, approval_id: str, approval: Approval) -> str:
+        """What a 504 of ``POST /v1/approvals/{id}`` says: what became of the call, as the
+        journal holds it now."""
+        assert self.journal is not None
+        late = f"within request_timeout ({self.config.request_timeout:g} s)"
+        with suppress(JournalError):  # then say what was known before
+            approval = await self.journal.approval(approval_id)
+        if approval.state == "used":
+            return (
+                f"approval {approval_id} was approved and used: its call started, but it did "
+                f"not finish {late} and was cancelled (it is not run again)"
+            )
+        return (
+            f"approval {approval_id} is {approval.state}, but its call was not resumed "
+            f"{late}; POST the same decision again to finish resuming it"
+        )
 
     async def _resume(self, branch_id: uuid.UUID, approval: Approval) -> dict[str, Any] | None:
         """Resume the decided calls of branch *branch_id* under its locks; the tool message

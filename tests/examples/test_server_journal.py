@@ -441,3 +441,64 @@ async def test_an_approval_decided_elsewhere_is_resumed_by_the_next_post(tmp_pat
             assert finished.json()["approval"]["decided_by"] == "carol"
             assert (await client.post(f"/v1/approvals/{approval_id}")).status_code == 409
     assert paid == ["C"]
+
+
+async def test_a_rejection_whose_resume_timed_out_is_finished_by_posting_it_again(
+    tmp_path: Path,
+) -> None:
+    paid: list[str] = []
+    config = server.ServerConfig(
+        port=0, journal=str(tmp_path / "t.db"), approve=("pay",), request_timeout=0.2
+    )
+    body = {
+        "conversation_id": "t",
+        "tool_calls": [call("pay", {"invoice": "T", "amount": 3}, "p")],
+    }
+    reject = {"decision": "reject", "reason": "too late", "by": "dan"}
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools(paid)) as (app, client):
+            approval_id = (await client.post("/v1/act", json=body)).json()["messages"][0][
+                "approval_id"
+            ]
+            url = f"/v1/approvals/{approval_id}"
+            # the conversation is busy past request_timeout: the rejection stands, unanswered
+            async with app._lock_for(server.branch_id_of("t")):
+                timed_out = await client.post(url, json=reject)
+            assert timed_out.status_code == 504, timed_out.text
+            assert "rejected" in timed_out.json()["error"]
+            assert "POST the same decision again" in timed_out.json()["error"]
+            finished = await client.post(url, json=reject)  # the same decision again
+            assert finished.status_code == 200, finished.text
+            assert finished.json()["approval"]["state"] == "rejected"
+            assert finished.json()["message"]["outcome"] == "denied"
+            assert "too late" in finished.json()["message"]["content"]
+            other = await client.post(url, content=b"")  # the other decision: refused
+            assert other.status_code == 409, other.text
+            retry = await client.post("/v1/act", json=body)
+            assert retry.json()["messages"][0]["outcome"] == "denied"
+    assert paid == []
+
+
+async def test_an_approved_call_that_outlives_request_timeout_is_not_resumed_again(
+    tmp_path: Path,
+) -> None:
+    async def hang(seconds: int) -> str:
+        """Wait (longer than any request may take)."""
+        await trio.sleep(seconds)
+        return "woke"
+
+    config = server.ServerConfig(
+        port=0, journal=str(tmp_path / "h.db"), approve=("hang",), request_timeout=0.2
+    )
+    body = {"conversation_id": "h", "tool_calls": [call("hang", {"seconds": 3600}, "z")]}
+    with trio.fail_after(BUDGET):
+        async with running_server(config, [*server.DEMO_TOOLS, hang]) as (_, client):
+            approval_id = (await client.post("/v1/act", json=body)).json()["messages"][0][
+                "approval_id"
+            ]
+            url = f"/v1/approvals/{approval_id}"
+            timed_out = await client.post(url)
+            assert timed_out.status_code == 504, timed_out.text
+            assert "was cancelled" in timed_out.json()["error"]
+            assert "not run again" in timed_out.json()["error"]
+            assert (await client.post(url)).status_code == 409  # used: nothing to resume
