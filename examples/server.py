@@ -240,6 +240,12 @@ def _journal_target(_instance: object, _attribute: attrs.Attribute[Any], value: 
         )
 
 
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str | bytes):  # tuple("pay") would be ("p", "a", "y")
+        raise ValueError(f"approve must be a sequence of tool names, not the string {value!r}")
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class ServerConfig:
     """Everything the server can be told, with the defaults a copy starts from.
@@ -286,7 +292,8 @@ class ServerConfig:
             call is answered ``awaiting_approval`` with an approval id, parked durably in the
             journal, and runs once when ``POST /v1/approvals/{id}`` approves it (or is
             answered ``denied`` when that rejects it). Needs a journal, and the calls run
-            here (not with ``workers``).
+            here (not with ``workers``). A sequence, not a string; :class:`App` refuses a
+            name that is not one of its tools (``ValueError``).
     """
 
     host: str = "127.0.0.1"
@@ -309,7 +316,7 @@ class ServerConfig:
     journal: str | None = attrs.field(default=None, validator=_journal_target, repr=False)
     workers: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     recover: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
-    approve: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    approve: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
     @port.validator
     def _check_port(self, _attribute: attrs.Attribute[Any], value: object) -> None:
@@ -928,6 +935,12 @@ class App:
         self.registry = ActionManager()
         if journal is not None:
             self.registry.register_tools(list(self.tools))
+        unknown = set(self.config.approve) - set(self.registry.names)
+        if unknown:  # a misspelt name would leave the real tool running unapproved
+            raise ValueError(
+                f"approve names unknown tools: {', '.join(map(repr, sorted(unknown)))} (the "
+                f"tools are {', '.join(sorted(self.registry.names)) or 'none'})"
+            )
         #: Conversation locks across replicas (a PostgreSQL journal; set by open_app).
         self.replica_locks: ReplicaLocks | None = None
         #: The policy of journaled conversations: ``config.approve`` tools wait for approval.

@@ -502,3 +502,15 @@ async def test_an_approved_call_that_outlives_request_timeout_is_not_resumed_aga
             assert "was cancelled" in timed_out.json()["error"]
             assert "not run again" in timed_out.json()["error"]
             assert (await client.post(url)).status_code == 409  # used: nothing to resume
+
+
+async def test_approve_names_registered_tools_only(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="approve must be a sequence of tool names"):
+        server.ServerConfig(journal=str(tmp_path / "s.db"), approve="pay")
+    config = server.ServerConfig(journal=str(tmp_path / "u.db"), approve=("pay", "pya"))
+    with pytest.raises(ValueError, match=r"approve names unknown tools: 'pya'"):
+        async with server.open_app(config, tools=payment_tools([])):
+            pass  # pragma: no cover
+    async with open_journal(":memory:") as journal:
+        with pytest.raises(ValueError, match=r"unknown tools: 'pya'"):
+            server.App(config, tools=payment_tools([]), journal=journal)
