@@ -838,6 +838,7 @@ class ReplicaLocks:
     drops its connection, and the server releases its locks). Waiting polls
     ``pg_try_advisory_lock`` with a short backoff, so it is cancellable like any trio wait.
     At most *size* locks are held at once (a request beyond that waits for a connection).
+    A connection whose unlock failed is closed, not pooled still holding the lock.
 
     Use it as ``async with ReplicaLocks(url, size) as locks:`` (needs the ``postgres``
     extra).
@@ -876,18 +877,22 @@ class ReplicaLocks:
         pool = self._pool
         async with self._limiter:
             conn = await trio.to_thread.run_sync(pool.getconn)
+            held = False
             try:
                 delay = 0.002
                 while not await trio.to_thread.run_sync(_try_lock, conn, key):
                     await trio.sleep(delay)
                     delay = min(delay * 2, 0.1)
+                held = True
                 try:
                     yield
                 finally:
                     with trio.CancelScope(shield=True):
                         await trio.to_thread.run_sync(_unlock, conn, key)
-            finally:
-                pool.putconn(conn)
+                    held = False
+            finally:  # bounded: closing or returning one connection, off the trio thread
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(_release, pool, conn, held)
 
 
 def _try_lock(conn: Any, key: int) -> bool:
@@ -897,6 +902,14 @@ def _try_lock(conn: Any, key: int) -> bool:
 
 def _unlock(conn: Any, key: int) -> None:
     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _release(pool: Any, conn: Any, held: bool) -> None:
+    """Return *conn* to *pool*; closed first if it may still hold a lock (an unlock that
+    failed): the server then frees its session locks, and the pool replaces it."""
+    if held:
+        conn.close()
+    pool.putconn(conn)
 
 
 # -- the application -----------------------------------------------------------------------------

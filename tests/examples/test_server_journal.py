@@ -514,3 +514,31 @@ async def test_approve_names_registered_tools_only(tmp_path: Path) -> None:
     async with open_journal(":memory:") as journal:
         with pytest.raises(ValueError, match=r"unknown tools: 'pya'"):
             server.App(config, tools=payment_tools([]), journal=journal)
+
+
+async def test_a_replica_lock_that_fails_to_unlock_is_not_pooled_still_held(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    url = postgres_server.create_database()
+    branch_id = server.branch_id_of("locked")
+    key = int.from_bytes(branch_id.bytes[:8], "big", signed=True)
+
+    def failing_unlock(conn: Any, key: int) -> None:
+        raise psycopg.OperationalError("unlock failed (injected)")
+
+    with trio.fail_after(BUDGET):
+        async with server.ReplicaLocks(url, 1) as locks:
+            monkeypatch.setattr(server, "_unlock", failing_unlock)
+            with pytest.raises(psycopg.OperationalError, match="injected"):
+                async with locks.hold(branch_id):
+                    pass
+            monkeypatch.undo()
+            other = await trio.to_thread.run_sync(partial(psycopg.connect, url, autocommit=True))
+            try:  # another replica can take the lock: the connection holding it was closed
+                assert await trio.to_thread.run_sync(server._try_lock, other, key)
+            finally:
+                other.close()
+            async with locks.hold(branch_id):  # and the pool still serves
+                pass
