@@ -195,6 +195,8 @@ T = TypeVar("T")
 STRATEGIES: Final = ("concurrent", "sequential")
 CONVERSATION_ID: Final = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
 CURSOR: Final = re.compile(r"[0-9]{1,15}")
+#: What an approval id in a URL may be (the journal's are ``apr_`` + 32 hex digits).
+APPROVAL_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The state an approval is in once a decision (``approve``/``reject``) has been made.
 DECIDED: Final = {"approve": "approved", "reject": "rejected"}
 #: The environment variable ``main()`` reads the bearer token from (``--token`` wins).
@@ -1469,7 +1471,12 @@ class App:
             if not CONVERSATION_ID.fullmatch(conversation_id):
                 raise HTTPError(400, f"no such conversation id {conversation_id[:40]!r}")
             branch_id = branch_id_of(conversation_id)
-        approvals = await journal.approvals(branch_id, state="pending")
+        try:
+            approvals = await journal.approvals(branch_id, state="pending")
+        except JournalError as exc:
+            raise HTTPError(
+                503, f"the journal could not list approvals ({exc}); try again"
+            ) from None
         names = {c.branch_id: c.id for c in self.conversations.values()}
         records = [
             _approval_record(a, names.get(uuid.UUID(a.branch_id), conversation_id))
@@ -1491,6 +1498,8 @@ class App:
         after ``request_timeout`` (the decision stands).
         """
         journal = self._journal()
+        if not APPROVAL_ID.fullmatch(approval_id):
+            raise HTTPError(404, f"no approval {approval_id[:80]!r}")
         decision, reason, by = _decision_body(body, self.config)
         try:
             approval = await journal.approval(approval_id)
@@ -1504,13 +1513,22 @@ class App:
             raise HTTPError(404, f"no approval {approval_id[:80]!r}") from None
         except ApprovalClosed as exc:
             raise HTTPError(409, str(exc)) from None
+        except JournalError as exc:  # nothing decided that the client is told of
+            raise HTTPError(503, f"the journal refused the decision ({exc}); try again") from None
         branch_id = uuid.UUID(approval.branch_id)
         timeout = self.config.request_timeout
         with trio.move_on_after(timeout) as scope:
             message = await self._resume(branch_id, approval)
         if scope.cancelled_caught:
             raise HTTPError(504, await self._unfinished(approval_id, approval))
-        approval = await journal.approval(approval_id)  # used, once its call ran
+        try:
+            approval = await journal.approval(approval_id)  # used, once its call ran
+        except JournalError as exc:
+            raise HTTPError(
+                503,
+                f"the call was resumed, but the journal could not be read back ({exc}); its "
+                "conversation's history has its answer",
+            ) from None
         names = {c.branch_id: c.id for c in self.conversations.values()}
         payload = {
             "approval": _approval_record(approval, names.get(branch_id)),

@@ -542,3 +542,46 @@ async def test_a_replica_lock_that_fails_to_unlock_is_not_pooled_still_held(
                 other.close()
             async with locks.hold(branch_id):  # and the pool still serves
                 pass
+
+
+async def test_a_malformed_approval_id_is_a_404(journal_target: str) -> None:
+    config = server.ServerConfig(port=0, journal=journal_target, approve=("pay",))
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools([])) as (_, client):
+            for bad in ("apr_%00", "%00", "apr_" + "a" * 200, "apr_%E2%80%AE"):
+                reply = await client.post(f"/v1/approvals/{bad}", content=b"")
+                assert reply.status_code == 404, (bad, reply.text)
+                assert "no approval" in reply.json()["error"]
+
+
+async def test_a_decision_on_a_lost_database_connection_is_a_503(
+    postgres_server: PostgresServer,
+) -> None:
+    import psycopg
+
+    url = postgres_server.create_database()
+    config = server.ServerConfig(port=0, journal=url, approve=("pay",))
+    body = {
+        "conversation_id": "lost",
+        "tool_calls": [call("pay", {"invoice": "L", "amount": 1}, "p")],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools([])) as (_, client):
+            approval_id = (await client.post("/v1/act", json=body)).json()["messages"][0][
+                "approval_id"
+            ]
+
+            def drop_connections() -> None:
+                with psycopg.connect(url, autocommit=True) as admin:
+                    admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+
+            await trio.to_thread.run_sync(drop_connections)
+            reply = await client.post(f"/v1/approvals/{approval_id}", content=b"")
+            assert reply.status_code in (200, 503), reply.text
+            if reply.status_code == 503:
+                assert "journal" in reply.json()["error"]
+            listed = await client.get("/v1/approvals")
+            assert listed.status_code in (200, 503), listed.text
