@@ -1554,20 +1554,42 @@ class App:
         )
 
     async def _resume(self, branch_id: uuid.UUID, approval: Approval) -> dict[str, Any] | None:
-        """Resume the decided calls of branch *branch_id* under its locks; the tool message
-        of *approval*'s call (``None`` if it has no answer yet)."""
+        """Resume the decided calls of branch *branch_id* under its locks, holding a token
+        of :attr:`limiter` (as any call does); the tool message of *approval*'s call
+        (``None`` if it has no answer yet). Its events are published like a request's
+        when this server knows the conversation (it served it since it started)."""
         assert self.journal is not None
         journal = self.journal
         lock = self._lock_for(branch_id)
+        known = (c for c in self.conversations.values() if c.branch_id == branch_id)
+        conversation = next(known, None)
+        call_id = approval.call_id
         try:
             async with lock, self._replica_lock_of(branch_id):
                 branch = await journal.branch(
                     branch_id, registry=self.registry, policy=self.policy
                 )
-                async with branch:
-                    await journal.resume(self.registry, only_branch=branch_id, policy=self.policy)
-                request = branch.messages.request_for_call_id(approval.call_id)
-                response = branch.messages.response_for(request) if request else None
+                with self._resuming(conversation, branch) as publish:
+                    async with branch, self.limiter:
+                        publish("act.start", calls=1, strategy="concurrent", replayed=0)
+                        first_new = len(branch.messages)
+                        try:
+                            await journal.resume(
+                                self.registry, only_branch=branch_id, policy=self.policy
+                            )
+                        except BaseException as exc:
+                            if _is_cancellation(exc):
+                                cancelled = any(
+                                    isinstance(message, ActionResponse)
+                                    and message.content.outcome is ActionOutcome.CANCELLED
+                                    for message in branch.messages.messages[first_new:]
+                                )
+                                publish("act.cancelled", call_ids=[call_id] if cancelled else [])
+                            raise
+                    request = branch.messages.request_for_call_id(call_id)
+                    response = branch.messages.response_for(request) if request else None
+                    status = None if response is None else response.content.status.value
+                    publish("act.end", results=[{"call_id": call_id, "status": status}])
         except BaseException as exc:
             refused = _journal_refusal(exc)
             if refused is None:
@@ -1577,7 +1599,25 @@ class App:
             idle = not lock.locked() and not lock.statistics().tasks_waiting
             if idle and not any(c.branch_id == branch_id for c in self.conversations.values()):
                 self._locks.pop(branch_id, None)
-        return None if response is None else tool_message(response, approval.call_id)
+        return None if response is None else tool_message(response, call_id)
+
+    @contextmanager
+    def _resuming(
+        self, conversation: Conversation | None, branch: Branch
+    ) -> Iterator[Callable[..., None]]:
+        """Make *branch* the conversation's for the block (its hook and message events
+        published while anyone listens; busy, so never evicted meanwhile); yields what
+        publishes the request-level events (nothing, for a conversation not known here)."""
+        if conversation is None or conversation.idle is None:
+            yield lambda *_, **__: None
+            return
+        cid = conversation.id
+        with self._using(conversation):
+            self._swap(conversation, branch)
+            try:
+                yield lambda kind, **data: self.hub.publish(kind, cid, **data)
+            finally:
+                self._swap(conversation, conversation.idle)
 
     # -- GET /v1/events -----------------------------------------------------------------------
 

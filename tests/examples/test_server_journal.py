@@ -585,3 +585,65 @@ async def test_a_decision_on_a_lost_database_connection_is_a_503(
                 assert "journal" in reply.json()["error"]
             listed = await client.get("/v1/approvals")
             assert listed.status_code in (200, 503), listed.text
+
+
+async def test_a_resumed_call_waits_for_a_token_of_the_call_limiter(tmp_path: Path) -> None:
+    paid: list[str] = []
+    config = server.ServerConfig(
+        port=0,
+        journal=str(tmp_path / "l.db"),
+        approve=("pay",),
+        request_timeout=0.2,
+        max_concurrent_calls=1,
+    )
+    body = {
+        "conversation_id": "l",
+        "tool_calls": [call("pay", {"invoice": "L", "amount": 1}, "p")],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools(paid)) as (app, client):
+            approval_id = (await client.post("/v1/act", json=body)).json()["messages"][0][
+                "approval_id"
+            ]
+            url = f"/v1/approvals/{approval_id}"
+            async with app.limiter:  # the only token: every call elsewhere waits
+                waited = await client.post(url)
+            assert waited.status_code == 504, waited.text
+            assert paid == []
+            finished = await client.post(url)
+            assert finished.status_code == 200, finished.text
+            assert paid == ["L"]
+
+
+@pytest.mark.filterwarnings(
+    r"ignore:Async generator 'http(x|core)\.[\w.]+' was garbage collected:ResourceWarning"
+)
+async def test_the_events_of_a_resumed_call_are_published(tmp_path: Path) -> None:
+    from .test_server import sse_frames
+
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "ev.db"), approve=("pay",))
+    body = {
+        "conversation_id": "re",
+        "tool_calls": [call("pay", {"invoice": "E", "amount": 1}, "p")],
+    }
+    seen: list[tuple[str, str]] = []
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools([])) as (_, client):
+            approval_id = (await client.post("/v1/act", json=body)).json()["messages"][0][
+                "approval_id"
+            ]
+            async with client.stream(
+                "GET", "/v1/events", params={"conversation_id": "re"}
+            ) as stream:
+                frames = sse_frames(stream)
+                assert (await anext(frames)) == {"comment": "subscribed"}
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(partial(client.post, f"/v1/approvals/{approval_id}"))
+                    async for frame in frames:
+                        seen.append((frame["event"], frame["data"].get("call_id", "")))
+                        if frame["event"] == "act.end":
+                            break
+                await frames.aclose()
+    assert ("tool.post", "p") in seen
+    assert ("message.add", "p") in seen
+    assert seen[0][0] == "act.start" and seen[-1][0] == "act.end"
