@@ -194,6 +194,11 @@ class SinkFeed:
     def serving(self) -> bool:
         return self._serving
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (its branch was left, normally or not)."""
+        return self._closed
+
     def offer(self, record: EvidenceRecord) -> bool:
         """Put *record* in the buffer without waiting; on overflow count, report, drop it.
 

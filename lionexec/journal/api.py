@@ -295,7 +295,7 @@ class Journal:
         """
         bid = _branch_uuid(branch_id)
         name = str(bid)
-        sink = self._sinks.get(name)
+        sink = self._live_sink(name)
         if sink is not None and sink.branch is not None:
             await trio.lowlevel.checkpoint()
             return sink.branch
@@ -308,6 +308,17 @@ class Journal:
         sink.branch = branch
         self._sinks[name] = sink
         return branch
+
+    def _live_sink(self, name: str) -> JournalSink | None:
+        """The sink of branch *name* if that branch is open here. A branch left with an error
+        never closes its sink (its drain service was cancelled): it is forgotten here."""
+        sink = self._sinks.get(name)
+        if sink is None or sink.branch is None:
+            return sink
+        if any(feed.closed for feed in sink.branch._feeds if feed.sink is sink):
+            del self._sinks[name]
+            return None
+        return sink
 
     def approving(self, policy: PermissionPolicy) -> PermissionPolicy:
         """*policy* (an equal copy) whose escalations are settled by this journal's approvals.

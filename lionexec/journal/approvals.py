@@ -315,7 +315,7 @@ class ApprovalGate:
         journal = self.journal
         branch_id, call_id = ctx.branch_id, ctx.call_id
         assert branch_id is not None
-        sink = journal._sinks.get(branch_id)
+        sink = journal._live_sink(branch_id)
         request = sink.history.request_for_call_id(call_id) if sink is not None else None
         if sink is None or request is None:
             raise JournalError(
@@ -391,7 +391,7 @@ async def resume(
         by_branch.setdefault(row.branch_id, []).append(row)
     resolutions: list[Resolution] = []
     for branch_id, approvals in by_branch.items():
-        sink = journal._sinks.get(branch_id)
+        sink = journal._live_sink(branch_id)
         if sink is not None and sink.branch is not None:
             resolutions += await _resume_branch(journal, sink.branch, approvals)
             continue
@@ -466,14 +466,14 @@ async def _resume_branch(
             "(`async with branch:`) before resuming its approved calls (nothing was used)"
         )
     started: list[tuple[ApprovalRow, ActionRequest]] = []
-    for row, request in run:
-        used = await journal._run(
-            partial(_use, approval=row, now=journal.clock()), cancellable=False
-        )
-        if used is not None:  # another process resumed it first otherwise
-            journal._consumed_here[row.approval_id] = None
-            started.append((row, request))
     try:
+        for row, request in run:
+            used = await journal._run(
+                partial(_use, approval=row, now=journal.clock()), cancellable=False
+            )
+            if used is not None:  # another process resumed it first otherwise
+                journal._consumed_here[row.approval_id] = None
+                started.append((row, request))
         if started:
             responses = await branch.act([request for _, request in started])
             for (row, _), response in zip(started, responses, strict=True):
@@ -482,11 +482,42 @@ async def _resume_branch(
                         branch, row, "approved", response.outcome, response.content.attempts
                     )
                 )
+    except BaseException:
+        # Approvals used for calls left unanswered here (a later use or the act failed) are
+        # approved again, so that a later resume runs them; answered ones stay used.
+        unrun = [row for row, request in started if history.response_for(request) is None]
+        if unrun:
+            await _approve_again(journal, unrun)
+        raise
     finally:
         for row, _ in started:
             journal._consumed_here.pop(row.approval_id, None)
     await journal.flush()
     return resolutions
+
+
+def _unuse(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
+    return store.set_approval(
+        approval.approval_id, USED, APPROVED, now, approval.decided_by, approval.reason
+    )
+
+
+async def _approve_again(journal: Journal, rows: list[ApprovalRow]) -> None:
+    """Move *rows* back from ``used`` to ``approved`` (compare-and-set each); best effort.
+
+    Shielded from cancellation, bounded by the journal's ``commit_timeout`` (at most 30 s
+    of trio's clock without one): a journal that fails or does not answer leaves them
+    ``used`` (recovery resolves their calls by effect class, as after a crash).
+    """
+    bound = journal.commit_timeout if journal.commit_timeout is not None else 30.0
+    with trio.CancelScope(shield=True) as scope:
+        scope.deadline = trio.current_time() + bound
+        for row in rows:
+            try:
+                at = row.decided_at if row.decided_at is not None else journal.clock()
+                await journal._run(partial(_unuse, approval=row, now=at))
+            except Exception:  # the journal is down: the approval stays used
+                return
 
 
 def _resolution(

@@ -472,3 +472,41 @@ async def test_exports_while_a_call_waits(journals: JournalFactory) -> None:
             m for m in history.to_openai() if m["role"] == "tool" and "NoResponse" in str(m)
         ]
         assert result["tool_call_id"] == "call_pay"
+
+
+async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
+    journals: JournalFactory,
+) -> None:
+    from lionexec.journal import JournalConnectionError
+    from lionexec.journal.approvals import _use
+
+    ledger = Ledger()
+    second = {"function": "pay", "arguments": {"invoice": "B2", "amount": 3}, "call_id": "call_b"}
+    async with journals.new() as journal:
+        branch = await journal.branch(policy=POLICY)
+        branch.register_tools(ledger.tools())
+        async with branch:
+            await branch.act([PAY, second])
+        for approval in await journal.approvals():
+            await journal.approve(approval.approval_id)
+    async with journals.new() as journal:
+        real = journal._run
+        uses: list[str] = []
+
+        async def down_at_the_second_use(fn: Any, *, cancellable: bool = True) -> Any:
+            if getattr(fn, "func", None) is _use:
+                uses.append(fn.keywords["approval"].approval_id)
+                if len(uses) == 2:
+                    raise JournalConnectionError("the journal went away")
+            return await real(fn, cancellable=cancellable)
+
+        journal._run = down_at_the_second_use  # type: ignore[method-assign]
+        with pytest.raises(ExceptionGroup) as caught:  # (raised in the branch it opened)
+            await journal.resume(ledger.tools(), policy=POLICY)
+        assert caught.group_contains(JournalConnectionError)
+        del journal._run
+        assert ledger.paid == []
+        assert {a.state for a in await journal.approvals(state=None)} == {"approved"}
+        resolutions = await journal.resume(ledger.tools(), policy=POLICY)
+        assert [r.outcome for r in resolutions] == [ActionOutcome.COMPLETED] * 2
+    assert sorted(ledger.paid) == [("A1", 7), ("B2", 3)]
