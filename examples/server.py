@@ -624,14 +624,15 @@ def approval_policy(approve: Iterable[str], tools: Iterable[str]) -> PermissionP
 
 
 def _awaiting(request: ActionRequest, approval: Approval, branch: Branch) -> ActionResponse:
-    """The (unrecorded) answer for a call still waiting for *approval*, as act gave it."""
+    """The (unrecorded) answer for a call still waiting for *approval*: the one act gave
+    when it parked the call, word for word (the policy's ``escalate`` reason, then
+    ``; awaiting approval <id>``, as :class:`~lionexec.governance.PermissionPolicy` words
+    it; ``tests/examples`` checks that a retry's answer equals the first)."""
     return ActionResponse.create(
         request,
         output={"approval_id": approval.approval_id, "expires_at": approval.expires_at},
         error=ErrorInfo(
-            "AwaitingApproval",
-            f"{approval.escalation}; waiting for approval {approval.approval_id} "
-            f"({approval.state})",
+            "AwaitingApproval", f"{approval.escalation}; awaiting approval {approval.approval_id}"
         ),
         outcome=ActionOutcome.AWAITING_APPROVAL,
         attempts=0,

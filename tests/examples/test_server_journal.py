@@ -647,3 +647,17 @@ async def test_the_events_of_a_resumed_call_are_published(tmp_path: Path) -> Non
     assert ("tool.post", "p") in seen
     assert ("message.add", "p") in seen
     assert seen[0][0] == "act.start" and seen[-1][0] == "act.end"
+
+
+async def test_a_retry_of_a_parked_call_gets_the_same_answer(tmp_path: Path) -> None:
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "same.db"), approve=("pay",))
+    body = {
+        "conversation_id": "s",
+        "tool_calls": [call("pay", {"invoice": "S", "amount": 1}, "p")],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools([])) as (_, client):
+            first = (await client.post("/v1/act", json=body)).json()
+            again = (await client.post("/v1/act", json=body)).json()
+    assert again == first
+    assert first["messages"][0]["outcome"] == "awaiting_approval"
