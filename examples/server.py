@@ -65,8 +65,13 @@ Endpoints (JSON in, JSON out):
 ``GET /v1/conversations/{id}/records?after=<n>``
     Every message from ``after`` on, streamed as JSON lines (``application/x-ndjson``), in
     chunks of ``stream_chunk`` messages. Between chunks the handler yields to the event loop,
-    and it holds only the chunk being written, so a huge conversation neither stalls the
-    server nor copies itself into memory. It streams the messages present when it started.
+    so a huge conversation does not stall the server. It streams the messages present when
+    it started. What it holds: an in-memory conversation is read in place (only the chunk
+    being written is copied); a journaled one is first read whole from the journal, as is
+    every history page and every ``POST /v1/act`` (each request loads the conversation's
+    branch): time and memory linear in the conversation's length per request, which is why
+    a journaled conversation holds at most ``max_history`` messages (10,000 by default;
+    past that a ``POST /v1/act`` with new calls gets a 409).
 
 ``POST /v1/approvals/{id}`` and ``GET /v1/approvals[?conversation_id=...]``
     With ``--approve TOOL`` (``ServerConfig.approve``; a journal is needed), every call of
@@ -274,6 +279,11 @@ class ServerConfig:
         page_size: messages in a history page when the request names no ``limit`` (100).
         max_page_size: the largest ``limit`` a history page may ask for (1,000).
         stream_chunk: messages written per chunk of a streamed history (100).
+        max_history: messages a journaled conversation may hold (10,000): a ``POST
+            /v1/act`` whose new calls would take it past that gets a 409 (retries of
+            recorded calls are still answered). Every request of a journaled conversation
+            reads its whole history from the journal, so this bounds what each one costs.
+            (An in-memory conversation has no such cap: it is read in place.)
         max_json_depth: nesting levels a JSON body, or a call's ``arguments`` string, may
             have (32).
         subscriber_buffer: events buffered per event-stream subscriber before it is dropped
@@ -312,6 +322,7 @@ class ServerConfig:
     page_size: int = attrs.field(default=100, validator=_positive_int)
     max_page_size: int = attrs.field(default=1000, validator=_positive_int)
     stream_chunk: int = attrs.field(default=100, validator=_positive_int)
+    max_history: int = attrs.field(default=10_000, validator=_positive_int)
     max_json_depth: int = attrs.field(default=32, validator=_positive_int)
     subscriber_buffer: int = attrs.field(default=256, validator=_positive_int)
     graceful_timeout: float = attrs.field(default=3.0, validator=_positive)
@@ -1269,6 +1280,14 @@ class App:
             if response is None:
                 return HTTPError(409, f"tool call id {call.call_id!r} has no recorded response")
             slots[index] = response
+        cap = self.config.max_history
+        if self.journal is not None and fresh and len(branch.messages) + 2 * len(fresh) > cap:
+            return HTTPError(
+                409,
+                f"conversation {cid!r} has {len(branch.messages)} messages; {len(fresh)} new "
+                f"calls (a request and a response each) would take it past max_history "
+                f"({cap}): start a new conversation",
+            )
         if self.config.workers and fresh:
             conflict = await self._check_queued(branch, calls, fresh)
             if conflict is not None:

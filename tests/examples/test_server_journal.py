@@ -661,3 +661,26 @@ async def test_a_retry_of_a_parked_call_gets_the_same_answer(tmp_path: Path) -> 
             again = (await client.post("/v1/act", json=body)).json()
     assert again == first
     assert first["messages"][0]["outcome"] == "awaiting_approval"
+
+
+async def test_a_journaled_conversation_is_capped_at_max_history(tmp_path: Path) -> None:
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "cap.db"), max_history=4)
+    first = {
+        "conversation_id": "cap",
+        "tool_calls": [
+            call("word_count", {"text": "a"}, "w1"),
+            call("word_count", {"text": "a b"}, "w2"),
+        ],
+    }
+    more = {"conversation_id": "cap", "tool_calls": [call("word_count", {"text": "c"}, "w3")]}
+    with trio.fail_after(BUDGET):
+        async with running_server(config, list(server.DEMO_TOOLS)) as (_, client):
+            assert (await client.post("/v1/act", json=first)).status_code == 200
+            full = await client.post("/v1/act", json=more)
+            assert full.status_code == 409, full.text
+            assert "max_history (4)" in full.json()["error"]
+            retry = await client.post("/v1/act", json=first)  # answered, not run: still served
+            assert retry.status_code == 200, retry.text
+            assert (await history_of(client, "cap"))["total"] == 4
+    with pytest.raises(ValueError, match="max_history"):
+        server.ServerConfig(max_history=0)
