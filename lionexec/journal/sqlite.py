@@ -106,6 +106,8 @@ class _Writer:
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self.current: _Job[Any] | None = None
+        #: Held while :attr:`current` changes, and by :meth:`interrupt_if_current`.
+        self._current_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -114,9 +116,18 @@ class _Writer:
             job = self._jobs.get()
             if job is None:
                 return
-            self.current = job
+            with self._current_lock:
+                self.current = job
             job.run()
-            self.current = None
+            with self._current_lock:
+                self.current = None
+
+    def interrupt_if_current(self, job: _Job[Any], interrupt: Callable[[], None]) -> None:
+        """Call *interrupt* if *job* is the one running: the writer cannot move on to the
+        next job meanwhile (whose statement it would interrupt instead)."""
+        with self._current_lock:
+            if self.current is job:
+                interrupt()
 
     async def run(
         self,
@@ -301,8 +312,7 @@ class SqliteBackend(Backend):
             raise JournalError(f"the journal at {self.target} is not open")
 
         def interrupt(job: _Job[T]) -> None:
-            if writer.current is job:
-                conn.interrupt()
+            writer.interrupt_if_current(job, conn.interrupt)
 
         return await writer.run(
             lambda job: self._transact(conn, fn, job),

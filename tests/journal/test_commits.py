@@ -355,3 +355,70 @@ async def test_a_write_ahead_that_landed_past_commit_timeout_is_harmless_again(
             assert again.outcome is ActionOutcome.COMPLETED
         assert ran == [2]
         assert len(await journal.history(branch.id)) == len(branch.messages)
+
+
+async def test_abandoning_a_transaction_as_it_ends_does_not_interrupt_the_next(
+    tmp_path: Path,
+) -> None:
+    # The interrupt of an abandoned transaction races with the writer moving on: it must not
+    # reach the next transaction's statement.
+    from lionexec.journal.sqlite import SqliteBackend
+
+    backend = SqliteBackend(tmp_path / "j.db")
+    await backend.open()
+    conn = backend._conn
+    assert conn is not None
+    a_inside, release_a = threading.Event(), threading.Event()
+    b_running, release_b = threading.Event(), threading.Event()
+
+    def slow(value: int) -> int:  # (in the next transaction's statement)
+        b_running.set()
+        release_b.wait(10)
+        return value
+
+    conn.create_function("slow", 1, slow)
+
+    class Racing:
+        """The connection, whose interrupt lets the writer move on to the next job first."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(conn, name)
+
+        def interrupt(self) -> None:
+            release_a.set()  # the abandoned transaction ends now
+            b_running.wait(1)  # (times out once the writer waits for the interrupt)
+            assert conn is not None
+            conn.interrupt()
+            release_b.set()
+
+    backend._conn = Racing()  # type: ignore[assignment]
+
+    def job_a(store: Any) -> None:
+        a_inside.set()
+        release_a.wait(10)
+
+    results: list[Any] = []
+    scopes: list[trio.CancelScope] = []
+
+    async def run_a() -> None:
+        with trio.CancelScope() as scope:
+            scopes.append(scope)
+            await backend.run(job_a)
+
+    async def run_b() -> None:
+        results.append(await backend.run(lambda store: store.tx.execute("SELECT slow(7)")))
+
+    try:
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run_a)
+                await trio.to_thread.run_sync(a_inside.wait)
+                nursery.start_soon(run_b)
+                await trio.testing.wait_all_tasks_blocked()
+                scopes[0].cancel()  # abandoned: interrupted, as the writer moves on
+        assert results == [[(7,)]]
+    finally:
+        release_a.set()
+        release_b.set()
+        backend._conn = conn
+        await backend.aclose()
