@@ -48,6 +48,10 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 #: Seconds SQLite itself waits for the write lock before the writer looks again (whether its
 #: transaction was abandoned, whether ``busy_timeout`` is over).
 _LOCK_WAIT: Final = 0.05
+#: Seconds between two looks, by an idle writer or checkpointer thread, at whether the
+#: ``trio.run`` it serves has ended (a journal never closed: the thread closes its
+#: connection and ends).
+_ORPHAN_PROBE = 1.0
 #: The writer's own automatic checkpoint, in pages: only a backstop for a checkpointer that
 #: cannot keep up (the WAL restarts from its start only once it was wholly checkpointed).
 _BACKSTOP_PAGES: Final = 20_000
@@ -100,12 +104,32 @@ class _Job(Generic[T]):
         return self.value  # type: ignore[return-value]
 
 
+def _run_finished(token: trio.lowlevel.TrioToken) -> bool:
+    """Whether the ``trio.run`` of *token* ended (from another thread)."""
+    try:
+        token.run_sync_soon(_nothing)
+    except trio.RunFinishedError:
+        return True
+    return False
+
+
+def _nothing() -> None:
+    pass
+
+
 class _Writer:
-    """A long-lived thread running :class:`_Job` s one at a time, in order."""
+    """A long-lived thread running :class:`_Job` s one at a time, in order.
+
+    It ends after :meth:`stop`, or once the ``trio.run`` that made it has ended (a journal
+    never closed: it looks every :data:`_ORPHAN_PROBE` seconds while idle), calling
+    :attr:`on_orphaned` (closing the connection) then.
+    """
 
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self.current: _Job[Any] | None = None
+        self.on_orphaned: Callable[[], None] | None = None
+        self._token = trio.lowlevel.current_trio_token()
         #: Held while :attr:`current` changes, and by :meth:`interrupt_if_current`.
         self._current_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -113,7 +137,16 @@ class _Writer:
 
     def _loop(self) -> None:
         while True:
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=_ORPHAN_PROBE)
+            except queue.Empty:
+                if not _run_finished(self._token):
+                    continue
+                orphaned = self.on_orphaned
+                if orphaned is not None:
+                    with contextlib.suppress(Exception):
+                        orphaned()
+                return
             if job is None:
                 return
             with self._current_lock:
@@ -163,10 +196,15 @@ class _Writer:
 
 
 class _Checkpointer:
-    """A thread with its own connection that runs ``PASSIVE`` checkpoints when asked."""
+    """A thread with its own connection that runs ``PASSIVE`` checkpoints when asked.
+
+    It ends after :meth:`stop`, or once the ``trio.run`` that made it has ended (looking every
+    :data:`_ORPHAN_PROBE` seconds while idle).
+    """
 
     def __init__(self, path: Path, name: str) -> None:
         self.path = path
+        self._token = trio.lowlevel.current_trio_token()
         self._wake = threading.Event()
         self._stopping = False
         self.checkpoints = 0
@@ -184,7 +222,10 @@ class _Checkpointer:
         conn: sqlite3.Connection | None = None
         try:
             while True:
-                self._wake.wait()
+                if not self._wake.wait(_ORPHAN_PROBE):
+                    if _run_finished(self._token):
+                        return
+                    continue
                 self._wake.clear()
                 if self._stopping:
                     return
@@ -243,6 +284,8 @@ class SqliteBackend(Backend):
         except BaseException:
             writer.stop()
             raise
+        conn = self._conn
+        writer.on_orphaned = conn.close
         self._writer = writer
         self._checkpointer = _Checkpointer(self.path, f"lionexec-journal-checkpoint {self.target}")
 

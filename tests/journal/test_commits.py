@@ -422,3 +422,28 @@ async def test_abandoning_a_transaction_as_it_ends_does_not_interrupt_the_next(
         release_b.set()
         backend._conn = conn
         await backend.aclose()
+
+
+def test_the_threads_of_a_journal_never_closed_end_with_its_trio_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lionexec.journal import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_ORPHAN_PROBE", 0.01)
+    threads: list[threading.Thread] = []
+
+    async def forget_to_close() -> None:
+        journal = SqliteJournal(tmp_path / "j.db")
+        await journal.open()
+        branch = await journal.branch()
+        branch.messages.add_message(Instruction(content="hello"))
+        await journal._sinks[branch.name].flush()
+        backend = journal.backend
+        assert isinstance(backend, sqlite_module.SqliteBackend)
+        assert backend._writer is not None and backend._checkpointer is not None
+        threads.extend([backend._writer._thread, backend._checkpointer._thread])
+
+    trio.run(forget_to_close)
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive(), thread.name
