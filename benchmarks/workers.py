@@ -149,6 +149,16 @@ class WorkerPool:
         self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
 
     async def __aenter__(self) -> WorkerPool:
+        """Start the workers and wait until each says it is ready; if one exits first, or
+        they are not ready in 60 s (or this is cancelled), the ones started are stopped."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def _start(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         for i in range(self.count):
             out = self.tmp / f"w{i}.out"
@@ -166,18 +176,20 @@ class WorkerPool:
                     if proc.poll() is not None:
                         raise RuntimeError(f"a worker exited with {proc.returncode}")
                     await trio.sleep(0.02)
-        return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc, _ in self.procs:
-            try:
-                await trio.to_thread.run_sync(proc.wait, 20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        """Stop every worker: SIGTERM, then SIGKILL after 20 s. Shielded (bounded), so a
+        cancelled benchmark leaves no process behind."""
+        with trio.CancelScope(shield=True):
+            for proc, _ in self.procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc, _ in self.procs:
+                try:
+                    await trio.to_thread.run_sync(proc.wait, 20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    await trio.to_thread.run_sync(proc.wait)
 
 
 async def submit_and_wait(url: str, n: int) -> float:
