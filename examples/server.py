@@ -1343,12 +1343,12 @@ class App:
         """The ``awaiting_approval`` answer of a call parked for an approval not yet used,
         or ``None`` (a retry while it waits gets the answer its first request got)."""
         assert self.journal is not None
-        for approval in await self.journal.approvals(branch.id, state=None):
-            if approval.call_id == request.content.call_id and approval.state in (
-                "pending",
-                "approved",
-            ):
-                return _awaiting(request, approval, branch)
+        # The journal looks approvals up by id or by state, not by call: read only the
+        # undecided and the unused ones (few), not every approval the branch ever had.
+        for state in ("pending", "approved"):
+            for approval in await self.journal.approvals(branch.id, state=state):
+                if approval.call_id == request.content.call_id:
+                    return _awaiting(request, approval, branch)
         return None
 
     async def _check_queued(
