@@ -1956,6 +1956,10 @@ def config_from_args(
         parser.error("--workers needs a journal: --journal PATH or --database URL")
     if args.approve and (journal is None or args.workers):
         parser.error("--approve needs a journal, and calls run in the server (not --workers)")
+    unknown = sorted(set(args.approve) - {tool.__name__ for tool in DEMO_TOOLS})
+    if unknown:  # main() serves the demo tools: a misspelt name would approve nothing
+        names = ", ".join(tool.__name__ for tool in DEMO_TOOLS)
+        parser.error(f"--approve: no tool {', '.join(unknown)} (the tools are {names})")
     return ServerConfig(
         host=args.host,
         port=args.port,

@@ -378,10 +378,12 @@ async def test_approvals_need_a_journal() -> None:
         server.ServerConfig(approve=("pay",))
     with pytest.raises(ValueError, match="approve needs a journal"):
         server.ServerConfig(journal="x.db", workers=True, approve=("pay",))
-    config = server.config_from_args(["--approve", "pay", "--approve", "wire"], {})
-    assert config.approve == ("pay", "wire")
+    config = server.config_from_args(["--approve", "slow_echo", "--approve", "word_count"], {})
+    assert config.approve == ("slow_echo", "word_count")
+    with pytest.raises(SystemExit):  # a misspelt tool: refused, not left unapproved
+        server.config_from_args(["--approve", "slow-echo"], {})
     with pytest.raises(SystemExit):
-        server.config_from_args(["--journal", ":memory:", "--approve", "pay"], {})
+        server.config_from_args(["--journal", ":memory:", "--approve", "slow_echo"], {})
     app = server.App(server.ServerConfig(port=0))
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
