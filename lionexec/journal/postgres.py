@@ -164,14 +164,16 @@ class PostgresBackend(Backend):
 
     def listener(self, channel: str) -> Listener:
         """A :class:`Listener` on *channel* (enter it with ``async with``)."""
-        return Listener(self.url, self.target, channel)
+        return Listener(self.url, self.target, channel, connect_timeout=self.connect_timeout)
 
     def shared_listener(self, channel: str) -> SharedListener:
         """The one :class:`SharedListener` of this backend on *channel* (made on first use,
         its connection opened by its first waiter, closed with the backend)."""
         shared = self._shared.get(channel)
         if shared is None:
-            shared = self._shared[channel] = SharedListener(self.url, self.target, channel)
+            shared = self._shared[channel] = SharedListener(
+                self.url, self.target, channel, connect_timeout=self.connect_timeout
+            )
         return shared
 
     async def aclose(self) -> None:
@@ -193,17 +195,22 @@ class Listener:
     ``await listener.wait(timeout)``.
     """
 
-    def __init__(self, url: str, target: str, channel: str) -> None:
+    def __init__(
+        self, url: str, target: str, channel: str, *, connect_timeout: float = 10.0
+    ) -> None:
         self.url = url
         self.target = target
         self.channel = channel
+        self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()  # an abandoned wait still holds the connection
 
     async def __aenter__(self) -> Listener:
         def connect() -> psycopg.Connection[Any]:
             try:
-                conn = psycopg.connect(self.url, autocommit=True)
+                conn = psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+                )
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
             except psycopg.Error as exc:
                 raise JournalConnectionError(f"PostgreSQL at {self.target}: {exc}") from exc
@@ -260,10 +267,14 @@ class SharedListener:
     #: should stop (so it ends at most this long after :meth:`stop`).
     TICK = 0.5
 
-    def __init__(self, url: str, target: str, channel: str) -> None:
+    def __init__(
+        self, url: str, target: str, channel: str, *, connect_timeout: float = 10.0
+    ) -> None:
         self.url = url
         self.target = target
         self.channel = channel
+        #: Seconds opening the connection may take (then :meth:`start` raises).
+        self.connect_timeout = connect_timeout
         #: Notifications received (and lost connections).
         self.generation = 0
         #: Connections opened (one, unless one was lost).
@@ -286,8 +297,9 @@ class SharedListener:
                 lambda: self._read(token, ready), lambda result: None, name="lionexec-listen"
             )
         await ready.wait()
-        if self._error is not None:
-            raise self._error
+        error = self._error
+        if error is not None:  # (an exception of its own for each waiter)
+            raise JournalConnectionError(str(error)) from error
 
     async def wait(self, seen: int, seconds: float) -> bool:
         """Wait up to *seconds* for a notification after generation *seen*; ``True`` if one
@@ -308,11 +320,20 @@ class SharedListener:
     # -- on the reading thread, and what it sends back to trio -------------------------------
 
     def _read(self, token: trio.lowlevel.TrioToken, ready: trio.Event) -> None:
+        # Every failure is reported to trio (waiters never hang on `ready`).
+        conn: psycopg.Connection[Any] | None = None
         try:
-            conn = psycopg.connect(self.url, autocommit=True)
+            conn = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+            )
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-        except psycopg.Error as exc:
-            error = JournalConnectionError(f"PostgreSQL at {self.target}: {exc}")
+        except BaseException as exc:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            detail = str(exc) if isinstance(exc, psycopg.Error) else f"{type(exc).__name__}: {exc}"
+            error = JournalConnectionError(f"PostgreSQL at {self.target}: {detail}")
+            error.__cause__ = exc
             self._send(token, self._failed, ready, error)
             return
         self._send(token, self._listening, ready)
@@ -323,7 +344,7 @@ class SharedListener:
                         return
                 if not self._send(token, _nothing):  # trio.run ended: the journal was not closed
                     return
-        except psycopg.Error:
+        except BaseException:  # lost (or broken): every waiter looks again
             self._send(token, self._lost, ready)
         finally:
             with contextlib.suppress(Exception):

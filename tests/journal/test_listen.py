@@ -118,3 +118,60 @@ async def test_a_lost_listen_connection_is_opened_again(postgres_server: Postgre
                     await workers.start(worker.run)
                 workers.cancel_scope.cancel()
     assert [r.output for r in result] == [8]
+
+
+async def test_a_listener_whose_server_never_answers_fails_within_its_connect_timeout() -> None:
+    import socket
+
+    import pytest
+
+    from lionexec.journal import JournalConnectionError
+    from lionexec.journal.postgres import SharedListener
+
+    silent = socket.socket()  # accepts TCP connections (the backlog), never speaks
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        port = silent.getsockname()[1]
+        url = f"postgresql://nobody@127.0.0.1:{port}/nothing"
+        listener = SharedListener(url, url, "lionexec_done", connect_timeout=1)
+        try:
+            with trio.fail_after(30):  # (the bound is the listener's, on the wall clock)
+                with pytest.raises(JournalConnectionError, match="PostgreSQL at"):
+                    await listener.start()
+        finally:
+            listener.stop()
+    finally:
+        silent.close()
+
+
+async def test_every_waiter_of_a_failed_listener_gets_its_own_error(
+    monkeypatch: Any,
+) -> None:
+    import psycopg
+
+    from lionexec.journal import JournalConnectionError
+    from lionexec.journal.postgres import SharedListener
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("not a psycopg error")
+
+    monkeypatch.setattr(psycopg, "connect", broken)
+    listener = SharedListener("postgresql://x@127.0.0.1:1/x", "x", "lionexec_done")
+    errors: list[BaseException] = []
+
+    async def start() -> None:
+        try:
+            await listener.start()
+        except JournalConnectionError as exc:
+            errors.append(exc)
+
+    with trio.fail_after(30):  # (a waiter left waiting would hang here)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(start)
+            nursery.start_soon(start)
+    listener.stop()
+    assert len(errors) == 2
+    assert errors[0] is not errors[1]
+    assert all("not a psycopg error" in str(e) for e in errors)
+    assert errors[0].__cause__ is errors[1].__cause__ is not None
