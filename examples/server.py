@@ -90,7 +90,9 @@ Endpoints (JSON in, JSON out):
     Resuming takes at most ``request_timeout`` seconds, then a 504 says what became of the
     call: not resumed yet (POST the same decision again to finish: repeating the decision
     an approval already has only resumes it), or, approved, started and cancelled (the
-    approval is ``used``: the call does not run again).
+    approval is ``used``: the call does not run again). An approval id that is not 1-64
+    letters, digits, ``_`` or ``-`` is a 404; a journal that fails (a lost database
+    connection) a 503.
 
 ``GET /v1/events`` (optionally ``?conversation_id=...``)
     A server-sent-events stream of lifecycle events, each ``id: <n>``, ``event: <type>``,
@@ -1533,7 +1535,7 @@ class App:
             raise HTTPError(404, f"no approval {approval_id[:80]!r}") from None
         except ApprovalClosed as exc:
             raise HTTPError(409, str(exc)) from None
-        except JournalError as exc:  # nothing decided that the client is told of
+        except JournalError as exc:  # decided after all? the same decision again resumes it
             raise HTTPError(503, f"the journal refused the decision ({exc}); try again") from None
         branch_id = uuid.UUID(approval.branch_id)
         timeout = self.config.request_timeout
