@@ -183,7 +183,6 @@ class _Pending:
     claim: Claim | None = None
     error: BaseException | None = None
     done: bool = False
-    lazy: bool = False
 
 
 class Journal:
@@ -597,7 +596,7 @@ class Journal:
         caller (see the module docs)."""
         if not self._open:
             raise JournalError(f"{self!r} is not open; close branches before their journal")
-        item = _Pending(sink, op, approval, lazy=lazy)
+        item = _Pending(sink, op, approval)
         self._pending.append(item)
         try:
             if lazy and self.linger > 0:
@@ -645,6 +644,8 @@ class Journal:
         timeout = self.commit_timeout
         if timeout is None:
             return await self._run(lambda store: store.commit(batch), cancellable=False)
+        if not self._open:  # (closed meanwhile: no watchdog thread for a closed journal)
+            raise JournalError(f"{self!r} is not open (use `async with journal:`)")
         watchdog = self._watchdog
         if watchdog is None:
             watchdog = self._watchdog = _Watchdog(min(1.0, timeout / 10))
@@ -797,10 +798,14 @@ def _nothing() -> None:
 
 
 class MemoryJournal(Journal):
-    """A journal in memory: the API of the durable ones, for one process and tests."""
+    """A journal in memory: the API of the durable ones, for one process and tests.
+
+    Its commits cannot hang (no database), so it has no ``commit_timeout`` (and no watchdog
+    thread).
+    """
 
     def __init__(self) -> None:
-        super().__init__(MemoryBackend())
+        super().__init__(MemoryBackend(), commit_timeout=None)
 
 
 def open_journal(target: str | os.PathLike[str] | None = None, **options: Any) -> Journal:

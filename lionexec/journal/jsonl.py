@@ -47,6 +47,7 @@ async def call_records(
     branch, not the journal. Checkpoints between branches and every 256 records.
     """
     branch_ids = [branch_id] if branch_id is not None else await journal.branch_ids()
+    count = 0
     for bid in branch_ids:
         history = await journal.history(bid)
         rows = {row.call_id: row for row in await journal.calls(bid)}
@@ -81,7 +82,8 @@ async def call_records(
                 "requested_at": None if row is None else row.requested_at,
                 "finished_at": None if row is None else row.finished_at,
             }
-            if seq % 256 == 255:
+            count += 1
+            if count % 256 == 0:
                 await trio.lowlevel.checkpoint()
         await trio.lowlevel.checkpoint()
 

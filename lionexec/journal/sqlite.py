@@ -11,8 +11,8 @@ an abandoned transaction (cancelled, or past the journal's ``commit_timeout``) s
 **Checkpoints** (copying the WAL back into the database file, with an ``fsync`` in
 ``synchronous="NORMAL"``) do not run on the writer: the writer connection has
 ``wal_autocheckpoint=0``, and a checkpointer thread with its own connection runs a
-``PASSIVE`` checkpoint (which never blocks the writer) every ``checkpoint_pages`` pages
-written to the WAL. What is durable is unchanged: a transaction is durable when its
+``PASSIVE`` checkpoint (which never blocks the writer) every ``checkpoint_commits``
+transactions. What is durable is unchanged: a transaction is durable when its
 ``COMMIT`` returns, whether or not a checkpoint ran since.
 
 Durability: ``synchronous="NORMAL"`` (the default) in WAL mode survives a crash of the
@@ -370,7 +370,8 @@ class SqliteBackend(Backend):
                 conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                busy = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+                code = getattr(exc, "sqlite_errorcode", None)  # (extended: SQLITE_BUSY_*)
+                busy = code is not None and (code & 0xFF) == sqlite3.SQLITE_BUSY
                 if not busy or job.abandoned or time.monotonic() >= deadline:
                     raise
 

@@ -447,3 +447,43 @@ def test_the_threads_of_a_journal_never_closed_end_with_its_trio_run(
     for thread in threads:
         thread.join(30)
         assert not thread.is_alive(), thread.name
+
+
+async def test_a_memory_journal_has_no_commit_timeout_and_no_watchdog_thread() -> None:
+    async with MemoryJournal() as journal:
+        assert journal.commit_timeout is None
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            await branch.act(calls(2))
+        assert journal._watchdog is None
+
+
+async def test_a_commit_after_the_journal_closed_starts_no_watchdog() -> None:
+    from lionexec.journal import JournalError
+    from lionexec.journal.store import Batch
+
+    journal = Journal(MemoryBackend(), commit_timeout=5.0)
+    async with journal:
+        pass
+    with pytest.raises(JournalError, match="not open"):
+        await journal._commit_batch(Batch())
+    assert journal._watchdog is None
+
+
+def test_sqlite_retries_the_begin_on_every_kind_of_busy(tmp_path: Path) -> None:
+    from lionexec.journal.sqlite import SqliteBackend, _Job
+
+    backend = SqliteBackend(tmp_path / "j.db", busy_timeout=60)
+    answers: list[int] = [sqlite3.SQLITE_BUSY_RECOVERY, sqlite3.SQLITE_BUSY_SNAPSHOT]
+
+    class Busy:
+        def execute(self, sql: str) -> None:
+            if answers:
+                error = sqlite3.OperationalError("database is locked")
+                error.sqlite_errorcode = answers.pop(0)
+                raise error
+
+    job: _Job[None] = _Job(lambda job: None, None)  # type: ignore[arg-type]
+    backend._begin(Busy(), job)  # type: ignore[arg-type]
+    assert answers == []

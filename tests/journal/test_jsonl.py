@@ -108,3 +108,38 @@ def test_export_jsonl_on_the_command_line(tmp_path: Path) -> None:
     assert main(["export", "--jsonl", str(path)], out=out) == 0
     lines = strict_lines(out.getvalue())
     assert sorted(r["output"] for r in lines) == [0, 2, 4]
+
+
+async def test_call_records_checkpoint_every_256_records_wherever_the_responses_are(
+    monkeypatch: Any,
+) -> None:
+    import sys
+
+    from lionexec.conversation import Instruction
+    from lionexec.journal import MemoryJournal
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    async with MemoryJournal() as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            branch.messages.add_message(Instruction(content="go"))  # responses at even positions
+            for i in range(300):
+                await branch.act({"function": "add", "arguments": {"a": i, "b": 1}})
+        real = trio.lowlevel.checkpoint
+        seen: list[int] = []
+
+        async def counting() -> None:
+            if sys._getframe(1).f_globals["__name__"] == "lionexec.journal.jsonl":
+                seen.append(len(records))
+            await real()
+
+        records: list[dict[str, Any]] = []
+        monkeypatch.setattr(trio.lowlevel, "checkpoint", counting)
+        async for record in call_records(journal):
+            records.append(record)
+    assert len(records) == 300
+    assert seen == [256, 300]  # (after the 256th record, then after the branch)
