@@ -347,6 +347,13 @@ class ApprovalGate:
         # and the call stays parked (it is not also answered ``cancelled``).
         with trio.CancelScope(shield=True):
             await journal._commit(sink, None, approval=row)
+            # The call parked at once by another task (or process) keeps its approval (the
+            # insert does nothing then): name the stored one.
+            stored = await journal._run(
+                lambda store: store.approval_of(branch_id, row.call_id), cancellable=False
+            )
+        if stored is not None:
+            row = stored
         return AwaitingApproval(row.approval_id, row.expires_at)
 
 

@@ -510,3 +510,29 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
         resolutions = await journal.resume(ledger.tools(), policy=POLICY)
         assert [r.outcome for r in resolutions] == [ActionOutcome.COMPLETED] * 2
     assert sorted(ledger.paid) == [("A1", 7), ("B2", 3)]
+
+
+async def test_a_call_parked_twice_at_once_gets_the_stored_approval(
+    journals: JournalFactory,
+) -> None:
+    from lionexec.conversation import ActionRequest
+
+    async with journals.new() as journal:
+        policy = journal.approving(POLICY)
+        branch = await journal.branch(policy=POLICY)
+        async with branch:
+            arguments = {"invoice": "A1", "amount": 7}
+            branch.messages.add_message(ActionRequest.create("pay", arguments, call_id="twice"))
+            ctx = CallContext(
+                function="pay", arguments=arguments, call_id="twice", branch_id=branch.name
+            )
+            decisions: list[Any] = []
+
+            async def decide() -> None:
+                decisions.append(await policy.decide(ctx))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(decide)
+                nursery.start_soon(decide)
+        [stored] = await journal.approvals()
+        assert [d.approval.approval_id for d in decisions] == [stored.approval_id] * 2
