@@ -118,7 +118,8 @@ class EvidenceSink(Protocol):
     A sink whose :meth:`write` may wait to batch records with later work (a journal's outcome
     commits linger for the next call's commit) may define a synchronous ``expedite()``: the
     feed calls it whenever someone waits for records to be written (``act()`` about to
-    return, the feed closing), and the sink then stops waiting.
+    return, the feed closing), and again just before each :meth:`write` while someone waits
+    (a sink may clear its hurry meanwhile), and the sink then stops waiting.
     """
 
     async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
@@ -189,6 +190,7 @@ class SinkFeed:
         self._failed = 0
         self._serving = False
         self._closed = False
+        self._settle_waiters = 0  # tasks in wait_settled
 
     @property
     def serving(self) -> bool:
@@ -228,9 +230,13 @@ class SinkFeed:
         Returns early if the service stops. Always a checkpoint. Cancellation: the records
         are still written by the service; only the wait ends.
         """
-        while self._settled < mark and self._serving:
-            self._expedite()
-            await self._settled_lot.park()
+        self._settle_waiters += 1  # (held while waiting: each write is expedited meanwhile)
+        try:
+            while self._settled < mark and self._serving:
+                self._expedite()
+                await self._settled_lot.park()
+        finally:
+            self._settle_waiters -= 1
         await trio.lowlevel.checkpoint()
 
     def _expedite(self) -> None:
@@ -283,6 +289,8 @@ class SinkFeed:
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
                     self._room.unpark_all()
+                    if self._settle_waiters:  # (an expedite since may have been used up)
+                        self._expedite()
                     try:
                         await self.sink.write(batch)
                     except Exception as exc:

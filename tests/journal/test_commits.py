@@ -487,3 +487,41 @@ def test_sqlite_retries_the_begin_on_every_kind_of_busy(tmp_path: Path) -> None:
     job: _Job[None] = _Job(lambda job: None, None)  # type: ignore[arg-type]
     backend._begin(Busy(), job)  # type: ignore[arg-type]
     assert answers == []
+
+
+async def test_an_expedite_is_not_lost_to_another_branch_leading_meanwhile(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # trio's clock stands still: an outcome left lingering would wait forever, so act()
+    # returning at all says that every outcome it waited for was expedited
+    stuck = 0
+    async with MemoryJournal() as journal:
+
+        async def inc(a: int) -> int:  # (async: a tool in a thread would look like a stall)
+            """Increment a."""
+            return a + 1
+
+        branches = [await journal.branch() for _ in range(3)]
+        for branch in branches:
+            branch.register_tools(inc)
+        done = trio.Event()
+
+        async def act_all() -> None:
+            async with trio.open_nursery() as nursery:
+                for branch in branches:
+                    nursery.start_soon(act_each, branch)
+            done.set()
+
+        async def act_each(branch: Any) -> None:
+            async with branch:
+                for i in range(30):
+                    await branch.act({"function": "inc", "arguments": {"a": i}})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(act_all)
+            while not done.is_set():
+                await trio.testing.wait_all_tasks_blocked()
+                if not done.is_set():
+                    stuck += 1  # everything waits for the clock
+                    mock_clock.jump(1)
+    assert stuck == 0
