@@ -204,10 +204,17 @@ class Granted:
 
 @attrs.frozen
 class Deferred:
-    """Over a rate: the call may start after *wait* seconds (it keeps its place)."""
+    """Over a rate: the call may start after *wait* seconds (it keeps its place).
+
+    *reserved*: the places it keeps, ``(bucket, slot, interval)`` each (a caller that stops
+    waiting gives them back: :func:`give_back`).
+    """
 
     wait: float
     key: str
+    reserved: tuple[tuple[RateBucket, float, float], ...] = attrs.field(
+        default=(), eq=False, repr=False
+    )
 
 
 @attrs.frozen
@@ -301,6 +308,7 @@ def judge(
         if limit.concurrency is not None and state.running(key) >= limit.concurrency:
             return Busy(key)
     slots: list[tuple[RateBucket, float, float]] = []
+    reserved: list[tuple[RateBucket, float, float]] = []
     wait, waited = 0.0, ""
     for key, limit in applied:
         if limit.rate is None:
@@ -311,11 +319,12 @@ def judge(
         if delay > 0:
             slot = max(bucket.next_slot, now + delay)
             bucket.next_slot = slot + interval
+            reserved.append((bucket, slot, interval))
             if slot - now > wait:
                 wait, waited = slot - now, key
         slots.append((bucket, tat, interval))
     if wait > 0:
-        return Deferred(wait, waited)
+        return Deferred(wait, waited, tuple(reserved))
     for bucket, tat, _ in slots:
         bucket.tat = tat
         bucket.used += 1
@@ -328,6 +337,15 @@ def judge(
         if limit.concurrency is not None:
             state.started(key)
     return Granted(now)
+
+
+def give_back(deferred: Deferred) -> None:
+    """A deferred call will not come back (cancelled while it waited): its places are free
+    again, where no later call was given a place after them (a place in the middle stays
+    taken: the calls after it keep theirs)."""
+    for bucket, slot, interval in deferred.reserved:
+        if bucket.next_slot == slot + interval:
+            bucket.next_slot = slot
 
 
 def _subject(key: str) -> str:
@@ -469,7 +487,11 @@ class LocalLimiter:
             if isinstance(verdict, Denied):
                 raise LimitDeniedError(verdict.reason, verdict.key)
             if isinstance(verdict, Deferred):
-                await trio.sleep(verdict.wait)
+                try:
+                    await trio.sleep(verdict.wait)
+                except BaseException:  # (cancelled: it will not take its place)
+                    give_back(verdict)
+                    raise
             else:
                 await self._lot.park()
         try:

@@ -511,3 +511,17 @@ def test_the_judge_never_grants_past_a_limit(
     if rate is not None:
         assert within_allowance(grants, burst, rate)
     assert budget is None or spent <= budget
+
+
+async def test_a_deferred_call_cancelled_while_it_waits_gives_its_slot_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    limiter = LocalLimiter({"t": Limit(rate=1, period=10, burst=1)})
+    async with limiter.hold("t"):
+        pass  # the burst is used: the next call may start at 10
+    with trio.move_on_after(1):
+        async with limiter.hold("t"):  # deferred to 10, then cancelled at 1
+            raise AssertionError("not reached")
+    verdict = limiter.try_acquire("t")
+    assert isinstance(verdict, Deferred)
+    assert verdict.wait == pytest.approx(9)  # the slot at 10 is free again, not 20
