@@ -53,7 +53,7 @@ import attrs
 import trio
 
 from lionexec import _unstructure
-from lionexec._jsonable import is_unicode, jsonable, utf8_text
+from lionexec._jsonable import jsonable, utf8_text
 from lionexec.act import Branch, read_batch
 from lionexec.act.evidence import EvidenceRecord, WriteAhead, WriteAheadReply
 from lionexec.conversation import (
@@ -84,6 +84,7 @@ from .store import (
     OutcomeOp,
     RequestOp,
     Store,
+    dumps_record,
 )
 
 if TYPE_CHECKING:
@@ -109,20 +110,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(
         jsonable(value), sort_keys=True, allow_nan=False, separators=(",", ":"), ensure_ascii=False
     )
-
-
-def _dumps(record: Any) -> str:
-    """*record* as compact strict JSON text that encodes as UTF-8.
-
-    Non-ASCII text is kept as it is (readable in the database); a lone surrogate (a string a
-    model or a tool produced, ``"\\ud800"``), which UTF-8 cannot hold, makes the whole record
-    written with ``\\u`` escapes instead: lossless (reading it back gives the same string,
-    so a branch's history after a restart is the one before) and stored like any other text.
-    """
-    text = json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
-    if is_unicode(text):
-        return text
-    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -960,7 +947,7 @@ class JournalSink:
             record = _unstructure.converter.unstructure(message)
             if isinstance(message, ActionRequest):
                 record["content"]["action_response_id"] = None  # linked again on loading
-            body = _dumps(record)
+            body = dumps_record(record)
             batch.messages.append(
                 MessageRow(branch_id, start + offset, str(message.id), message.kind, body)
             )

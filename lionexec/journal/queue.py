@@ -60,7 +60,7 @@ from .limits import (
     keys_for,
     limits_by_key,
 )
-from .store import Store
+from .store import Store, dumps_record
 
 __all__ = [
     "ClaimRound",
@@ -203,7 +203,7 @@ def _notify(store: Store, channel: str) -> None:
 def request_record(request: ActionRequest) -> str:
     record = _unstructure.converter.unstructure(request)
     record["content"]["action_response_id"] = None
-    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    return dumps_record(record)
 
 
 def response_record(response: ActionResponse, *, attempts: int | None = None) -> str:
@@ -212,7 +212,7 @@ def response_record(response: ActionResponse, *, attempts: int | None = None) ->
     record = _unstructure.converter.unstructure(response)
     if attempts is not None:
         record["content"]["attempts"] = attempts
-    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    return dumps_record(record)
 
 
 def load_request(record: str) -> ActionRequest:

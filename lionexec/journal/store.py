@@ -21,10 +21,13 @@ worker thread (SQL) or inline (memory). :meth:`Store.commit` applies a whole
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
+
+from lionexec._jsonable import is_unicode
 
 from .errors import JournalError
 
@@ -38,6 +41,7 @@ __all__ = [
     "OutcomeOp",
     "RequestOp",
     "Store",
+    "dumps_record",
 ]
 
 REQUESTED = "requested"
@@ -360,3 +364,18 @@ class MemoryStore:
                 row, state=EXPIRED, decided_at=now, decided_by=None, reason=None
             )
         return len(expired)
+
+
+def dumps_record(record: Any) -> str:
+    """*record* (a message as the journal stores it) as compact strict JSON text that
+    encodes as UTF-8.
+
+    Non-ASCII text is kept as it is (readable in the database); a lone surrogate (a string a
+    model or a tool produced, ``"\\ud800"``), which UTF-8 cannot hold, makes the whole record
+    written with ``\\u`` escapes instead: lossless (reading it back gives the same string,
+    so a branch's history after a restart is the one before) and stored like any other text.
+    """
+    text = json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    if is_unicode(text):
+        return text
+    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=True)

@@ -362,3 +362,30 @@ async def test_wait_into_records_the_pairs_in_the_submitting_branch(tmp_path: Pa
         history = await reopened.history(branch.id)
         assert [r.output for r in history.responses()] == [2, 4]
         assert history.unanswered() == []
+
+
+async def test_a_worker_answers_calls_whose_output_or_error_holds_a_lone_surrogate(
+    target: str,
+) -> None:
+    import json
+
+    def echo(n: int) -> str:
+        """Echo n after a lone surrogate."""
+        return f"\ud800{n}"
+
+    def boom(n: int) -> str:
+        """Fail with a lone surrogate in the message."""
+        raise ValueError(f"\udfff{n}")
+
+    async with open_journal(target) as journal:
+        tools = [Tool.from_function(echo, effect="pure"), Tool.from_function(boom, effect="pure")]
+        worker = Worker(journal, tools, poll=0.02)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(worker.run)
+            ids = await journal.submit(uuid.uuid4(), [call("echo", 1), call("boom", 2)])
+            with trio.fail_after(20):
+                responses = await journal.wait(ids)
+            nursery.cancel_scope.cancel()
+        assert [r.outcome for r in responses] == [ActionOutcome.COMPLETED, ActionOutcome.FAILED]
+        for row in await journal.queued():
+            json.dumps(row.response, allow_nan=False, ensure_ascii=False).encode("utf-8")
