@@ -240,10 +240,17 @@ class SinkFeed:
         await trio.lowlevel.checkpoint()
 
     def _expedite(self) -> None:
-        """Tell a sink that batches its writes (``expedite()``) that someone waits."""
+        """Tell a sink that batches its writes (``expedite()``) that someone waits.
+
+        A user sink's ``expedite()`` that raises is reported as a failed write would be, never
+        raised into ``act()`` or ``close()``.
+        """
         expedite = getattr(self.sink, "expedite", None)
         if expedite is not None:
-            expedite()
+            try:
+                expedite()
+            except Exception as exc:
+                self._report(self.sink, None, exc)
 
     def _used(self) -> int:
         return self._send.statistics().current_buffer_used + len(self._reserved)

@@ -233,6 +233,30 @@ async def test_act_waits_for_a_durable_sink_before_returning() -> None:
         assert sum(sink.batches) == 2
 
 
+async def test_a_sink_whose_expedite_raises_is_reported_not_raised() -> None:
+    class Hasty(RecordingSink):
+        durable = True
+
+        def expedite(self) -> None:
+            raise RuntimeError("expedite broke")
+
+    sink = Hasty()
+
+    async def ok() -> int:
+        return 1
+
+    with trio.fail_after(5):
+        async with Branch(sinks=[sink]) as branch:
+            branch.register_tools(Tool.from_function(ok))
+            [response] = await branch.act(call("ok"))
+    assert response.content.outcome is Outcome.COMPLETED
+    assert sum(sink.batches) == 1
+    assert any(isinstance(f.error, RuntimeError) and f.where == "sink" for f in branch.failures), (
+        list(branch.failures)
+    )
+    assert_consistent(branch)
+
+
 async def test_act_does_not_wait_for_a_log_file_sink() -> None:
     sink = RecordingSink()
     sink.release = trio.Event()
