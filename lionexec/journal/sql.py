@@ -216,6 +216,19 @@ def _call(row: Sequence[Any]) -> CallRow:
     )
 
 
+def _where(branch_id: str | None, state: str | None) -> tuple[str, list[str]]:
+    """A ``WHERE`` clause (and its parameters) for one branch and one state, each if given."""
+    conditions = [
+        (column, value)
+        for column, value in (("branch_id", branch_id), ("state", state))
+        if value is not None
+    ]
+    if not conditions:
+        return "", []
+    clause = " WHERE " + " AND ".join(f"{column} = ?" for column, _ in conditions)
+    return clause, [value for _, value in conditions]
+
+
 class SqlStore:
     """A :class:`~lionexec.journal.store.Store` over one SQL transaction.
 
@@ -394,14 +407,7 @@ class SqlStore:
         return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4]) for r in rows]
 
     def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
-        where, params = [], []
-        if branch_id is not None:
-            where.append("branch_id = ?")
-            params.append(branch_id)
-        if unfinished:
-            where.append("state = ?")
-            params.append(REQUESTED)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        clause, params = _where(branch_id, REQUESTED if unfinished else None)
         rows = self.tx.execute(
             f"SELECT {_CALL_COLUMNS} FROM lionexec_calls{clause} "
             "ORDER BY requested_at, idempotency_key",
@@ -433,14 +439,7 @@ class SqlStore:
         return _approval(rows[0]) if rows else None
 
     def approvals(self, branch_id: str | None, state: str | None) -> list[ApprovalRow]:
-        where, params = [], []
-        if branch_id is not None:
-            where.append("branch_id = ?")
-            params.append(branch_id)
-        if state is not None:
-            where.append("state = ?")
-            params.append(state)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        clause, params = _where(branch_id, state)
         rows = self.tx.execute(
             f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals{clause} "
             "ORDER BY created_at, approval_id",
