@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -298,12 +298,7 @@ async def _cost_lionexec(base_url: str, calls: int, through: bool) -> tuple[floa
                 await call.invoke()
             call.assert_completed()
 
-        for _ in range(WARMUP):
-            await one()
-        wall, cpu = time.perf_counter(), time.process_time()
-        for _ in range(calls):
-            await one()
-        elapsed = time.perf_counter() - wall, time.process_time() - cpu
+        elapsed = await _timed(one, calls)
         processor.stop()
     return elapsed
 
@@ -318,14 +313,20 @@ async def _cost_lionagi(base_url: str, calls: int) -> tuple[float, float]:
         assert call.status == EventStatus.COMPLETED, call.execution.error
         assert call.response["choices"][0]["message"]["content"] == "ok"
 
+    elapsed = await _timed(one, calls)
+    await model.close()
+    return elapsed
+
+
+async def _timed(one: Callable[[], Awaitable[None]], calls: int) -> tuple[float, float]:
+    """Wall and CPU seconds of *calls* sequential ``one()`` after :data:`WARMUP` untimed ones
+    (under trio or asyncio alike)."""
     for _ in range(WARMUP):
         await one()
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
         await one()
-    elapsed = time.perf_counter() - wall, time.process_time() - cpu
-    await model.close()
-    return elapsed
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def cost_per_call(
