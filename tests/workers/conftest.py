@@ -25,6 +25,20 @@ from ..support.postgres import PostgresServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal to open: a SQLite file, or a fresh database on the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.create_database()
+
+
+def call(function: str, n: int) -> dict[str, object]:
+    """A proposed call of *function* with the one argument ``n``."""
+    return {"function": function, "arguments": {"n": n}}
+
+
 async def until(predicate: Callable[[], Any], *, within: float, what: str) -> Any:
     """Poll *predicate* until it returns something true; fail after *within* seconds."""
     with trio.move_on_after(within):

@@ -37,20 +37,7 @@ from lionexec.journal.queue import Completion
 from lionexec.journal.worker import Worker
 from lionexec.tools import Tool
 
-from ..journal.conftest import PostgresServer
-from .conftest import Workers
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "journal.db")
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.create_database()
-
-
-def call(function: str, n: int) -> dict[str, object]:
-    return {"function": function, "arguments": {"n": n}}
+from .conftest import Workers, call
 
 
 def cost_of(arguments: Any) -> float:

@@ -21,19 +21,7 @@ from lionexec.journal.queue import Completion, Limit
 from lionexec.journal.worker import Worker
 from lionexec.tools import Tool
 
-from ..journal.conftest import PostgresServer
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "journal.db")
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.create_database()
-
-
-def call(function: str, n: int) -> dict[str, object]:
-    return {"function": function, "arguments": {"n": n}}
+from .conftest import call
 
 
 @pytest.mark.parametrize("effect", ["idempotent", "unsafe"])
