@@ -106,7 +106,8 @@ class Branch:
             their log records, oldest forgotten first; see
             :meth:`MessageManager.trim_calls`), or ``None`` to keep everything. Trimming runs
             at the end of :meth:`act`, once the history holds 10 % more calls than this, so
-            its cost is amortized. A durable journal keeps the full history.
+            its cost is amortized. A durable journal keeps the full history (a journaled
+            branch trims only what its journal committed, after an act that returned).
         cancel_grace: seconds the announcements of calls recorded ``cancelled`` may take
             (hooks, observer, callbacks run shielded, within this bound) before the
             cancellation propagates.
@@ -342,9 +343,15 @@ class Branch:
                 return_exceptions=params.return_exceptions,
                 limiter=limiter,
             )
-            for feed in self._feeds:  # a durable sink holds what the caller is about to see
-                if feed.durable:
-                    await feed.wait_settled(feed.accepted)
+            # A durable sink holds what the caller is about to see: wait for what each has
+            # accepted so far, which is everything appended so far that has been answered.
+            durable = [(feed, feed.accepted) for feed in self._feeds if feed.durable]
+            if durable:
+                settled = self.messages.appended
+                for feed, accepted in durable:
+                    await feed.wait_settled(accepted)
+                if self.retain is not None:
+                    self._trim(self.retain, before=settled)
             return results
         except BaseException as exc:
             # first thing, one KI-protected step: nothing can come between stop and record
@@ -354,8 +361,10 @@ class Branch:
             raise
         finally:
             in_flight.difference_update(request.id for request in requests)
-            if self.retain is not None:
-                self._trim(self.retain)
+            # A durable sink (a journal) reads what was appended since its last commit: only
+            # what it settled may go, so such a branch trims above, on success only.
+            if self.retain is not None and not any(feed.durable for feed in self._feeds):
+                self._trim(self.retain, before=None)
 
     @trio.lowlevel.enable_ki_protection
     def _admit(self, turn: AssistantResponse | None, requests: list[ActionRequest]) -> None:
@@ -370,11 +379,12 @@ class Branch:
         self._in_flight.update(request.id for request in requests)
 
     @trio.lowlevel.enable_ki_protection
-    def _trim(self, retain: int) -> None:
-        """Forget the oldest calls past *retain* (history and log together), amortized."""
+    def _trim(self, retain: int, *, before: int | None) -> None:
+        """Forget the oldest calls past *retain* (history and log together), amortized; only
+        among the first *before* messages appended, if given."""
         if self.messages.calls <= retain + max(1, retain // 10):
             return
-        removed = self.messages.trim_calls(retain)
+        removed = self.messages.trim_calls(retain, before=before)
         if removed:
             self.log.discard({m.id for m in removed if isinstance(m, ActionResponse)})
 

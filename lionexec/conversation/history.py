@@ -54,7 +54,7 @@ class MessageManager:
     ``converter.structure(data, MessageManager)``.
     """
 
-    __slots__ = ("_by_call_id", "_messages", "failures", "on_message_added")
+    __slots__ = ("_appended", "_by_call_id", "_messages", "failures", "on_message_added")
 
     def __init__(
         self,
@@ -71,6 +71,7 @@ class MessageManager:
         :class:`~lionexec.FailureLog` of the history's own (a branch passes its shared one).
         """
         self._messages: dict[uuid.UUID, Message] = _checked_history(messages)
+        self._appended = len(self._messages)
         self._by_call_id: dict[str, ActionRequest] = {}
         for message in self._messages.values():
             if isinstance(message, ActionRequest):
@@ -116,6 +117,28 @@ class MessageManager:
         """Every message, in order."""
         return tuple(self._messages.values())
 
+    @property
+    def appended(self) -> int:
+        """How many messages this history has held in all: the ones it started with and every
+        one appended since, trimmed ones included. It never decreases; O(1)."""
+        return self._appended
+
+    def appended_since(self, mark: int) -> tuple[Message, ...]:
+        """The messages appended after the first *mark* (a former :attr:`appended`), in
+        order; O(number returned).
+
+        A reader that follows the history this way (the journal does) must not let
+        :meth:`trim_calls` remove what it has not read yet: trimmed messages are not returned,
+        and older ones would be returned in their place.
+        """
+        count = self._appended - mark
+        if count <= 0:
+            return ()
+        if count >= len(self._messages):
+            return tuple(self._messages.values())
+        newest = reversed(self._messages.values())
+        return tuple(reversed([next(newest) for _ in range(count)]))
+
     def requests(self) -> list[ActionRequest]:
         """Every action request, in order."""
         return [m for m in self._messages.values() if isinstance(m, ActionRequest)]
@@ -144,26 +167,35 @@ class MessageManager:
         """How many tool calls (distinct call ids) the history holds; O(1)."""
         return len(self._by_call_id)
 
-    def trim_calls(self, keep: int) -> tuple[Message, ...]:
+    def trim_calls(self, keep: int, *, before: int | None = None) -> tuple[Message, ...]:
         """Forget the oldest tool calls so that at most *keep* remain; return what was removed.
 
         Whole request/response pairs go, oldest first, never one half: trimming stops at the
-        first request still unanswered (a call in flight). Every other message older than the
-        last pair removed (instructions, assistant turns) goes with them, except
-        :class:`System` messages, which are kept. What remains is a suffix of the
-        conversation, so its exports stay well-formed. Synchronous; callbacks are not run.
+        first request still unanswered (a call in flight), and with *before* (a mark of
+        :attr:`appended`) at the first message appended after the first *before*. Every
+        other message older than the last pair removed (instructions, assistant turns) goes
+        with them, except :class:`System` messages, which are kept. What remains is a suffix
+        of the conversation, so its exports stay well-formed. Synchronous; callbacks are not
+        run.
         """
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
             raise ValueError(f"keep must be an int >= 0, got {keep!r}")
+        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+            raise ValueError(f"before must be an int or None, got {before!r}")
         excess = len(self._by_call_id) - keep
         if excess <= 0:
             return ()
+        # the messages appended after the first *before* (the newest ones) may not go
+        late = {m.id for m in self.appended_since(before)} if before is not None else set()
         chosen: list[ActionRequest] = []
         older: list[Message] = []  # non-action messages older than the last chosen request
         pending: list[Message] = []
         for message in self._messages.values():
+            if message.id in late:
+                break
             if isinstance(message, ActionRequest):
-                if len(chosen) == excess or message.content.action_response_id is None:
+                response_id = message.content.action_response_id
+                if len(chosen) == excess or response_id is None or response_id in late:
                     break
                 chosen.append(message)
                 older.extend(pending)
@@ -261,11 +293,16 @@ class MessageManager:
             )
         _check_answerable(request, response, blame=request.id)
         # Nothing below can fail.
-        if self._messages.setdefault(request.id, request) is request:
+        messages = self._messages
+        if request.id not in messages:
+            messages[request.id] = request
+            self._appended += 1
             self._by_call_id.setdefault(request.content.call_id, request)
         request.content.action_response_id = response.id
         response.content.action_request_id = request.id
-        self._messages.setdefault(response.id, response)
+        if response.id not in messages:
+            messages[response.id] = response
+            self._appended += 1
 
     # -- notifying ----------------------------------------------------------------------------
 
@@ -357,6 +394,7 @@ class MessageManager:
             request = self._answerable_request(message)
             request.content.action_response_id = message.id
         self._messages[message.id] = message
+        self._appended += 1
         if isinstance(message, ActionRequest):
             self._by_call_id.setdefault(message.content.call_id, message)
         return True

@@ -827,8 +827,9 @@ def open_journal(target: str | os.PathLike[str] | None = None, **options: Any) -
 class JournalSink:
     """The evidence sink that journals one branch (made by :meth:`Journal.branch`).
 
-    It mirrors the branch's history, which only ever grows, into the journal: each commit
-    writes the messages added since the last one, in order.
+    It mirrors the branch's history into the journal: each commit writes the messages
+    appended since the last one, in order (:meth:`MessageManager.appended_since`). The journal
+    keeps the whole history; a branch with ``retain=`` trims only what was committed.
     """
 
     #: :meth:`Branch.act` returns only once its batch's outcomes are committed.
@@ -839,7 +840,7 @@ class JournalSink:
         self.branch_id = branch_id
         self.history = history
         self.branch: Branch | None = None
-        self._mirrored = len(history)
+        self._mirrored = history.appended
         self._registered = len(history) > 0
 
     def __repr__(self) -> str:
@@ -926,7 +927,7 @@ class JournalSink:
         All or nothing: if a message cannot be serialized, *batch* is left as it was.
         """
         start = self._mirrored
-        messages = self.history.messages[start:]
+        messages = self.history.appended_since(start)
         now = time.time()
         mark = (len(batch.branches), len(batch.messages), len(batch.outcomes))
         try:

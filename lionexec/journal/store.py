@@ -259,7 +259,8 @@ class MemoryStore:
             if message.seq < len(stored) and stored[message.seq].message_id == message.message_id:
                 continue  # written by a commit that landed but was reported failed
             expected = next_seq.get(message.branch_id, 0)
-            if message.seq != expected or message.message_id in self._message_ids | ids:
+            taken = message.message_id in self._message_ids or message.message_id in ids
+            if message.seq != expected or taken:
                 raise JournalError(
                     f"another writer holds position {message.seq} of branch "
                     f"{message.branch_id} (or message id {message.message_id}): one branch is "

@@ -56,3 +56,32 @@ def test_trim_keeps_whole_pairs_and_a_suffix(plan: list[str], keep: int) -> None
 def test_trim_validates_keep() -> None:
     with pytest.raises(ValueError, match="keep"):
         MessageManager().trim_calls(-1)
+
+
+@given(st.lists(st.sampled_from("icoa"), max_size=30), st.integers(0, 30), st.integers(0, 8))
+def test_appended_since_returns_what_came_after_a_mark(plan: list[str], cut: int, keep: int) -> None:
+    history = build(plan)
+    everything = list(history)
+    mark = min(cut, len(everything))
+    assert history.appended == len(everything)
+    assert list(history.appended_since(mark)) == everything[mark:]
+    removed = history.trim_calls(keep, before=mark)
+    assert history.appended == len(everything)  # trimming never lowers it
+    assert not set(removed) & set(everything[mark:])  # nothing after the mark went
+    assert list(history.appended_since(mark)) == everything[mark:]
+    assert_linked(history)
+
+
+def test_a_pair_answered_after_the_mark_is_kept() -> None:
+    history = build("oc")  # an open call, then one answered at once
+    [old, _] = history.requests()
+    mark = history.appended
+    history.add_message(ActionResponse.create(old, output=3))  # the old call answered late
+    assert history.trim_calls(0, before=mark) == ()  # its pair must wait: the answer is late
+    removed = history.trim_calls(0, before=history.appended)
+    assert len(removed) == 4 and history.calls == 0
+
+
+def test_trim_validates_before() -> None:
+    with pytest.raises(ValueError, match="before"):
+        MessageManager().trim_calls(0, before=1.5)  # type: ignore[arg-type]

@@ -76,6 +76,31 @@ async def test_a_restarted_journal_returns_the_same_history(journals: JournalFac
         assert len(await journal.history(branch_id)) == len(expected) + 2
 
 
+async def test_a_branch_that_retains_few_calls_still_journals_every_message(
+    journals: JournalFactory,
+) -> None:
+    """Trimming (``retain=``) forgets calls in memory only: the journal keeps them all."""
+    async with journals.new() as journal:
+        branch = await journal.branch(retain=3)
+        branch.register_tools(add)
+        async with branch:
+            for batch in range(4):
+                branch.messages.add_message(Instruction(content=f"batch {batch}"))
+                calls = [{"function": "add", "arguments": {"a": batch, "b": i}} for i in range(5)]
+                await branch.act(calls, strategy="sequential" if batch % 2 else "concurrent")
+                assert branch.messages.calls <= 5
+        branch_id = branch.id
+    async with journals.new() as journal:
+        history = await journal.history(branch_id)
+        assert len(history) == 4 * (1 + 2 * 5)
+        assert sorted(m.output for m in history.responses()) == sorted(
+            a + b for a in range(4) for b in range(5)
+        )
+        assert [m.content for m in history if isinstance(m, Instruction)] == [
+            f"batch {b}" for b in range(4)
+        ]
+
+
 async def test_messages_added_by_hand_are_journaled_on_flush_and_close(
     journals: JournalFactory,
 ) -> None:
