@@ -59,7 +59,9 @@ def test_trim_validates_keep() -> None:
 
 
 @given(st.lists(st.sampled_from("icoa"), max_size=30), st.integers(0, 30), st.integers(0, 8))
-def test_appended_since_returns_what_came_after_a_mark(plan: list[str], cut: int, keep: int) -> None:
+def test_appended_since_returns_what_came_after_a_mark(
+    plan: list[str], cut: int, keep: int
+) -> None:
     history = build(plan)
     everything = list(history)
     mark = min(cut, len(everything))
