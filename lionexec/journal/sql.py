@@ -242,18 +242,21 @@ class SqlStore:
 
     def _insert(
         self, head: str, types: Sequence[str], rows: Sequence[Sequence[Any]], tail: str = ""
-    ) -> None:
+    ) -> int:
         """``head VALUES (?, ...) tail`` for each of *rows* (``executemany``); in bulk, one
-        statement over one array per column (``SELECT * FROM unnest(?::type[], ...)``)."""
+        statement over one array per column (``SELECT * FROM unnest(?::type[], ...)``).
+        Returns how many rows were inserted."""
         if not rows:
-            return
+            return 0
         if not self.bulk:
             one = "(" + ", ".join("?" * len(types)) + ")"
-            self.tx.executemany(f"{head} VALUES {one} {tail}", rows)
-            return
+            return self.tx.executemany(f"{head} VALUES {one} {tail}", rows)
         arrays = ", ".join(f"?::{kind}[]" for kind in types)
-        self.tx.execute(
-            f"{head} SELECT * FROM unnest({arrays}) {tail}", _columns(rows, len(types))
+        return len(
+            self.tx.execute(
+                f"{head} SELECT * FROM unnest({arrays}) {tail} RETURNING 1",
+                _columns(rows, len(types)),
+            )
         )
 
     def commit(self, batch: Batch) -> list[Claim]:
@@ -345,11 +348,25 @@ class SqlStore:
 
     def _claim(self, batch: Batch) -> list[Claim]:
         tx = self.tx
+        insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
+        ops = batch.requests
+        if len({op.key for op in ops}) == len(ops):
+            # The usual case, every key new: insert the rows as claimed (one attempt each)
+            # and read nothing back. If any key or call is taken, undo and go the long way.
+            # (bench row "journal: 1k concurrent calls": a third of the writer's time went to
+            # reading back and updating the rows it had just inserted.)
+            rows = [new_row(op, attempts=1) for op in ops]
+            tx.execute("SAVEPOINT lionexec_claim")
+            inserted = self._insert(
+                insert, _CALL_TYPES, [_values(row) for row in rows], "ON CONFLICT DO NOTHING"
+            )
+            if inserted == len(rows):
+                tx.execute("RELEASE SAVEPOINT lionexec_claim")
+                return [Claim(row, True, 0) for row in rows]
+            tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")
+            tx.execute("RELEASE SAVEPOINT lionexec_claim")
         self._insert(
-            f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})",
-            _CALL_TYPES,
-            [_values(new_row(op)) for op in batch.requests],
-            "ON CONFLICT DO NOTHING",
+            insert, _CALL_TYPES, [_values(new_row(op)) for op in ops], "ON CONFLICT DO NOTHING"
         )
         keys = list(dict.fromkeys(op.key for op in batch.requests))
         rows: dict[str, CallRow] = {}

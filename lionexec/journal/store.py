@@ -219,7 +219,8 @@ def claim_for(op: RequestOp, row: CallRow) -> tuple[Claim, CallRow]:
     return Claim(row, False, row.attempts), row
 
 
-def new_row(op: RequestOp) -> CallRow:
+def new_row(op: RequestOp, *, attempts: int = 0) -> CallRow:
+    """The row of a key first requested by *op* (before its claim: no attempt yet)."""
     return CallRow(
         key=op.key,
         branch_id=op.branch_id,
@@ -228,7 +229,7 @@ def new_row(op: RequestOp) -> CallRow:
         function=op.function,
         arguments=op.arguments,
         effect=op.effect,
-        attempts=0,
+        attempts=attempts,
         state=REQUESTED,
         outcome=None,
         response=None,
