@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -68,7 +69,7 @@ class FloorTool:
     def __init__(self, func: Callable[..., Awaitable[Any]]) -> None:
         self.func = func
         self.name = func.__name__
-        annotations = dict(func.__annotations__)
+        annotations = typing.get_type_hints(func)  # (string annotations resolved once)
         annotations.pop("return", None)
         self.schema: dict[str, type] = annotations
 

@@ -16,6 +16,11 @@ calls of a trivial async tool (``pure``):
   without an outcome (``unsafe``: each gets ``interrupted``), per call (times ``R`` for the
   whole), on SQLite and on PostgreSQL.
 
+The **equivalent floor** column (``--impl floor``) runs the same batches on the act floor
+(:mod:`benchmarks._floor`) in memory and, for the SQLite rows, made durable by hand in plain
+trio and ``sqlite3`` with the journal's schema (:mod:`benchmarks._journal_floor`): what the
+journal's promise costs at least, written lean.
+
 The issue's targets, checked in the report: SQLite concurrent within 3× of in-memory,
 SQLite sequential under 150 µs per call, PostgreSQL concurrent at least 2,000 calls/s.
 
@@ -127,6 +132,39 @@ def act_body(strategy: str, target: Callable[[], str] | None) -> Body:
     return in_memory if target is None else journaled
 
 
+def floor_body(strategy: str, target: Callable[[], str] | None) -> Body:
+    """The equivalent floor of :func:`act_body`: the act floor in memory, durable on SQLite
+    (:mod:`benchmarks._journal_floor`)."""
+
+    async def body(n: int) -> float:
+        from lionexec.journal import open_journal
+
+        from ._floor import FloorBranch
+        from ._journal_floor import DurableFloorBranch
+
+        branch: FloorBranch
+        if target is None:
+            branch = FloorBranch()
+        else:
+            path = target()
+            async with open_journal(path):  # the journal's schema, nothing else
+                pass
+            branch = DurableFloorBranch(path)
+        branch.register_tools([noop])
+        batch = _proposals(n)
+        try:
+            start = time.perf_counter()
+            responses = await branch.act(batch, strategy=strategy)
+            elapsed = time.perf_counter() - start
+        finally:
+            if isinstance(branch, DurableFloorBranch):
+                branch.close()
+        assert all(r.outcome == "completed" for r in responses)
+        return elapsed
+
+    return body
+
+
 def transactions_body(targets: dict[str, Callable[[], str]]) -> Body:
     """Commits per call of ``n`` journaled calls, each strategy, each backend."""
 
@@ -203,11 +241,12 @@ def cases(impl: str, quick: bool) -> list[Case]:
         "SQLite": _sqlite_target,
         "PostgreSQL": _postgres_target,
     }
+    floor = impl == "floor"
     act_rows = [
         Case(
             f"journal: {k(n)} {strategy} calls, {name}",
             n,
-            act_body(strategy, target),
+            (floor_body if floor else act_body)(strategy, target),
             throughput=name == "PostgreSQL",
             repeats=5,
             warmup=50,
@@ -233,6 +272,10 @@ def cases(impl: str, quick: bool) -> list[Case]:
         warmup=10,
     )
     out = act_rows + recovery_rows + [transactions]
+    if floor:  # the floor journals to SQLite only
+        kept = [c for c in act_rows if not c.name.endswith("PostgreSQL")]
+        rest = [c for c in out if c not in kept]
+        return kept + unavailable(rest, "no floor written: SQLite only")
     if impl != "lionexec":
         return unavailable(out, "no counterpart: lionexec's durable journal")
     try:
