@@ -61,6 +61,9 @@ class _Tx:
             cursor.executemany(sql.replace("?", "%s"), rows)
             return cursor.rowcount
 
+    def execute_count(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.conn.execute(sql.replace("?", "%s"), params).rowcount
+
 
 class PostgresBackend(Backend):
     """See the module docs.

@@ -52,6 +52,10 @@ _LOCK_WAIT: Final = 0.05
 #: ``trio.run`` it serves has ended (a journal never closed: the thread closes its
 #: connection and ends).
 _ORPHAN_PROBE = 1.0
+#: ``UPDATE ... FROM`` arrived in SQLite 3.33.
+_UPDATE_FROM: Final = sqlite3.sqlite_version_info >= (3, 33, 0)
+#: Parameters per statement at most (SQLite's own limit may be lower: then that one).
+_MAX_PARAMS: Final = 32_766
 #: The writer's own automatic checkpoint, in pages: only a backstop for a checkpointer that
 #: cannot keep up (the WAL restarts from its start only once it was wholly checkpointed).
 _BACKSTOP_PAGES: Final = 20_000
@@ -68,6 +72,9 @@ class _Tx:
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
         return self.conn.executemany(sql, rows).rowcount
+
+    def execute_count(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.conn.execute(sql, params).rowcount
 
 
 class _Job(Generic[T]):
@@ -271,6 +278,7 @@ class SqliteBackend(Backend):
         self.busy_timeout = busy_timeout
         self.checkpoint_commits = checkpoint_commits
         self._conn: sqlite3.Connection | None = None
+        self._max_params = 999  # (the connection's own limit, once open)
         self._writer: _Writer | None = None
         self._checkpointer: _Checkpointer | None = None
         self._since_checkpoint = 0
@@ -333,6 +341,8 @@ class SqliteBackend(Backend):
             conn.execute("COMMIT")
             wait = min(self.busy_timeout, _LOCK_WAIT)
             conn.execute(f"PRAGMA busy_timeout={max(1, int(wait * 1000))}")
+            limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            self._max_params = min(_MAX_PARAMS, limit)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise NotAJournalError(
@@ -381,7 +391,8 @@ class SqliteBackend(Backend):
                 raise JournalError(f"{self.target}: transaction abandoned before it began")
             self._begin(conn, job)
             try:
-                result = fn(SqlStore(_Tx(conn)))
+                store = SqlStore(_Tx(conn), max_params=self._max_params, update_from=_UPDATE_FROM)
+                result = fn(store)
                 if job.abandoned:
                     raise JournalError(f"{self.target}: transaction abandoned; rolled back")
             except BaseException:

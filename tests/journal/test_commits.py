@@ -525,3 +525,99 @@ async def test_an_expedite_is_not_lost_to_another_branch_leading_meanwhile(
                     stuck += 1  # everything waits for the clock
                     mock_clock.jump(1)
     assert stuck == 0
+
+
+# -- statements per commit (SQLite) --------------------------------------------------------------
+
+
+def _journal_file(tmp_path: Path) -> sqlite3.Connection:
+    path = tmp_path / "journal.db"
+
+    async def create() -> None:
+        async with SqliteJournal(path):
+            pass
+
+    trio.run(create)
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def _batch(n: int) -> Any:
+    from lionexec.journal.store import Batch, MessageRow, OutcomeOp, RequestOp
+
+    batch = Batch(branches=[("b", 0.0)])
+    for i in range(n):
+        batch.messages.append(MessageRow("b", i, f"m{i}", "action_request", f'{{"i":{i}}}'))
+        batch.requests.append(
+            RequestOp(
+                key=f"b/c{i}",
+                branch_id="b",
+                call_id=f"c{i}",
+                request_id=f"r{i}",
+                function="f",
+                arguments="{}",
+                effect="pure",
+                at=1.0,
+            )
+        )
+        batch.outcomes.append(
+            OutcomeOp(
+                branch_id="b",
+                call_id=f"c{i}",
+                outcome="completed",
+                response=f'{{"o":{i}}}',
+                at=2.0,
+            )
+        )
+    return batch
+
+
+@pytest.mark.parametrize(
+    ("max_params", "update_from"), [(32_766, True), (7, True), (13, False), (1, True)]
+)
+def test_a_commit_writes_rows_in_few_statements_and_every_row(
+    tmp_path: Path, max_params: int, update_from: bool
+) -> None:
+    """Rows go in multi-row statements (``sqlite3`` gives up the GIL around each statement,
+    and a busy trio thread makes taking it back cost up to 5 ms): a commit of 100 calls is a
+    handful of statements, not one per row; chunked by the parameter limit, every row lands."""
+    from lionexec.journal.sql import SqlStore
+    from lionexec.journal.sqlite import _Tx
+
+    conn = _journal_file(tmp_path)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    conn.execute("BEGIN IMMEDIATE")
+    claims = SqlStore(_Tx(conn), max_params=max_params, update_from=update_from).commit(
+        _batch(100)
+    )
+    conn.execute("COMMIT")
+    conn.set_trace_callback(None)
+    assert [c.mine for c in claims] == [True] * 100
+    assert [c.row.attempts for c in claims] == [1] * 100
+    rows = conn.execute(
+        "SELECT call_id, state, outcome, response, attempts FROM lionexec_calls ORDER BY rowid"
+    ).fetchall()
+    assert rows == [(f"c{i}", "done", "completed", f'{{"o":{i}}}', 1) for i in range(100)]
+    assert conn.execute("SELECT count(*) FROM lionexec_messages").fetchone() == (100,)
+    if max_params == 32_766:
+        assert len(statements) <= 10, statements
+
+
+def test_a_claim_on_a_taken_key_takes_the_long_way_and_counts_attempts(tmp_path: Path) -> None:
+    """The fast claim (every key new) falls back, whole, when one key already has a row."""
+    from lionexec.journal.sql import SqlStore
+    from lionexec.journal.sqlite import _Tx
+    from lionexec.journal.store import Batch
+
+    conn = _journal_file(tmp_path)
+    first = _batch(3)
+    first.outcomes.clear()
+    for batch in (Batch(requests=first.requests[1:2]), first):  # c1 first, then c0..c2
+        conn.execute("BEGIN IMMEDIATE")
+        claims = SqlStore(_Tx(conn)).commit(batch)
+        conn.execute("COMMIT")
+    assert [(c.mine, c.row.attempts, c.prior_attempts) for c in claims] == [
+        (True, 1, 0),
+        (True, 2, 1),  # the same request again: a second attempt
+        (True, 1, 0),
+    ]
