@@ -41,7 +41,7 @@ AREAS = (
     "journal_cost",
 )
 #: Areas with an equivalent-work floor (``--impl floor``); the others run without it.
-FLOOR_AREAS = ("act",)
+FLOOR_AREAS = ("act", "journal_cost")
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -271,13 +271,13 @@ def cases(impl: str, quick: bool) -> list[Case]:
         kind="report",
         warmup=10,
     )
-    out = act_rows + recovery_rows + [transactions]
-    if floor:  # the floor journals to SQLite only
+    if floor:  # the floor journals to SQLite only (and counts no transactions)
         kept = [c for c in act_rows if not c.name.endswith("PostgreSQL")]
-        rest = [c for c in out if c not in kept]
+        rest = [c for c in act_rows + recovery_rows if c not in kept]
         return kept + unavailable(rest, "no floor written: SQLite only")
     if impl != "lionexec":
-        return unavailable(out, "no counterpart: lionexec's durable journal")
+        return unavailable(act_rows + recovery_rows, "no counterpart: lionexec's durable journal")
+    out = act_rows + recovery_rows + [transactions]
     try:
         _postgres_target()
     except Exception as exc:  # no server binaries, no psycopg: those rows n/a, with the reason

@@ -30,7 +30,7 @@ HEADER = (
 #: Byte figures below this are "next to nothing": no ratio, and a row of them is left out.
 TINY_BYTES = 16.0
 #: Units of figures that are not costs (an achieved rate, a count of requests): no ratios.
-NO_RATIO_UNITS = ("req/s", "requests")
+NO_RATIO_UNITS = ("req/s", "requests", "tx/call")
 
 
 #: The issues' targets: (issue, check, scenario, bound, other scenario). ``speedup`` must
@@ -304,6 +304,8 @@ def _number(value: float, unit: str) -> str:
         return f"{value:,.2f} req/s"
     if unit == "requests":
         return f"{value:,.0f} requests"
+    if unit == "tx/call":
+        return f"{value:,.2f} transactions"
     digits = 2 if value < 10 else 1 if value < 100 else 0
     return f"{value:,.{digits}f} µs"
 
@@ -348,7 +350,9 @@ def markdown(document: dict[str, Any], *, only: list[str] | None = None) -> str:
         "[q1–q3]; throughput in parentheses. Speedup = lionagi / lionexec. The equivalent "
         "floor does the same work as lionexec's `act` in lean plain trio (envelope parsing, "
         "argument validation, call id, private argument copy, event, log record, linked "
-        "request/response pair, cancellation safety; `benchmarks/_floor.py`); the bare floor "
+        "request/response pair, cancellation safety; `benchmarks/_floor.py`), and for the "
+        "SQLite journal rows the same made durable by hand with `sqlite3` (write-ahead, group "
+        "commit; `benchmarks/_journal_floor.py`); the bare floor "
         "only calls the tool and appends two dicts. Every floor uses lionexec's id generator. "
         f"1-minute load average as each area started (per pass): {_loads(meta) or '?'}.",
         "",
