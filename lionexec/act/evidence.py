@@ -181,6 +181,7 @@ class SinkFeed:
         self._room = trio.lowlevel.ParkingLot()
         self._settled_lot = trio.lowlevel.ParkingLot()
         self._accepted = 0  # records put in the buffer
+        self._taken = 0  # records the service took out of it
         self._settled = 0  # records whose write returned (or raised)
         #: Whether :meth:`Branch.act` waits for its records to be written before returning.
         self.durable: bool = bool(getattr(sink, "durable", False))
@@ -253,7 +254,8 @@ class SinkFeed:
                 self._report(self.sink, None, exc)
 
     def _used(self) -> int:
-        return self._send.statistics().current_buffer_used + len(self._reserved)
+        # (counted here: the channel's statistics() builds an object, 1.5 µs a call)
+        return self._accepted - self._taken + len(self._reserved)
 
     def _drop(self, record: EvidenceRecord, *, full: bool) -> bool:
         self._dropped += 1
@@ -295,6 +297,7 @@ class SinkFeed:
                             batch.append(self._receive.receive_nowait())
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
+                    self._taken += len(batch)
                     self._room.unpark_all()
                     if self._settle_waiters:  # (an expedite since may have been used up)
                         self._expedite()
@@ -324,7 +327,7 @@ class SinkFeed:
         return SinkStatistics(
             sink=repr(self.sink),
             capacity=self.capacity,
-            buffered=self._send.statistics().current_buffer_used,
+            buffered=self._accepted - self._taken,
             written=self._written,
             dropped=self._dropped,
             failed=self._failed,

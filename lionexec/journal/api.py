@@ -945,7 +945,7 @@ class JournalSink:
             batch.branches.append((self.branch_id, now))
         branch_id = self.branch_id
         for offset, message in enumerate(messages):
-            record = _unstructure.converter.unstructure(message)
+            record = _record_of(message)
             if isinstance(message, ActionRequest):
                 record["content"]["action_response_id"] = None  # linked again on loading
             body = dumps_record(record)
@@ -968,6 +968,20 @@ class JournalSink:
 
     def _unstage(self, start: int) -> None:
         self._mirrored = start
+
+
+_HOOKS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _record_of(message: Message) -> Any:
+    """*message* unstructured by the converter, its class's hook looked up once (a third of
+    the converter's ``unstructure`` time went to finding it again; bench row "journal: 1k
+    concurrent calls, SQLite")."""
+    cls = type(message)
+    hook = _HOOKS.get(cls)
+    if hook is None:
+        hook = _HOOKS[cls] = _unstructure.converter.get_unstructure_hook(cls)
+    return hook(message)
 
 
 def recorded_content(row: CallRow) -> ActionResponseContent:
