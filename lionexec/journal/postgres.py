@@ -46,6 +46,14 @@ def redact(url: str) -> str:
     return _PASSWORD.sub(r"\1***@", url)
 
 
+def _placeholders(sql: str) -> str:
+    """``?`` placeholders as psycopg's: an array (``?::type[]``, the bulk statements) in binary
+    format, the rest as psycopg chooses. In text format psycopg escapes every element of a
+    ``text[]`` with a Python regular expression: 80 % of the journal's CPU per concurrent call
+    on PostgreSQL (bench row "journal: 1k concurrent calls, PostgreSQL")."""
+    return sql.replace("?::", "%b::").replace("?", "%s")
+
+
 class _Tx:
     __slots__ = ("conn",)
 
@@ -53,16 +61,16 @@ class _Tx:
         self.conn = conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cursor = self.conn.execute(sql.replace("?", "%s"), params)
+        cursor = self.conn.execute(_placeholders(sql), params)
         return list(cursor.fetchall()) if cursor.description is not None else []
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
         with self.conn.cursor() as cursor:
-            cursor.executemany(sql.replace("?", "%s"), rows)
+            cursor.executemany(_placeholders(sql), rows)
             return cursor.rowcount
 
     def execute_count(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self.conn.execute(sql.replace("?", "%s"), params).rowcount
+        return self.conn.execute(_placeholders(sql), params).rowcount
 
 
 class PostgresBackend(Backend):

@@ -101,6 +101,33 @@ async def test_a_branch_that_retains_few_calls_still_journals_every_message(
         ]
 
 
+async def test_text_with_every_kind_of_quoting_survives_a_restart(
+    journals: JournalFactory,
+) -> None:
+    """Bodies go to PostgreSQL as binary arrays: what text-format array quoting would mangle
+    (quotes, backslashes, braces, commas, the word NULL, newlines) comes back as it went."""
+    nasty = "a \"quoted\" \\ back\\slash, {braces} NULL \n newline \t é 😀 'single'"
+
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(echo)
+        async with branch:
+            branch.messages.add_message(Instruction(content=nasty))
+            [response] = await branch.act({"function": "echo", "arguments": {"text": nasty}})
+            assert response.output == nasty
+        expected, branch_id = branch.messages, branch.id
+    async with journals.new() as journal:
+        again = await journal.history(branch_id)
+        assert again == expected
+        assert [m.content for m in again if isinstance(m, Instruction)] == [nasty]
+        [call] = await journal.calls(branch_id)
+        assert call.arguments == {"text": nasty}
+
+
 async def test_messages_added_by_hand_are_journaled_on_flush_and_close(
     journals: JournalFactory,
 ) -> None:
