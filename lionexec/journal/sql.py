@@ -254,7 +254,7 @@ class SqlStore:
         #: ``UPDATE ... FROM`` is understood (SQLite 3.33 and later); else one row at a time.
         self.update_from = update_from
 
-    def _values(
+    def _value_lists(
         self, head: str, width: int, rows: Sequence[Sequence[Any]], tail: str = ""
     ) -> Iterator[tuple[str, list[Any]]]:
         """``head VALUES (?, ...), ... tail`` statements with their parameters, covering
@@ -269,7 +269,7 @@ class SqlStore:
     def _insert(
         self, head: str, types: Sequence[str], rows: Sequence[Sequence[Any]], tail: str = ""
     ) -> int:
-        """``head VALUES (?, ...) tail`` for each of *rows* (``executemany``); in bulk, one
+        """``head VALUES (?, ...), ... tail`` over *rows* (:meth:`_value_lists`); in bulk, one
         statement over one array per column (``SELECT * FROM unnest(?::type[], ...)``).
         Returns how many rows were inserted."""
         if not rows:
@@ -277,7 +277,7 @@ class SqlStore:
         if not self.bulk:
             return sum(
                 self.tx.execute_count(sql, params)
-                for sql, params in self._values(head, len(types), rows, tail)
+                for sql, params in self._value_lists(head, len(types), rows, tail)
             )
         arrays = ", ".join(f"?::{kind}[]" for kind in types)
         return len(
@@ -316,7 +316,7 @@ class SqlStore:
             )
         elif batch.outcomes and not self.bulk:
             rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in batch.outcomes]
-            for sql, params in self._values(
+            for sql, params in self._value_lists(
                 f"UPDATE lionexec_calls SET state = '{DONE}', outcome = v.column3, "
                 "response = v.column4, finished_at = v.column5 FROM (",
                 5,
@@ -363,7 +363,7 @@ class SqlStore:
         else:
             inserted = sum(
                 self.tx.execute_count(sql, params)
-                for sql, params in self._values(head, 5, rows, tail)
+                for sql, params in self._value_lists(head, 5, rows, tail)
             )
         if inserted == len(rows):
             return
