@@ -372,3 +372,70 @@ def test_an_event_record_with_the_issue_values_is_strict_json() -> None:
     text = strict_dumps(record)
     assert "NaN" in text and "Infinity" in text and "<int with" in text
     assert record["execution"]["response"][1] == CIRCULAR
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=2**6000, max_value=2**6001),  # too many digits to print
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(),
+    st.sampled_from(["\ud800", "a\udfffb", "\U0001f600"]),  # lone surrogates, an emoji
+)
+_keys = st.one_of(st.text(), st.sampled_from(["\ud800", "k\udc00"]))
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(_keys, _scalars, max_size=8))
+def test_a_flat_dict_converts_exactly_as_the_general_path(value: dict[str, Any]) -> None:
+    """The fast path for a dict of plain scalars gives what the general conversion gives."""
+    from lionexec._jsonable import _convert
+
+    fast = jsonable(value)
+    assert fast == _convert(value, 0, set())  # (NaN and the infinities are strings by now)
+    assert fast is not value
+    json.dumps(fast, allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+@given(
+    st.dictionaries(
+        st.text(),
+        st.one_of(
+            st.lists(st.integers(), max_size=2),
+            st.builds(lambda: Color.RED),
+            st.builds(lambda: MyInt(3)),
+            st.builds(lambda: MyStr("s")),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_a_dict_with_anything_else_takes_the_general_path(value: dict[str, Any]) -> None:
+    from lionexec._jsonable import _convert, _flat
+
+    assert _flat(value) is None
+    assert jsonable(value) == _convert(value, 0, set())
+
+
+def test_a_dict_with_keys_that_are_not_plain_strings_takes_the_general_path() -> None:
+    from lionexec._jsonable import _flat
+
+    from lionexec._jsonable import _convert
+
+    for value in ({1: "a"}, {True: 1}, {None: 1}, {MyStr("k"): 1}):
+        assert _flat(value) is None
+        assert jsonable(value) == _convert(value, 0, set())
+    assert jsonable({2: "a", True: 1}) == {"2": "a", "True": 1}  # not what json.dumps says
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class MyInt(int):
+    pass
+
+
+class MyStr(str):
+    pass
