@@ -419,9 +419,7 @@ def test_a_dict_with_anything_else_takes_the_general_path(value: dict[str, Any])
 
 
 def test_a_dict_with_keys_that_are_not_plain_strings_takes_the_general_path() -> None:
-    from lionexec._jsonable import _flat
-
-    from lionexec._jsonable import _convert
+    from lionexec._jsonable import _convert, _flat
 
     for value in ({1: "a"}, {True: 1}, {None: 1}, {MyStr("k"): 1}):
         assert _flat(value) is None
