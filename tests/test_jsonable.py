@@ -33,6 +33,8 @@ from lionexec._jsonable import (
     NAN,
     NEG_INFINITY,
     UNSERIALIZABLE,
+    _convert,
+    _flat,
     exception_record,
     jsonable,
 )
@@ -390,8 +392,6 @@ _keys = st.one_of(st.text(), st.sampled_from(["\ud800", "k\udc00"]))
 @given(st.dictionaries(_keys, _scalars, max_size=8))
 def test_a_flat_dict_converts_exactly_as_the_general_path(value: dict[str, Any]) -> None:
     """The fast path for a dict of plain scalars gives what the general conversion gives."""
-    from lionexec._jsonable import _convert
-
     fast = jsonable(value)
     assert fast == _convert(value, 0, set())  # (NaN and the infinities are strings by now)
     assert fast is not value
@@ -412,15 +412,11 @@ def test_a_flat_dict_converts_exactly_as_the_general_path(value: dict[str, Any])
     )
 )
 def test_a_dict_with_anything_else_takes_the_general_path(value: dict[str, Any]) -> None:
-    from lionexec._jsonable import _convert, _flat
-
     assert _flat(value) is None
     assert jsonable(value) == _convert(value, 0, set())
 
 
 def test_a_dict_with_keys_that_are_not_plain_strings_takes_the_general_path() -> None:
-    from lionexec._jsonable import _convert, _flat
-
     for value in ({1: "a"}, {True: 1}, {None: 1}, {MyStr("k"): 1}):
         assert _flat(value) is None
         assert jsonable(value) == _convert(value, 0, set())
