@@ -396,14 +396,14 @@ class SqlStore:
             # and read nothing back. If any key or call is taken, undo and go the long way.
             # (bench row "journal: 1k concurrent calls": a third of the writer's time went to
             # reading back and updating the rows it had just inserted.)
-            rows = [new_row(op, attempts=1) for op in ops]
+            fresh = [new_row(op, attempts=1) for op in ops]
             tx.execute("SAVEPOINT lionexec_claim")
             inserted = self._insert(
-                insert, _CALL_TYPES, [_values(row) for row in rows], "ON CONFLICT DO NOTHING"
+                insert, _CALL_TYPES, [_values(row) for row in fresh], "ON CONFLICT DO NOTHING"
             )
-            if inserted == len(rows):
+            if inserted == len(fresh):
                 tx.execute("RELEASE SAVEPOINT lionexec_claim")
-                return [Claim(row, True, 0) for row in rows]
+                return [Claim(row, True, 0) for row in fresh]
             tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")
             tx.execute("RELEASE SAVEPOINT lionexec_claim")
         self._insert(
