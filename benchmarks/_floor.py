@@ -228,8 +228,8 @@ class FloorBranch:
             if request.response_id is None:
                 self._finish(request, "cancelled", None, _error(exc), None)
 
-    async def act(self, calls: list[Any], strategy: str = "concurrent") -> list[FloorResponse]:
-        """Run *calls*; always a checkpoint; every request ends with exactly one response."""
+    def _admit(self, calls: list[Any]) -> list[FloorRequest]:
+        """Read every call, refuse repeated ids, then append the requests to the history."""
         requests = [self._read(call) for call in calls]  # all read before any is recorded
         by_call_id = self.by_call_id
         fresh = {request.call_id: request for request in requests}
@@ -237,6 +237,11 @@ class FloorBranch:
             raise ValueError("a tool call id is repeated in the batch or already in the history")
         by_call_id.update(fresh)
         self.history.extend(requests)
+        return requests
+
+    async def act(self, calls: list[Any], strategy: str = "concurrent") -> list[FloorResponse]:
+        """Run *calls*; always a checkpoint; every request ends with exactly one response."""
+        requests = self._admit(calls)
         out: list[Any] = [None] * len(requests)
         try:
             if len(requests) == 1:
@@ -247,15 +252,19 @@ class FloorBranch:
                     await trio.lowlevel.checkpoint()
                     out[index] = await self._call(request)
             else:
-                call = self._call
-
-                async def one(index: int, request: FloorRequest) -> None:
-                    out[index] = await call(request)
-
-                async with trio.open_nursery() as nursery:
-                    for index, request in enumerate(requests):
-                        nursery.start_soon(one, index, request)
+                await self._concurrently(requests, out)
         except BaseException as exc:
             self._cancel_unanswered(requests, exc)
             raise
         return out
+
+    async def _concurrently(self, requests: list[FloorRequest], out: list[Any]) -> None:
+        """Run every request in one nursery; its response goes to its place in *out*."""
+        call = self._call
+
+        async def one(index: int, request: FloorRequest) -> None:
+            out[index] = await call(request)
+
+        async with trio.open_nursery() as nursery:
+            for index, request in enumerate(requests):
+                nursery.start_soon(one, index, request)

@@ -138,13 +138,7 @@ class DurableFloorBranch(FloorBranch):
 
     async def act(self, calls: list[Any], strategy: str = "concurrent") -> list[FloorResponse]:
         """Run *calls* (see the module docs); every request ends with one durable response."""
-        requests = [self._read(call) for call in calls]  # all read before any is recorded
-        by_call_id = self.by_call_id
-        fresh = {request.call_id: request for request in requests}
-        if len(fresh) != len(requests) or not by_call_id.keys().isdisjoint(fresh):
-            raise ValueError("a tool call id is repeated in the batch or already in the history")
-        by_call_id.update(fresh)
-        self.history.extend(requests)
+        requests = self._admit(calls)
         out: list[Any] = [None] * len(requests)
         try:
             if strategy == "sequential" or len(requests) == 1:
@@ -159,14 +153,7 @@ class DurableFloorBranch(FloorBranch):
             else:
                 ahead = [self._ahead(request) for request in requests]
                 await self._commit([m for m, _ in ahead], [c for _, c in ahead], [])
-                call = self._call
-
-                async def one(index: int, request: FloorRequest) -> None:
-                    out[index] = await call(request)
-
-                async with trio.open_nursery() as nursery:
-                    for index, request in enumerate(requests):
-                        nursery.start_soon(one, index, request)
+                await self._concurrently(requests, out)
                 done = [self._outcome(response) for response in out]
                 await self._commit([m for m, _ in done], [], [o for _, o in done])
         except BaseException as exc:
