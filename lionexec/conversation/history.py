@@ -119,8 +119,8 @@ class MessageManager:
 
     @property
     def appended(self) -> int:
-        """How many messages this history has held in all: the ones it started with and every
-        one appended since, trimmed ones included. It never decreases; O(1)."""
+        """How many messages this history has held in all (the ones it started with and every
+        one appended since, trimmed ones included). It never decreases; O(1)."""
         return self._appended
 
     def appended_since(self, mark: int) -> tuple[Message, ...]:
