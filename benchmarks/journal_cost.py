@@ -9,6 +9,9 @@ calls of a trivial async tool (``pure``):
   ``synchronous=NORMAL``) and with a PostgreSQL journal; the journaled figures include the
   outcome commits (``act()`` returns once they are committed). PostgreSQL rows also give
   calls per second.
+* **paired**: SQLite-journaled against in-memory ``act``, concurrent and sequential, from
+  runs interleaved in one process (:func:`benchmarks.act.paired_body`): separate rows run
+  minutes apart swing by up to 2× on this machine, the in-memory row most.
 * **transactions per call**: how many transactions a journaled call costs (commits over
   calls), sequential and concurrent, on SQLite and PostgreSQL: a sequential call pays one
   (its write-ahead; the outcome before it rides along), a concurrent batch a few in all.
@@ -43,8 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from ._harness import Body, Case, k, main, unavailable
+from .act import paired_body
 
 CALLS, QUICK_CALLS = 1_000, 200
+#: Interleaved runs (each side) of the paired SQLite / in-memory ratios.
+PAIRED_RUNS = 8
 UNFINISHED, QUICK_UNFINISHED = 10_000, 2_000
 #: An existing server's admin URL to use instead of starting one.
 POSTGRES_VARIABLE = "LIONEXEC_BENCH_POSTGRES"
@@ -264,6 +270,22 @@ def cases(impl: str, quick: bool) -> list[Case]:
         )
         for name, target in (("SQLite", _sqlite_target), ("PostgreSQL", _postgres_database))
     ]
+    paired = Case(
+        f"journal: SQLite / in memory, paired in one process, {k(n)}",
+        n,
+        paired_body(
+            {
+                f"{strategy} calls": (
+                    act_body(strategy, _sqlite_target),
+                    act_body(strategy, None),
+                )
+                for strategy in ("concurrent", "sequential")
+            },
+            PAIRED_RUNS,
+        ),
+        kind="report",
+        warmup=10,
+    )
     transactions = Case(
         f"journal: transactions per call, {k(n)} calls",
         n,
@@ -277,7 +299,7 @@ def cases(impl: str, quick: bool) -> list[Case]:
         return kept + unavailable(rest, "no floor written: SQLite only")
     if impl != "lionexec":
         return unavailable(act_rows + recovery_rows, "no counterpart: lionexec's durable journal")
-    out = act_rows + recovery_rows + [transactions]
+    out = act_rows + recovery_rows + [paired, transactions]
     try:
         _postgres_target()
     except Exception as exc:  # no server binaries, no psycopg: those rows n/a, with the reason

@@ -461,6 +461,10 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
                 paired = _paired(rows, "concurrent calls", "act: governed / ungoverned, paired")
                 if paired is not None:
                     paired_note = f"; paired in one process: {_cell(paired, 'x')}"
+            elif check in ("versus", "info") and name.startswith("journal:") and "SQLite" in name:
+                paired = _paired(rows, name, "journal: SQLite / in memory, paired")
+                if paired is not None:
+                    paired_note = f"; paired in one process: {_cell(paired, 'x')}"
             what = {
                 "linear": f"{other_name} per item ≤ {bound:g}× {name}",
                 "versus": f"{name}: ≤ {bound:g}× {other_name}",
@@ -498,7 +502,7 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
         if ratio is None:
             verdict = "not measured"
         elif check == "info":
-            verdict = f"{ratio:.2f}× ({_number(_lionexec(row) or 0.0, row['unit'])})"
+            verdict = f"{ratio:.2f}× ({_number(_lionexec(row) or 0.0, row['unit'])}){paired_note}"
         elif check == "total":
             verdict = f"{ratio:,.2f} s"
         else:
