@@ -31,7 +31,7 @@ from .errors import JournalConnectionError, JournalError
 from .sql import SqlStore, current_version, migrate
 from .store import Store
 
-__all__ = ["Listener", "PostgresBackend", "PostgresJournal", "SharedListener", "redact"]
+__all__ = ["PostgresBackend", "PostgresJournal", "SharedListener", "redact"]
 
 T = TypeVar("T")
 
@@ -173,10 +173,6 @@ class PostgresBackend(Backend):
                     await trio.to_thread.run_sync(_cancel, used[0], abandon_on_cancel=True)
             raise
 
-    def listener(self, channel: str) -> Listener:
-        """A :class:`Listener` on *channel* (enter it with ``async with``)."""
-        return Listener(self.url, self.target, channel, connect_timeout=self.connect_timeout)
-
     def shared_listener(self, channel: str) -> SharedListener:
         """The one :class:`SharedListener` of this backend on *channel* (made on first use,
         its connection opened by its first waiter, closed with the backend)."""
@@ -196,68 +192,6 @@ class PostgresBackend(Backend):
             await trio.to_thread.run_sync(pool.close)
         else:
             await trio.lowlevel.checkpoint()
-
-
-class Listener:
-    """``LISTEN`` on one channel over a dedicated autocommit connection (workers and waiters
-    of :mod:`lionexec.journal.queue` wake on ``NOTIFY`` instead of polling).
-
-    Use it as ``async with backend.listener(channel) as listener:`` then
-    ``await listener.wait(timeout)``.
-    """
-
-    def __init__(
-        self, url: str, target: str, channel: str, *, connect_timeout: float = 10.0
-    ) -> None:
-        self.url = url
-        self.target = target
-        self.channel = channel
-        self.connect_timeout = connect_timeout
-        self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.Lock()  # an abandoned wait still holds the connection
-
-    async def __aenter__(self) -> Listener:
-        def connect() -> psycopg.Connection[Any]:
-            try:
-                conn = psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
-                )
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-            except psycopg.Error as exc:
-                raise JournalConnectionError(f"PostgreSQL at {self.target}: {exc}") from exc
-            return conn
-
-        self._conn = await trio.to_thread.run_sync(connect)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-
-            def close() -> None:
-                with self._lock:
-                    conn.close()
-
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(close)
-
-    async def wait(self, seconds: float) -> bool:
-        """Wait up to *seconds* for a notification; ``True`` if one came.
-
-        Cancellation: returns at once (the waiting thread ends within *seconds*).
-        """
-        conn = self._conn
-        if conn is None:
-            raise JournalError(f"the listener on {self.target} is closed")
-
-        def wait() -> bool:
-            with self._lock:
-                try:
-                    return any(True for _ in conn.notifies(timeout=seconds, stop_after=1))
-                except psycopg.Error as exc:
-                    raise JournalConnectionError(f"PostgreSQL at {self.target}: {exc}") from exc
-
-        return await trio.to_thread.run_sync(wait, abandon_on_cancel=True)
 
 
 class SharedListener:

@@ -39,7 +39,6 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any
 
@@ -249,61 +248,61 @@ class Worker:
 
     async def _claim_loop(self, calls: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
         journal = self.journal
-        listen = getattr(journal.backend, "listener", None)
-        async with AsyncExitStack() as stack:
-            listener = None
-            if listen is not None:
-                listener = await stack.enter_async_context(listen("lionexec_queue"))
-            task_status.started()
-            idle = 0.005
-            next_reclaim = -math.inf
-            while True:
-                free = self.concurrency - len(self._jobs)
-                if free <= 0:
-                    await self._slot.park()
-                    continue
-                reclaim_now = trio.current_time() >= next_reclaim
-                if reclaim_now:
-                    next_reclaim = trio.current_time() + min(self.poll, self.lease / 2)
-                want = min(free, CLAIM_BATCH)
+        # PostgreSQL: the backend's one listener on the queue's channel (NOTIFY on submit)
+        shared = getattr(journal.backend, "shared_listener", None)
+        listener = shared("lionexec_queue") if shared is not None else None
+        if listener is not None:
+            await listener.start()  # listening before the first look: no NOTIFY is missed
+        task_status.started()
+        idle = 0.005
+        next_reclaim = -math.inf
+        while True:
+            free = self.concurrency - len(self._jobs)
+            if free <= 0:
+                await self._slot.park()
+                continue
+            reclaim_now = trio.current_time() >= next_reclaim
+            if reclaim_now:
+                next_reclaim = trio.current_time() + min(self.poll, self.lease / 2)
+            want = min(free, CLAIM_BATCH)
+            seen = listener.generation if listener is not None else 0  # before looking
 
-                def round_(store: Any, reclaim_now: bool = reclaim_now, want: int = want) -> Any:
-                    swept = (
-                        queue.reclaim(store, self.name, self._effect_of) if reclaim_now else (0, 0)
-                    )
-                    return swept, queue.claim(store, self.name, want, self.lease, self.limits)
+            def round_(store: Any, reclaim_now: bool = reclaim_now, want: int = want) -> Any:
+                swept = queue.reclaim(store, self.name, self._effect_of) if reclaim_now else (0, 0)
+                return swept, queue.claim(store, self.name, want, self.lease, self.limits)
 
-                try:  # not abandoned on cancellation: every call claimed is run or released
-                    (
-                        (requeued, interrupted),
-                        (claimed, deferred, denied, ready, busy),
-                    ) = await journal._run(round_, cancellable=False)
-                except JournalError as exc:
-                    self._log("claim_failed", error=f"{type(exc).__name__}: {exc}")
-                    await trio.sleep(self.poll)
-                    continue
-                counts = self._counts
-                counts["requeued"] += requeued
-                counts["interrupted"] += interrupted
-                counts["claimed"] += len(claimed) + deferred + denied + busy
-                counts["deferred"] += deferred
-                counts["busy"] += busy
-                counts["denied"] += denied
-                for claim in claimed:
-                    job = _Job(claim)
-                    self._jobs[job.key] = job
-                    calls.start_soon(self._execute, job)
-                if claimed or denied or requeued or ready == 0.0:
-                    idle = 0.005
-                    await trio.lowlevel.checkpoint()
-                    continue
-                # nothing ready: wait for a NOTIFY, the next deferred call, or the poll
-                pause = self.poll if ready is None else min(self.poll, ready)
-                if listener is not None:
-                    await listener.wait(pause)
-                else:
-                    await trio.sleep(min(idle, pause))
-                    idle = min(idle * 2, self.poll)
+            try:  # not abandoned on cancellation: every call claimed is run or released
+                (
+                    (requeued, interrupted),
+                    (claimed, deferred, denied, ready, busy),
+                ) = await journal._run(round_, cancellable=False)
+            except JournalError as exc:
+                self._log("claim_failed", error=f"{type(exc).__name__}: {exc}")
+                await trio.sleep(self.poll)
+                continue
+            counts = self._counts
+            counts["requeued"] += requeued
+            counts["interrupted"] += interrupted
+            counts["claimed"] += len(claimed) + deferred + denied + busy
+            counts["deferred"] += deferred
+            counts["busy"] += busy
+            counts["denied"] += denied
+            for claim in claimed:
+                job = _Job(claim)
+                self._jobs[job.key] = job
+                calls.start_soon(self._execute, job)
+            if claimed or denied or requeued or ready == 0.0:
+                idle = 0.005
+                await trio.lowlevel.checkpoint()
+                continue
+            # nothing ready: wait for a NOTIFY, the next deferred call, or the poll
+            pause = self.poll if ready is None else min(self.poll, ready)
+            if listener is not None:
+                await listener.start()  # (again if its connection was lost)
+                await listener.wait(seen, pause)
+            else:
+                await trio.sleep(min(idle, pause))
+                idle = min(idle * 2, self.poll)
 
     async def _heartbeat(self) -> None:
         while True:
