@@ -268,12 +268,7 @@ async def _cost_raw(base_url: str, calls: int) -> tuple[float, float]:
             body = json.loads(response.content)
             assert body["choices"][0]["message"]["content"] == "ok"
 
-        for _ in range(WARMUP):
-            await one()
-        wall, cpu = time.perf_counter(), time.process_time()
-        for _ in range(calls):
-            await one()
-        return time.perf_counter() - wall, time.process_time() - cpu
+        return await _timed(one, calls)
 
 
 async def _cost_lionexec(base_url: str, calls: int, through: bool) -> tuple[float, float]:
