@@ -29,6 +29,7 @@ from .store import (
     CallRow,
     Claim,
     MessageRow,
+    OutcomeOp,
     claim_for,
     new_row,
 )
@@ -305,17 +306,24 @@ class SqlStore:
         claims: list[Claim] = []
         if batch.requests:
             claims = self._claim(batch)
-        if batch.outcomes and not self.bulk and not self.update_from:
-            tx.executemany(
-                "UPDATE lionexec_calls SET state = ?, outcome = ?, response = ?, finished_at = ? "
-                "WHERE branch_id = ? AND call_id = ? AND state = ?",
-                [
-                    (DONE, o.outcome, o.response, o.at, o.branch_id, o.call_id, REQUESTED)
-                    for o in batch.outcomes
-                ],
+        if batch.outcomes:
+            self._mark_done(batch.outcomes)
+        return claims
+
+    def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
+        """Mark the calls of *outcomes* done with their outcome, in multi-row statements."""
+        tx = self.tx
+        rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
+        if self.bulk:
+            tx.execute(
+                "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
+                "response = v.response, finished_at = v.at "
+                "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
+                "?::double precision[]) AS v (branch_id, call_id, outcome, response, at) "
+                "WHERE c.branch_id = v.branch_id AND c.call_id = v.call_id AND c.state = ?",
+                [DONE, *_columns(rows, 5), REQUESTED],
             )
-        elif batch.outcomes and not self.bulk:
-            rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in batch.outcomes]
+        elif self.update_from:
             for sql, params in self._value_lists(
                 f"UPDATE lionexec_calls SET state = '{DONE}', outcome = v.column3, "
                 "response = v.column4, finished_at = v.column5 FROM (",
@@ -325,17 +333,15 @@ class SqlStore:
                 f"AND lionexec_calls.call_id = v.column2 AND lionexec_calls.state = '{REQUESTED}'",
             ):
                 tx.execute(sql, params)
-        elif batch.outcomes:
-            rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in batch.outcomes]
-            tx.execute(
-                "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
-                "response = v.response, finished_at = v.at "
-                "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
-                "?::double precision[]) AS v (branch_id, call_id, outcome, response, at) "
-                "WHERE c.branch_id = v.branch_id AND c.call_id = v.call_id AND c.state = ?",
-                [DONE, *_columns(rows, 5), REQUESTED],
+        else:  # (SQLite before 3.33: one row at a time)
+            tx.executemany(
+                "UPDATE lionexec_calls SET state = ?, outcome = ?, response = ?, finished_at = ? "
+                "WHERE branch_id = ? AND call_id = ? AND state = ?",
+                [
+                    (DONE, outcome, response, at, branch, call, REQUESTED)
+                    for branch, call, outcome, response, at in rows
+                ],
             )
-        return claims
 
     def _insert_messages(self, messages: Sequence[MessageRow]) -> None:
         """Insert *messages*; a position already holding the same message is left as is.
