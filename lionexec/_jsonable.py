@@ -22,11 +22,12 @@ import dataclasses
 import datetime as _dt
 import enum
 import functools
+import json
 import math
 import pathlib
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 import attrs
@@ -39,6 +40,7 @@ __all__ = [
     "NEG_INFINITY",
     "UNSERIALIZABLE",
     "JSONValue",
+    "compact_encoder",
     "exception_record",
     "is_unicode",
     "jsonable",
@@ -273,3 +275,39 @@ def _exception(exc: BaseException, depth: int, path: set[int]) -> dict[str, JSON
         finally:
             path.discard(key)
     return record
+
+
+def compact_encoder(
+    *, sort_keys: bool = False, ensure_ascii: bool = False
+) -> Callable[[Any], str]:
+    """``json.dumps(value, allow_nan=False, separators=(",", ":"), sort_keys=...,
+    ensure_ascii=...)`` as one reusable function, for values that hold no reference cycle
+    (what :func:`jsonable` returns, and records built from it).
+
+    The text is the same as ``json.dumps``'s (the same C encoder makes it); the encoder is
+    built once instead of on every call, which halves the time for a message-sized record
+    (bench row "journal: 1k concurrent calls, SQLite"). A cycle raises ``RecursionError``
+    rather than ``ValueError``: there is no circular-reference check.
+    """
+    encoder = json.JSONEncoder(
+        separators=(",", ":"),
+        ensure_ascii=ensure_ascii,
+        allow_nan=False,
+        sort_keys=sort_keys,
+        check_circular=False,
+    )
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C accelerator
+        return encoder.encode
+    strings = (
+        json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    )
+    # (the arguments JSONEncoder.iterencode passes: markers, default, string encoder, indent,
+    # key separator, item separator, sort_keys, skipkeys, allow_nan)
+    chunks = make(None, encoder.default, strings, None, ":", ",", sort_keys, False, False)
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(chunks(value, 0))
+
+    return encode

@@ -35,6 +35,7 @@ from lionexec._jsonable import (
     UNSERIALIZABLE,
     _convert,
     _flat,
+    compact_encoder,
     exception_record,
     jsonable,
 )
@@ -433,3 +434,45 @@ class MyInt(int):
 
 class MyStr(str):
     pass
+
+
+_JSON_DATA = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(),
+    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300)
+@given(_JSON_DATA, st.booleans(), st.booleans())
+def test_the_compact_encoder_writes_what_json_dumps_writes(
+    value: Any, sort_keys: bool, ensure_ascii: bool
+) -> None:
+    """Byte for byte, for JSON data (and so for anything :func:`jsonable` returns)."""
+    encode = compact_encoder(sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+    expected = json.dumps(
+        value,
+        allow_nan=False,
+        separators=(",", ":"),
+        sort_keys=sort_keys,
+        ensure_ascii=ensure_ascii,
+    )
+    assert encode(value) == expected
+    assert encode(jsonable(value)) == expected
+
+
+def test_the_compact_encoder_refuses_what_strict_json_dumps_refuses() -> None:
+    encode = compact_encoder()
+    for bad in (math.nan, [math.inf], {"x": -math.inf}):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            encode(bad)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode({"x": object()})
+    assert encode("é") == '"é"'
+    assert compact_encoder(ensure_ascii=True)("é") == '"\\u00e9"'

@@ -53,7 +53,7 @@ import attrs
 import trio
 
 from lionexec import _unstructure
-from lionexec._jsonable import jsonable, utf8_text
+from lionexec._jsonable import compact_encoder, jsonable, utf8_text
 from lionexec.act import Branch, read_batch
 from lionexec.act.evidence import EvidenceRecord, WriteAhead, WriteAheadReply
 from lionexec.conversation import (
@@ -107,9 +107,10 @@ COMMIT_TIMEOUT = 30.0
 
 def canonical_json(value: Any) -> str:
     """*value* as compact, key-sorted strict JSON (how arguments are stored and compared)."""
-    return json.dumps(
-        jsonable(value), sort_keys=True, allow_nan=False, separators=(",", ":"), ensure_ascii=False
-    )
+    return _canonical(jsonable(value))
+
+
+_canonical = compact_encoder(sort_keys=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -950,7 +951,7 @@ class JournalSink:
                 record["content"]["action_response_id"] = None  # linked again on loading
             body = dumps_record(record)
             batch.messages.append(
-                MessageRow(branch_id, start + offset, str(message.id), message.kind, body)
+                MessageRow(branch_id, start + offset, record["id"], message.kind, body)
             )
             if isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id

@@ -21,13 +21,12 @@ worker thread (SQL) or inline (memory). :meth:`Store.commit` applies a whole
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import attrs
 
-from lionexec._jsonable import is_unicode
+from lionexec._jsonable import compact_encoder, is_unicode
 
 from .errors import JournalError
 
@@ -377,7 +376,11 @@ def dumps_record(record: Any) -> str:
     written with ``\\u`` escapes instead: lossless (reading it back gives the same string,
     so a branch's history after a restart is the one before) and stored like any other text.
     """
-    text = json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    text = _dumps(record)
     if is_unicode(text):
         return text
-    return json.dumps(record, allow_nan=False, separators=(",", ":"), ensure_ascii=True)
+    return _dumps_ascii(record)
+
+
+_dumps = compact_encoder()
+_dumps_ascii = compact_encoder(ensure_ascii=True)
