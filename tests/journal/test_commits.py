@@ -3,6 +3,7 @@ the bound on a group commit (``commit_timeout``)."""
 
 from __future__ import annotations
 
+import collections
 import sqlite3
 import threading
 from pathlib import Path
@@ -114,6 +115,121 @@ async def test_expedite_ends_the_lingering(autojump_clock: trio.testing.MockCloc
             sink.expedite()
         assert trio.current_time() == start
         assert journal.commits == 1
+
+
+# -- who is woken when a commit ends -----------------------------------------------------------
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the scheduler steps of each task spawned while it is installed."""
+
+    def __init__(self) -> None:
+        self.steps: dict[trio.lowlevel.Task, int] = {}
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.steps[task] = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task in self.steps:
+            self.steps[task] += 1
+
+
+def _gated(journal: Journal) -> trio.Event:
+    """Make *journal*'s backend wait, in every transaction, for the event returned."""
+    gate = trio.Event()
+    run = journal.backend.run
+
+    async def held(fn: Any, *, cancellable: bool = True) -> Any:
+        await gate.wait()
+        return await run(fn, cancellable=cancellable)
+
+    journal.backend.run = held  # type: ignore[method-assign]
+    return gate
+
+
+async def test_a_commit_wakes_its_own_waiters_and_one_leader_not_every_waiter() -> None:
+    n = 50
+    async with MemoryJournal() as journal:
+        branch = await journal.branch()
+        sink = journal._sinks[branch.name]
+        gate = _gated(journal)
+        steps = _Steps()
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sink.flush)  # leads the first commit, which waits at the gate
+                await trio.testing.wait_all_tasks_blocked()
+                branch.messages.add_message(Instruction(content="hello"))
+                trio.lowlevel.add_instrument(steps)
+                for _ in range(n):
+                    nursery.start_soon(sink.flush)  # queued behind it
+                await trio.testing.wait_all_tasks_blocked()
+                gate.set()
+            trio.lowlevel.remove_instrument(steps)
+        assert journal.commits == 2  # the first, then one for all the queued writes
+        waiters = list(steps.steps.values())
+        assert len(waiters) == n
+        # each: its start, and its wake-up once the second commit took it; one of them (more
+        # steps) was woken to lead that commit. (Every waiter was woken after each commit.)
+        assert sorted(waiters)[:-1] == [2] * (n - 1), collections.Counter(waiters)
+
+
+async def test_a_waiter_cancelled_in_the_queue_leaves_it_and_the_others_commit() -> None:
+    async with MemoryJournal() as journal:
+        branch = await journal.branch()
+        sink = journal._sinks[branch.name]
+        gate = _gated(journal)
+        done: list[str] = []
+
+        async def flush(
+            name: str, task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED
+        ) -> None:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                await sink.flush()
+                done.append(name)
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                try:
+                    nursery.start_soon(flush, "leader")
+                    await trio.testing.wait_all_tasks_blocked()
+                    branch.messages.add_message(Instruction(content="hello"))
+                    first = await nursery.start(flush, "first")
+                    await nursery.start(flush, "second")
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert len(journal._pending) == 2
+                    first.cancel()  # it was next in line to lead
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert len(journal._pending) == 1
+                finally:
+                    gate.set()
+        assert sorted(done) == ["leader", "second"]
+        assert journal._pending == [] and not journal._committing
+        assert journal.commits == 2
+        assert [m.content for m in await journal.history(branch.id)] == ["hello"]
+
+
+async def test_an_outcome_lingering_through_a_commit_lingers_afresh_once_it_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with MemoryJournal() as journal:
+        journal.linger = 5.0
+        branch = await journal.branch()
+        sink = journal._sinks[branch.name]
+        gate = _gated(journal)
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sink.flush)  # leads a commit, held at the gate
+                await trio.testing.wait_all_tasks_blocked()
+                branch.messages.add_message(Instruction(content="hello"))
+                nursery.start_soon(sink.write, [])  # lingers while that commit runs
+                await trio.sleep(1.0)
+                ended = trio.current_time()
+                gate.set()
+        # nobody else led a commit: it committed itself a whole linger after the first ended
+        assert trio.current_time() - ended == pytest.approx(5.0)
+        assert journal.commits == 2
+        assert [m.content for m in await journal.history(branch.id)] == ["hello"]
 
 
 # -- the SQLite writer thread --------------------------------------------------------------------
