@@ -672,17 +672,22 @@ class Journal:
                 self._wake(item)
 
     async def _commit_batch(self, batch: Batch) -> list[Claim]:
-        """One transaction for *batch*, bounded by :attr:`commit_timeout` seconds of the wall
-        clock (see the module docs)."""
+        """One transaction for *batch*: shielded from cancellation (others wait for it: not
+        cut short), bounded instead by :attr:`commit_timeout` seconds of the wall clock (see
+        the module docs)."""
         timeout = self.commit_timeout
         if timeout is None:
-            return await self._run(lambda store: store.commit(batch), cancellable=False)
+            with trio.CancelScope(shield=True):
+                return await self._run(lambda store: store.commit(batch), cancellable=False)
         if not self._open:  # (closed meanwhile: no watchdog thread for a closed journal)
             raise JournalError(f"{self!r} is not open (use `async with journal:`)")
         watchdog = self._watchdog
         if watchdog is None:
             watchdog = self._watchdog = _Watchdog(min(1.0, timeout / 10))
-        with trio.CancelScope() as bound:
+        # One scope both shields and bounds the commit: cancel() on a shielding scope still
+        # cancels what runs in it (one scope less per commit, about 3 % of the trio thread's
+        # time in a sequential batch: bench row "journal: 1k sequential calls, SQLite").
+        with trio.CancelScope(shield=True) as bound:
             watchdog.watch(bound, timeout)
             try:
                 return await self._run(lambda store: store.commit(batch), cancellable=True)
@@ -722,8 +727,7 @@ class Journal:
             items = [item for item in items if not item.done]
             claims: list[Claim] = []
             if batch:
-                with trio.CancelScope(shield=True):  # others wait for it: bounded, not cut
-                    claims = await self._commit_batch(batch)
+                claims = await self._commit_batch(batch)
             else:
                 await trio.lowlevel.checkpoint()
         except BaseException as exc:
