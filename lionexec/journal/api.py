@@ -678,7 +678,8 @@ class Journal:
         timeout = self.commit_timeout
         if timeout is None:
             with trio.CancelScope(shield=True):
-                return await self._run(lambda store: store.commit(batch), cancellable=False)
+                claims = await self._run(lambda store: store.commit(batch), cancellable=False)
+            return claims
         if not self._open:  # (closed meanwhile: no watchdog thread for a closed journal)
             raise JournalError(f"{self!r} is not open (use `async with journal:`)")
         watchdog = self._watchdog
