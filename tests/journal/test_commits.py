@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lionexec.conversation import ActionOutcome, Instruction
 from lionexec.journal import Journal, JournalConnectionError, MemoryJournal, SqliteJournal
@@ -230,6 +232,73 @@ async def test_an_outcome_lingering_through_a_commit_lingers_afresh_once_it_ends
         assert trio.current_time() - ended == pytest.approx(5.0)
         assert journal.commits == 2
         assert [m.content for m in await journal.history(branch.id)] == ["hello"]
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["flush", "write", "cancel", "expedite", "sleep"]), st.integers(0, 3)
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_OPS)
+def test_the_commit_queue_under_random_arrivals_cancellations_and_expedites(
+    ops: list[tuple[str, int]],
+) -> None:
+    """Eager writes (``flush``) and lingering ones (``write``) arrive while commits of varied
+    length run; some waiters are cancelled, some lingering is cut short. Nothing deadlocks,
+    every write that was not cancelled returns only once a commit took what it queued, and
+    the queue ends empty."""
+
+    async def scenario() -> None:
+        async with MemoryJournal() as journal:
+            journal.linger = 0.5
+            branch = await journal.branch()
+            sink = journal._sinks[branch.name]
+            run = journal.backend.run
+            lengths = iter([k for op, k in ops if op == "flush"] * 3)
+
+            async def slow(fn: Any, *, cancellable: bool = True) -> Any:
+                await trio.sleep(0.01 * next(lengths, 1))  # a commit of some length
+                return await run(fn, cancellable=cancellable)
+
+            journal.backend.run = slow  # type: ignore[method-assign]
+            scopes: list[trio.CancelScope] = []
+            outcomes: list[str] = []
+
+            async def write(eager: bool, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                queued = branch.messages.appended  # what this write must see committed
+                with trio.CancelScope() as scope:
+                    task_status.started(scope)
+                    await (sink.flush() if eager else sink.write([]))
+                    assert sink._mirrored >= queued, (sink._mirrored, queued)
+                    outcomes.append("done")
+                    return
+                outcomes.append("cancelled")
+
+            with trio.fail_after(1_000):  # (trio's clock: a deadlock jumps straight to it)
+                async with trio.open_nursery() as nursery:
+                    for op, k in ops:
+                        if op in ("flush", "write"):
+                            branch.messages.add_message(Instruction(content=f"m{len(scopes)}"))
+                            scopes.append(await nursery.start(write, op == "flush"))
+                        elif op == "cancel" and scopes:
+                            scopes[k % len(scopes)].cancel()
+                        elif op == "expedite":
+                            sink.expedite()
+                        else:
+                            await trio.sleep(0.01 * k)
+            assert len(outcomes) == len(scopes)
+            assert journal._pending == [] and not journal._committing
+            journal.backend.run = run  # type: ignore[method-assign]
+            await journal.flush()
+            committed = [m.content for m in await journal.history(branch.id)]
+            assert committed == [f"m{i}" for i in range(len(scopes))]
+
+    trio.run(scenario, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 # -- the SQLite writer thread --------------------------------------------------------------------
