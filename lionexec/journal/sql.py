@@ -354,23 +354,12 @@ class SqlStore:
         if not messages:
             return
         rows = [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in messages]
-        head = "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body)"
-        tail = "ON CONFLICT (branch_id, seq) DO NOTHING"
-        if self.bulk:
-            arrays = ", ".join(
-                f"?::{kind}[]" for kind in ("text", "bigint", "text", "text", "text")
-            )
-            inserted = len(
-                self.tx.execute(
-                    f"{head} SELECT * FROM unnest({arrays}) {tail} RETURNING seq",
-                    _columns(rows, 5),
-                )
-            )
-        else:
-            inserted = sum(
-                self.tx.execute_count(sql, params)
-                for sql, params in self._value_lists(head, 5, rows, tail)
-            )
+        inserted = self._insert(
+            "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body)",
+            ("text", "bigint", "text", "text", "text"),
+            rows,
+            "ON CONFLICT (branch_id, seq) DO NOTHING",
+        )
         if inserted == len(rows):
             return
         ours: dict[str, dict[int, str]] = {}
