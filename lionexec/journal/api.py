@@ -175,10 +175,25 @@ class _Pending:
     done: bool = False
     #: Waiting for a commit to take it (see :meth:`Journal._linger`), not to lead one.
     lingering: bool = False
-    #: The task parked on it (:meth:`Journal._wait`), or ``None``.
+    #: The task parked on it (:meth:`wait`), or ``None``.
     task: trio.lowlevel.Task | None = None
 
-    def abort(self, _: Any) -> trio.lowlevel.Abort:
+    async def wait(self) -> None:
+        """Park until :meth:`wake` (a commit took this item, or it is its turn to lead, or it
+        lingers and should look again). Each waiter is woken for its own item, not every
+        waiter after every commit: a batch of N calls pays N wake-ups per commit it waits
+        through otherwise (bench row "journal: 1k concurrent calls, SQLite")."""
+        self.task = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort)
+
+    def wake(self) -> None:
+        """Reschedule the task parked on this item, if any."""
+        task = self.task
+        if task is not None:
+            self.task = None
+            trio.lowlevel.reschedule(task)
+
+    def _abort(self, _: Any) -> trio.lowlevel.Abort:
         self.task = None
         return trio.lowlevel.Abort.SUCCEEDED
 
@@ -601,7 +616,7 @@ class Journal:
                 await self._linger(item)
             while not item.done:
                 if self._committing:
-                    await self._wait(item)
+                    await item.wait()
                 else:
                     await self._lead()
         except BaseException:
@@ -623,32 +638,17 @@ class Journal:
         try:
             while not item.done and not self._hurry and not self._key_waiters:
                 if self._committing:
-                    await self._wait(item)
+                    await item.wait()
                     deadline = None  # the next leader gets a whole linger
                     continue
                 if deadline is None:
                     deadline = trio.current_time() + self.linger
                 with trio.move_on_at(deadline) as waited:
-                    await self._wait(item)
+                    await item.wait()
                 if waited.cancelled_caught:
                     return
         finally:
             item.lingering = False
-
-    async def _wait(self, item: _Pending) -> None:
-        """Park until :meth:`_wake` (a commit took *item*, or it is its turn to lead, or it
-        lingers and should look again). Each waiter is woken for its own item, not every
-        waiter after every commit: a batch of N calls pays N wake-ups per commit it waits
-        through otherwise (bench row "journal: 1k concurrent calls, SQLite")."""
-        item.task = trio.lowlevel.current_task()
-        await trio.lowlevel.wait_task_rescheduled(item.abort)
-
-    @staticmethod
-    def _wake(item: _Pending) -> None:
-        task = item.task
-        if task is not None:
-            item.task = None
-            trio.lowlevel.reschedule(task)
 
     def _hand_on(self) -> None:
         """A commit ended: the first waiter whose item is still queued leads the next one;
@@ -658,18 +658,18 @@ class Journal:
             if item.task is None:
                 continue  # running already (or it will lead when it looks)
             if not item.lingering:
-                self._wake(item)
+                item.wake()
                 return
             lingering.append(item)
         for item in lingering:
-            self._wake(item)
+            item.wake()
 
     def _expedite(self) -> None:
         """Someone waits for what was queued: lingering outcomes commit now."""
         self._hurry = True
         for item in self._pending:
             if item.lingering:
-                self._wake(item)
+                item.wake()
 
     async def _commit_batch(self, batch: Batch) -> list[Claim]:
         """One transaction for *batch*: shielded from cancellation (others wait for it: not
@@ -742,7 +742,7 @@ class Journal:
         finally:
             self._committing = False
             for item in taken:
-                self._wake(item)  # (they run once this task yields: every flag is set by then)
+                item.wake()  # (they run once this task yields: every flag is set by then)
             self._hand_on()
         if batch:
             self.commits += 1
