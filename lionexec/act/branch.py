@@ -131,6 +131,8 @@ class Branch:
     #: ``str(id)``, computed once: every message and call context of this branch names it.
     name: str = attrs.field(init=False)
     _feeds: tuple[SinkFeed, ...] = attrs.field(init=False)
+    #: The feeds of durable sinks (a journal): act() waits for them, and trims after them.
+    _durable: tuple[SinkFeed, ...] = attrs.field(init=False)
     _evidence: Evidence = attrs.field(init=False)
     _in_flight: set[uuid.UUID] = attrs.field(init=False, factory=set)
     _stack: AsyncExitStack | None = attrs.field(init=False, default=None)
@@ -141,6 +143,7 @@ class Branch:
             SinkFeed(sink, capacity=self.sink_capacity, report=self._sink_failed)
             for sink in self.sinks
         )
+        self._durable = tuple(feed for feed in self._feeds if feed.durable)
         self._evidence = Evidence(self.messages, self.log, self._feeds)
 
     @classmethod
@@ -329,6 +332,7 @@ class Branch:
             for proposal, request in zip(proposals, requests, strict=True)
         ]
         in_flight = self._in_flight
+        durable = self._durable
 
         async def run(_index: int, transaction: CallTransaction) -> ActionResponse:
             return await transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
@@ -345,10 +349,9 @@ class Branch:
             )
             # A durable sink holds what the caller is about to see: wait for what each has
             # accepted so far, which is everything appended so far that has been answered.
-            durable = [(feed, feed.accepted) for feed in self._feeds if feed.durable]
             if durable:
                 settled = self.messages.appended
-                for feed, accepted in durable:
+                for feed, accepted in [(feed, feed.accepted) for feed in durable]:
                     await feed.wait_settled(accepted)
                 if self.retain is not None:
                     self._trim(self.retain, before=settled)
@@ -363,7 +366,7 @@ class Branch:
             in_flight.difference_update(request.id for request in requests)
             # A durable sink (a journal) reads what was appended since its last commit: only
             # what it settled may go, so such a branch trims above, on success only.
-            if self.retain is not None and not any(feed.durable for feed in self._feeds):
+            if self.retain is not None and not durable:
                 self._trim(self.retain, before=None)
 
     @trio.lowlevel.enable_ki_protection
