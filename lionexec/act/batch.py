@@ -111,10 +111,10 @@ async def fan_out(
     Calls start in input order: with *max_concurrent* (or a shared *limiter*: a call holds one
     of its tokens while it runs), the next one starts when a running one finishes; with
     *throttle_period*, at least that many seconds after the previous start. With
-    ``max_concurrent=1`` (a sequential batch) the calls run one after another in this task
-    (*func* must be a checkpoint itself, as a call's transaction is, for the batch to yield
-    between calls); otherwise each runs in its own task of one nursery, and the loop that
-    starts them checkpoints every 64 starts.
+    ``max_concurrent=1`` (a sequential batch) the calls run one after another in this task,
+    each after a checkpoint (so the batch yields, and can be cancelled, between calls, even
+    when *func* never waits); otherwise each runs in its own task of one nursery, and the
+    loop that starts them checkpoints every 64 starts.
 
     An ordinary exception from one call stops the batch (the running calls are cancelled, the
     rest never start) and is raised (unwrapped from its exception group when it is the only
@@ -127,12 +127,14 @@ async def fan_out(
     results: list[Any] = [None] * len(items)
     throttle = Throttle(throttle_period) if throttle_period else None
     if max_concurrent == 1 or len(items) == 1:
-        # One after another in this task. Each call is a checkpoint itself (a call's
-        # transaction always yields), so the batch yields between calls; no extra checkpoint
-        # here (the sequential and single-call act rows of nox -s bench).
+        # One after another in this task, each after a checkpoint: the batch yields between
+        # calls, and *func* need not (a call's transaction does not: the sequential and
+        # single-call act rows of nox -s bench). A throttle's wait is the checkpoint.
         for index, item in enumerate(items):
             if throttle is not None:
                 await throttle.wait()
+            else:
+                await trio.lowlevel.checkpoint()
             try:
                 if limiter is None:
                     results[index] = await func(index, item)

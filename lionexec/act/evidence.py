@@ -387,12 +387,15 @@ class Evidence:
     ) -> None:
         """Write the linked pair and the log record, then offer them to the sinks.
 
+        *response* is the one the transaction built for *request* (see
+        :meth:`MessageManager._answer`).
+
         Synchronous, all-or-nothing for the history and the log, and protected from
         ``KeyboardInterrupt`` (which is delivered before or after, never inside). Raises
         :class:`~lionexec.errors.HistoryError` only if the history refuses the pair (a bug:
         the transaction checks everything first), in which case nothing was written.
         """
-        self.history.record_action(request, response)
+        self.history._answer(request, response)
         if log is not None:
             self.log.append(log)
         if self.feeds:

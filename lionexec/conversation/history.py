@@ -21,6 +21,8 @@ MessageCallback: TypeAlias = Callable[[Message], Awaitable[object] | object]
 
 M = TypeVar("M", bound=Message)
 
+_set = object.__setattr__
+
 
 #: The failure record :meth:`MessageManager.notify` returns: a
 #: :class:`~lionexec.ReportedFailure` whose ``where`` is ``"message_callback"``. (The name of
@@ -303,6 +305,22 @@ class MessageManager:
         if response.id not in messages:
             messages[response.id] = response
             self._appended += 1
+
+    def _answer(self, request: ActionRequest, response: ActionResponse) -> None:
+        """:meth:`record_action` for the act transaction, which admitted *request* here and
+        built *response* for it (:meth:`ActionResponse._recorded`: a new id, the same
+        function, linked to the request): no check can fail, so only the response is written
+        and linked. Otherwise (the request is not here unanswered) :meth:`record_action`,
+        with its checks and errors. About half its cost (the act rows of ``nox -s bench``).
+        """
+        messages = self._messages
+        content = request.content
+        if messages.get(request.id) is not request or content.action_response_id is not None:
+            self.record_action(request, response)
+            return
+        _set(content, "action_response_id", response.id)
+        messages[response.id] = response
+        self._appended += 1
 
     # -- notifying ----------------------------------------------------------------------------
 

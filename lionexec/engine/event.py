@@ -182,10 +182,21 @@ class Event:
         its outcome is recorded :meth:`invoke` yields to the scheduler (a schedule point that
         cannot be cancelled), so even an ``_invoke`` that never awaits lets other tasks run.
         """
-        execution = self.execution
-        if execution.status is not _PENDING:
+        if self.execution.status is not _PENDING:
             await trio.lowlevel.checkpoint()
             return
+        await self._run()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def _run(self) -> None:
+        """:meth:`invoke` on a ``pending`` event, without the schedule point after the outcome.
+
+        For a caller that yields itself (the act transaction: a call of a concurrent batch runs
+        in a task just spawned, a sequential batch checkpoints between calls). Checks for
+        cancellation before the work starts, like :meth:`invoke`; if the work never awaits,
+        neither does this.
+        """
+        execution = self.execution
         execution.status = _PROCESSING
         start = trio.current_time()
         outer = sys.exception()  # our caller's, if any: not ours to strip (see _finish)
@@ -200,7 +211,6 @@ class Event:
         else:
             execution.response = response
             self._finish(start, _COMPLETED)
-        await trio.lowlevel.cancel_shielded_checkpoint()
 
     def _finish(
         self,

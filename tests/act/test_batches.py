@@ -20,6 +20,7 @@ from lionexec import (
     Tool,
     alcall,
 )
+from lionexec.act import fan_out
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
 
@@ -380,6 +381,21 @@ def test_batch_summary_of_nothing_has_every_status_at_zero() -> None:
 
 
 # -- alcall, the generic fan-out ---------------------------------------------------------------
+
+
+async def test_a_sequential_fan_out_can_be_cancelled_between_calls_that_never_wait() -> None:
+    ran: list[int] = []
+
+    async def never_waits(_index: int, item: int) -> int:
+        ran.append(item)
+        if item == 2:
+            scope.cancel()
+        return item
+
+    with trio.fail_after(5), trio.CancelScope() as scope:
+        await fan_out(never_waits, list(range(10)), max_concurrent=1)
+    assert scope.cancelled_caught
+    assert ran == [0, 1, 2]  # stopped at the checkpoint before the fourth call
 
 
 async def test_alcall_returns_results_in_input_order(autojump_clock: trio.abc.Clock) -> None:

@@ -203,6 +203,56 @@ def test_record_action_refuses_a_conflict_without_writing_anything(
     assert_linked(history)
 
 
+def test_the_act_layers_answer_links_an_admitted_request_like_record_action() -> None:
+    fast, slow = MessageManager(), MessageManager()
+    for history in (fast, slow):
+        request = history.add_message(ActionRequest.create("f", {"a": 1}, call_id="c1"))
+        history.add_message(Instruction(content="meanwhile"))
+        response = ActionResponse._recorded(
+            request,
+            output=1,
+            error=None,
+            outcome=ActionOutcome.COMPLETED,
+            attempts=1,
+            sender="f",
+            recipient="b",
+        )
+        if history is fast:
+            history._answer(request, response)
+        else:
+            history.record_action(request, response)
+        assert [type(m) for m in history] == [ActionRequest, Instruction, ActionResponse]
+        assert history.response_for(request) is response
+        assert request.content.action_response_id == response.id
+        assert_linked(history)
+    assert fast.appended == slow.appended == 3
+
+
+@pytest.mark.parametrize("arrange", ["not_admitted", "already_answered", "another_function"])
+def test_the_act_layers_answer_checks_what_it_was_not_promised(arrange: str) -> None:
+    history = MessageManager()
+    request, response = pair()
+    if arrange == "not_admitted":  # record_action's case: the request is written first
+        history._answer(request, response)
+        assert list(history) == [request, response]
+        assert_linked(history)
+        return
+    history.add_message(request)
+    if arrange == "already_answered":
+        history._answer(request, response)
+        response = ActionResponse.create(request)
+        match = "already answered"
+    else:
+        response = ActionResponse.create(ActionRequest.create("other"))
+        response.content.action_request_id = request.id
+        request.content.action_response_id = response.id  # a forged link: not "unanswered"
+        match = "is for function"
+    before = snapshot(history)
+    with pytest.raises(HistoryError, match=match):
+        history._answer(request, response)
+    assert snapshot(history) == before
+
+
 def test_record_action_checks_argument_types() -> None:
     request, response = pair()
     with pytest.raises(TypeError, match="ActionRequest"):

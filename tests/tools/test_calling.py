@@ -96,6 +96,22 @@ def test_non_object_arguments_are_refused_at_construction() -> None:
         call(find, "text=a")
 
 
+def test_the_act_layers_trusted_constructor_builds_what_the_constructor_builds() -> None:
+    async def f(a: int) -> int:
+        return a
+
+    tool, arguments, context = Tool.from_function(f), {"a": 1}, object()
+    fast = FunctionCalling._for_call(tool, arguments, context)
+    slow = FunctionCalling(tool=tool, arguments=arguments, context=context)
+    assert fast.arguments is arguments  # kept, not copied
+    for field in attrs.fields(FunctionCalling):
+        if field.name not in {"id", "created_at", "execution"}:
+            assert getattr(fast, field.name) == getattr(slow, field.name), field.name
+    assert attrs.asdict(fast.execution) == attrs.asdict(slow.execution)
+    assert fast.id != slow.id and fast.id.version == 4
+    assert fast.to_dict().keys() == slow.to_dict().keys()
+
+
 def test_function_must_name_the_tool() -> None:
     tool = Tool.from_function(find)
     assert FunctionCalling(tool=tool, function="find", arguments={"text": "a"}).function == "find"
