@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Literal, Self, overload
@@ -136,6 +136,8 @@ class Branch:
     _evidence: Evidence = attrs.field(init=False)
     _in_flight: set[uuid.UUID] = attrs.field(init=False, factory=set)
     _stack: AsyncExitStack | None = attrs.field(init=False, default=None)
+    #: The latest act()'s scope, reused while the collaborators it names stay the same.
+    _last_scope: CallScope | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self.name = str(self.id)
@@ -334,8 +336,9 @@ class Branch:
         in_flight = self._in_flight
         durable = self._durable
 
-        async def run(_index: int, transaction: CallTransaction) -> ActionResponse:
-            return await transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
+        def run(_index: int, transaction: CallTransaction) -> Awaitable[ActionResponse]:
+            # the transaction's own coroutine, not one around it (act rows of nox -s bench)
+            return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
 
         try:
             self._admit(batch.turn, requests)
@@ -396,18 +399,30 @@ class Branch:
         for part in (self.hooks, self.observer, self.messages):  # one log: stored, logged once
             if part is not None and part.failures is not failures:
                 part.failures = failures
-        return CallScope(
-            branch_id=self.id,
-            branch_name=self.name,
-            registry=self.registry,
-            hooks=self.hooks,
-            observer=self.observer,
-            policy=self.policy,
-            evidence=self._evidence,
-            history=self.messages,
-            failures=self.failures,
-            cancel_grace=self.cancel_grace,
-        )
+        scope = self._last_scope
+        if (  # reused, not rebuilt, per act (the single-call act row of nox -s bench)
+            scope is None
+            or scope.registry is not self.registry
+            or scope.hooks is not self.hooks
+            or scope.observer is not self.observer
+            or scope.policy is not self.policy
+            or scope.history is not self.messages
+            or scope.failures is not failures
+            or scope.cancel_grace != self.cancel_grace
+        ):
+            scope = self._last_scope = CallScope(
+                branch_id=self.id,
+                branch_name=self.name,
+                registry=self.registry,
+                hooks=self.hooks,
+                observer=self.observer,
+                policy=self.policy,
+                evidence=self._evidence,
+                history=self.messages,
+                failures=failures,
+                cancel_grace=self.cancel_grace,
+            )
+        return scope
 
     def _check_new(self, proposals: list[Proposal], requests: list[ActionRequest]) -> None:
         """Refuse, before anything is recorded, calls that could not get one new response."""
@@ -415,6 +430,15 @@ class Branch:
         seen: set[uuid.UUID] = set()
         for proposal, request in zip(proposals, requests, strict=True):
             call_id = proposal.call_id
+            existing = history.request_for_call_id(call_id)
+            if existing is not None and existing is not request:
+                raise DuplicateCallError(
+                    f"call id {call_id!r} is already in this history (request {existing.id}); "
+                    "a model may not reuse a tool-call id",
+                    call_id=call_id,
+                )
+            if proposal.request is None:
+                continue  # a request made just now, with a new id: nothing else to check
             if request.id in self._in_flight:
                 raise DuplicateCallError(
                     f"action request {request.id} (call {call_id!r}) is already running in "
@@ -432,13 +456,6 @@ class Branch:
                     f"action request {request.id} appears twice in one batch", call_id=call_id
                 )
             seen.add(request.id)
-            existing = history.request_for_call_id(call_id)
-            if existing is not None and existing is not request:
-                raise DuplicateCallError(
-                    f"call id {call_id!r} is already in this history (request {existing.id}); "
-                    "a model may not reuse a tool-call id",
-                    call_id=call_id,
-                )
             if request.id in history and history[request.id] is not request:
                 raise DuplicateCallError(
                     f"a different message with id {request.id} is already in this history",

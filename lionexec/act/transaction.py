@@ -303,7 +303,7 @@ class CallTransaction:
             scope.observer is not None
             or scope.policy is not None
             or tool.preprocessor is not None
-            or scope.hooks.handlers_for(HookPoint.TOOL_PRE)
+            or scope.hooks.has_handlers(HookPoint.TOOL_PRE)
         )
         if governed and not await self._admitted():
             return
@@ -338,7 +338,13 @@ class CallTransaction:
             return self._invalid(exc)
         except RecursionError:
             return self._invalid(ValidationError("arguments are nested too deeply"))
-        if _has_non_finite(arguments):
+        recorded = self.request.content.arguments
+        if arguments is not recorded and _same_scalars(arguments, recorded):
+            # Validation changed nothing: share the request's dict, whose numbers the reader
+            # found finite. Nothing changes validated arguments, and every event is kept in
+            # the log: one dict fewer per call (act "retained per call" rows of nox -s bench).
+            arguments = recorded
+        elif _has_non_finite(arguments):
             return self._invalid(
                 ValidationError("arguments contain a non-finite number (NaN or Infinity)")
             )
@@ -379,7 +385,7 @@ class CallTransaction:
     async def pre_hooks(self) -> bool:
         """The blocking ``tool.pre`` hooks; ``denied`` if one says no."""
         hooks = self.scope.hooks
-        if not hooks.handlers_for(HookPoint.TOOL_PRE):
+        if not hooks.has_handlers(HookPoint.TOOL_PRE):
             return True
         context = self.context
         assert context is not None
@@ -575,11 +581,9 @@ class CallTransaction:
         arguments = self.arguments
         recorded = self.request.content.arguments
         if arguments is not recorded and _same_scalars(arguments, recorded):
-            self.arguments = arguments = recorded
+            self.arguments = arguments = recorded  # a transform that changed nothing
         # Shared, not copied: nothing changes the validated arguments (the tool gets its own
-        # copy at invoke; a transform makes a new dict). When validation changed nothing they
-        # are the request's own dict: every event is kept in the log, and this is one dict
-        # fewer per call (act "retained per call" rows of ``nox -s bench``).
+        # copy at invoke; a transform makes a new dict). See resolve().
         event = FunctionCalling._for_call(tool, arguments, context)
         self.event, self.attempts = event, attempts
         return event
@@ -650,7 +654,7 @@ class CallTransaction:
         if event is not None:
             duration = event.execution.duration
             if event.status is _COMPLETED:
-                if hooks.handlers_for(HookPoint.TOOL_POST):
+                if hooks.has_handlers(HookPoint.TOOL_POST):
                     await _quiet(hooks, HookBus.emit)(
                         HookPoint.TOOL_POST,
                         tool_name=self.proposal.function,
@@ -658,7 +662,7 @@ class CallTransaction:
                         result=summarize(event.response),
                         duration=duration,
                     )
-            elif hooks.handlers_for(HookPoint.TOOL_ERROR):
+            elif hooks.has_handlers(HookPoint.TOOL_ERROR):
                 await _quiet(hooks, HookBus.emit)(
                     HookPoint.TOOL_ERROR,
                     tool_name=self.proposal.function,
@@ -673,7 +677,7 @@ class CallTransaction:
                 )
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))
-        if hooks.handlers_for(HookPoint.MESSAGE_ADD):
+        if hooks.has_handlers(HookPoint.MESSAGE_ADD):
             await _quiet(hooks, HookBus.emit)(
                 HookPoint.MESSAGE_ADD, message=_detached_message(request)
             )

@@ -18,7 +18,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, TypeVar
 
@@ -26,6 +26,7 @@ import attrs
 
 from .._ids import uuid4
 from .._jsonable import jsonable as strict_json
+from .._slots import slot_setters
 from ..engine.status import EventStatus
 
 __all__ = [
@@ -404,16 +405,22 @@ class AssistantResponse(Message):
 _M = TypeVar("_M", bound=Message)
 
 
-def _trusted(cls: type[_M], content: object, sender: str | None, recipient: str | None) -> _M:
-    """A new message of *cls* with *content*, its fields set without the attrs init (for the
-    act layer's trusted constructors, whose values are checked already)."""
-    message = object.__new__(cls)
-    _set = object.__setattr__
-    _set(message, "id", uuid4())
-    _set(message, "created_at", time.time())
-    _set(message, "sender", sender)
-    _set(message, "recipient", recipient)
-    _set(message, "content", content)
+def _trusted(
+    cls: type[_M],
+    set_content: Callable[[Any, Any], None],
+    content: object,
+    sender: str | None,
+    recipient: str | None,
+) -> _M:
+    """A new message of *cls* with *content* (assigned by *set_content*), its fields set
+    without the attrs init (for the act layer's trusted constructors, whose values are
+    checked already)."""
+    message = _new(cls)
+    _set_id(message, uuid4())
+    _set_created_at(message, time.time())
+    _set_sender(message, sender)
+    _set_recipient(message, recipient)
+    set_content(message, content)
     return message
 
 
@@ -471,14 +478,14 @@ class ActionRequest(Message):
         the ``act`` rows of ``nox -s bench``. A test checks it builds what :meth:`create`
         builds.
         """
-        content = object.__new__(ActionRequestContent)
-        _set = object.__setattr__
-        _set(content, "function", function)
-        _set(content, "arguments", arguments)
-        _set(content, "action_response_id", None)
-        _set(content, "call_id", call_id)
-        _set(content, "raw_arguments", raw_arguments)
-        return _trusted(cls, content, sender, recipient)
+        content = _new(ActionRequestContent)
+        set_function, set_arguments, set_response_id, set_call_id, set_raw = _REQUEST_SETTERS
+        set_function(content, function)
+        set_arguments(content, arguments)
+        set_response_id(content, None)
+        set_call_id(content, call_id)
+        set_raw(content, raw_arguments)
+        return _trusted(cls, _set_request_content, content, sender, recipient)
 
     @property
     def function(self) -> str:
@@ -576,17 +583,27 @@ class ActionResponse(Message):
         third of :meth:`create`'s cost; the act rows of ``nox -s bench`` are why. A test
         checks it builds what :meth:`create` builds.
         """
-        content = object.__new__(ActionResponseContent)
-        _set = object.__setattr__
-        _set(content, "function", request.content.function)
-        _set(content, "arguments", request.content.arguments)
-        _set(content, "output", output)
-        _set(content, "action_request_id", request.id)
-        _set(content, "error", error)
-        _set(content, "outcome", outcome)
-        _set(content, "status", OUTCOME_STATUS[outcome])
-        _set(content, "attempts", attempts)
-        return _trusted(cls, content, sender, recipient)
+        content = _new(ActionResponseContent)
+        (
+            set_function,
+            set_arguments,
+            set_output,
+            set_request_id,
+            set_error,
+            set_outcome,
+            set_status,
+            set_attempts,
+        ) = _RESPONSE_SETTERS
+        recorded = request.content
+        set_function(content, recorded.function)
+        set_arguments(content, recorded.arguments)
+        set_output(content, output)
+        set_request_id(content, request.id)
+        set_error(content, error)
+        set_outcome(content, outcome)
+        set_status(content, OUTCOME_STATUS[outcome])
+        set_attempts(content, attempts)
+        return _trusted(cls, _set_response_content, content, sender, recipient)
 
     @property
     def output(self) -> Any:
@@ -612,3 +629,26 @@ class ActionResponse(Message):
     @property
     def action_request_id(self) -> uuid.UUID | None:
         return self.content.action_request_id
+
+
+# The trusted constructors' slot setters (see lionexec._slots).
+_new = object.__new__
+_set_id, _set_created_at, _set_sender, _set_recipient = slot_setters(
+    Message, "id", "created_at", "sender", "recipient"
+)
+(_set_request_content,) = slot_setters(ActionRequest, "content")
+(_set_response_content,) = slot_setters(ActionResponse, "content")
+_REQUEST_SETTERS: Final = slot_setters(
+    ActionRequestContent, "function", "arguments", "action_response_id", "call_id", "raw_arguments"
+)
+_RESPONSE_SETTERS: Final = slot_setters(
+    ActionResponseContent,
+    "function",
+    "arguments",
+    "output",
+    "action_request_id",
+    "error",
+    "outcome",
+    "status",
+    "attempts",
+)

@@ -145,6 +145,11 @@ class HookBus:
         key = point if type(point) is HookPoint else HookPoint(point)
         return tuple(self._handlers.get(key, ()))
 
+    def has_handlers(self, point: HookPoint) -> bool:
+        """Whether any handler runs at *point* (a :class:`HookPoint`): ``bool(handlers_for(
+        point))`` without building the tuple (asked several times per tool call)."""
+        return bool(self._handlers.get(point))
+
     def statistics(self) -> HookBusStatistics:
         """Handler counts per point and failure counters, as a snapshot."""
         failures = self.failures.statistics()

@@ -776,3 +776,25 @@ async def test_requests_are_in_the_history_in_proposal_order_before_any_call_run
     ]
     exported = branch.messages.to_openai()[0]["tool_calls"]
     assert [c["id"] for c in exported] == [r.call_id for r in branch.messages.requests()]
+
+
+async def test_governance_set_on_the_branch_between_acts_governs_the_next_act() -> None:
+    branch = Branch()
+    branch.register_tools(_add_tool)
+    denied_by_hook: list[str] = []
+    with trio.fail_after(5):
+        assert outcomes(await branch.act(call("add", a=1, b=2))) == [Outcome.COMPLETED]
+        branch.policy = PermissionPolicy(mode="rules", deny={"add": ["*"]})
+        assert outcomes(await branch.act(call("add", a=1, b=2))) == [Outcome.DENIED]
+        branch.policy = None
+        branch.observer = SessionObserver()
+        branch.observer.gate(lambda invocation: False)
+        assert outcomes(await branch.act(call("add", a=1, b=2))) == [Outcome.DENIED]
+        branch.observer = None
+        branch.hooks = type(branch.hooks)()
+        branch.hooks.on(HookPoint.TOOL_PRE, lambda **kw: denied_by_hook.append("pre") or False)
+        assert outcomes(await branch.act(call("add", a=1, b=2))) == [Outcome.DENIED]
+        branch.registry = type(branch.registry)()
+        assert outcomes(await branch.act(call("add", a=1, b=2))) == [Outcome.INVALID]
+    assert denied_by_hook == ["pre"]
+    check_history(branch)

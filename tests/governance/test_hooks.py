@@ -46,6 +46,11 @@ def test_on_off_and_handlers_for() -> None:
     assert bus.handlers_for(HookPoint.TOOL_POST) == (first, second)
     bus.off(HookPoint.TOOL_POST, lambda **_: None)  # absent: nothing happens
     assert bus.handlers_for(HookPoint.TOOL_ERROR) == ()
+    assert bus.has_handlers(HookPoint.TOOL_POST)
+    assert not bus.has_handlers(HookPoint.TOOL_ERROR)
+    bus.off(HookPoint.TOOL_POST, first)
+    bus.off(HookPoint.TOOL_POST, second)
+    assert not bus.has_handlers(HookPoint.TOOL_POST)  # every handler gone
 
 
 def test_unknown_points_and_uncallable_handlers_are_refused() -> None:
