@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["ActionLogRecord", "EventLog", "JsonlSink"]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)  # one per invoked call is kept: 8 B each
 class ActionLogRecord:
     """What the log keeps of one invoked call.
 

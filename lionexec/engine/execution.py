@@ -34,7 +34,7 @@ Unset: Final = UnsetType.Unset
 ErrorValue: TypeAlias = "str | BaseException | None"
 
 
-@attrs.define(eq=False, repr=True)
+@attrs.define(eq=False, repr=True, weakref_slot=False)  # one per event is kept: 8 B each
 class Execution:
     """What happened to one event: status, duration, response, error and retryability.
 

@@ -138,6 +138,16 @@ def test_error_info_from_exception_names_type_and_message() -> None:
     assert ErrorInfo.from_exception(KeyError("k")) == ErrorInfo("KeyError", "'k'")
 
 
+def test_error_infos_of_one_exception_type_share_its_name() -> None:
+    # a built-in type makes its __name__ anew on every read; kept failures share one
+    first, second = (
+        ErrorInfo.from_exception(ValueError("a")),
+        ErrorInfo.from_exception(ValueError("b")),
+    )
+    assert first.type == "ValueError"
+    assert first.type is second.type
+
+
 def test_error_info_from_an_unprintable_exception_does_not_raise() -> None:
     class Unprintable(Exception):
         def __str__(self) -> str:
