@@ -114,44 +114,109 @@ def signature_parameters(
     ``Any`` when *lenient*. A positional-only parameter without a default cannot be passed by
     keyword and raises :class:`SchemaError`; one with a default is left out.
     """
-    try:
-        signature = inspect.signature(func)
-    except (TypeError, ValueError) as exc:
-        raise SchemaError(f"cannot read the signature of {func!r}: {exc}") from exc
+    declared = _plain_function_parameters(func)
+    if declared is None:
+        try:
+            signature = inspect.signature(func)
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"cannot read the signature of {func!r}: {exc}") from exc
+        declared = [
+            (p.name, p.kind, p.default, p.annotation) for p in signature.parameters.values()
+        ]
     namespace: dict[str, Any] | None = None  # read only for a string annotation
     descriptions = descriptions or {}
     params: list[Parameter] = []
     var_keyword = False
-    for p in signature.parameters.values():
-        if p.kind is inspect.Parameter.VAR_KEYWORD:
+    for name, kind, default, annotation in declared:
+        if kind is _VAR_KEYWORD:
             var_keyword = True
-        if p.kind in _SKIPPED_KINDS or p.name in exclude:
+        if kind in _SKIPPED_KINDS or name in exclude:
             continue
-        required = p.default is inspect.Parameter.empty
-        if p.kind is inspect.Parameter.POSITIONAL_ONLY:
+        required = default is _EMPTY
+        if kind is _POSITIONAL_ONLY:
             if required:
                 raise SchemaError(
-                    f"parameter {p.name!r} of {func!r} is positional-only; tools are called "
+                    f"parameter {name!r} of {func!r} is positional-only; tools are called "
                     "with keyword arguments"
                 )
             continue
-        annotation = p.annotation
-        if annotation is inspect.Parameter.empty:
+        if annotation is _EMPTY:
             annotation = Any
         elif isinstance(annotation, str):
             if namespace is None:
                 namespace = _globals_of(func)
-            annotation = _evaluate(annotation, p.name, namespace, func, lenient)
+            annotation = _evaluate(annotation, name, namespace, func, lenient)
         params.append(
             Parameter(
-                name=p.name,
+                name=name,
                 annotation=annotation,
                 required=required,
-                default=None if required else p.default,
-                description=descriptions.get(p.name) or None,
+                default=None if required else default,
+                description=descriptions.get(name) or None,
             )
         )
     return params, var_keyword
+
+
+_EMPTY: Final = inspect.Parameter.empty
+_POSITIONAL_ONLY: Final = inspect.Parameter.POSITIONAL_ONLY
+_POSITIONAL_OR_KEYWORD: Final = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_VAR_POSITIONAL: Final = inspect.Parameter.VAR_POSITIONAL
+_KEYWORD_ONLY: Final = inspect.Parameter.KEYWORD_ONLY
+_VAR_KEYWORD: Final = inspect.Parameter.VAR_KEYWORD
+_CO_VARARGS: Final = inspect.CO_VARARGS
+_CO_VARKEYWORDS: Final = inspect.CO_VARKEYWORDS
+
+
+def _plain_function_parameters(
+    func: object,
+) -> list[tuple[str, inspect._ParameterKind, Any, Any]] | None:
+    """``(name, kind, default, annotation)`` of each parameter of a plain function, read from
+    its code object as :func:`inspect.signature` reads it (``Parameter.empty`` for none), or
+    ``None`` for anything else: a function with ``__signature__``, ``__wrapped__`` or
+    ``_partialmethod`` (which :func:`inspect.signature` honours), a method, a partial, a
+    callable object.
+
+    About a sixth of :func:`inspect.signature`'s cost, a sixth of registering a tool (tools
+    rows of ``nox -s bench``); a property test checks it against :func:`inspect.signature`.
+    """
+    if type(func) is not types.FunctionType:
+        return None
+    attributes = func.__dict__
+    if (
+        "__signature__" in attributes
+        or "__wrapped__" in attributes
+        or "_partialmethod" in attributes
+    ):
+        return None
+    code = func.__code__
+    names = code.co_varnames
+    positional = code.co_argcount
+    positional_only = code.co_posonlyargcount
+    keyword_only = code.co_kwonlyargcount
+    annotations = func.__annotations__
+    defaults = func.__defaults__ or ()
+    kwdefaults = func.__kwdefaults__ or {}
+    first_default = positional - len(defaults)
+    out: list[tuple[str, inspect._ParameterKind, Any, Any]] = []
+    for index in range(positional):
+        name = names[index]
+        kind = _POSITIONAL_ONLY if index < positional_only else _POSITIONAL_OR_KEYWORD
+        default = defaults[index - first_default] if index >= first_default else _EMPTY
+        out.append((name, kind, default, annotations.get(name, _EMPTY)))
+    index = positional + keyword_only
+    if code.co_flags & _CO_VARARGS:
+        name = names[index]
+        out.append((name, _VAR_POSITIONAL, _EMPTY, annotations.get(name, _EMPTY)))
+        index += 1
+    for name in names[positional : positional + keyword_only]:
+        out.append(
+            (name, _KEYWORD_ONLY, kwdefaults.get(name, _EMPTY), annotations.get(name, _EMPTY))
+        )
+    if code.co_flags & _CO_VARKEYWORDS:
+        name = names[index]
+        out.append((name, _VAR_KEYWORD, _EMPTY, annotations.get(name, _EMPTY)))
+    return out
 
 
 def _globals_of(func: object) -> dict[str, Any]:
