@@ -49,9 +49,15 @@ async def call_user(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any
     checkpoint by itself: a plain function runs without yielding.
     """
     result = fn(*args, **kwargs)
-    if inspect.isawaitable(result):
+    # a plain result (most hooks and gates return None or a bool) is never awaitable: no ABC
+    # check for it (three calls per governed tool call; act governed row of nox -s bench)
+    if type(result) not in _PLAIN and inspect.isawaitable(result):
         result = await result
     return result
+
+
+#: Result types that are never awaitable (exact types: a subclass may define ``__await__``).
+_PLAIN: Final = frozenset({type(None), bool, int, float, str, bytes, tuple, list, dict})
 
 
 def culprit_name(culprit: object) -> str:

@@ -50,6 +50,7 @@ import attrs
 import trio
 
 from lionexec._failures import FailureLog
+from lionexec._slots import shallow_copy
 from lionexec._snapshot import snapshot
 from lionexec.conversation import (
     ActionOutcome,
@@ -694,10 +695,16 @@ def _quiet(seam: object, method: Any) -> Any:
     The transaction yields at invoke (or once when it ends before invoking), so it skips the
     checkpoint each governance seam's public method has; see :meth:`CallTransaction._phases`.
     """
-    name = method.__name__
-    if getattr(type(seam), name) is method:
-        return getattr(seam, "_" + name)
-    return getattr(seam, name)
+    cls = type(seam)
+    quiet = _QUIET.get((cls, method))
+    if quiet is None:  # once per class and method (five seams per governed call)
+        name = method.__name__
+        quiet = _QUIET[cls, method] = "_" + name if getattr(cls, name) is method else name
+    return getattr(seam, quiet)
+
+
+#: ``(seam class, public method)`` -> the name of the method :func:`_quiet` calls.
+_QUIET: dict[tuple[type, Any], str] = {}
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -760,26 +767,10 @@ def _copy_error(error: object) -> object:
 
 def _detached(event: FunctionCalling) -> FunctionCalling:
     """A copy of *event* for observers: changing it changes nothing recorded."""
-    clone = _shallow(event)
-    execution = _shallow(event.execution)
+    clone = shallow_copy(event)
+    clone.execution = execution = shallow_copy(event.execution)
     execution.response = snapshot(execution.response)
-    object.__setattr__(clone, "execution", execution)
-    object.__setattr__(clone, "arguments", snapshot(event.arguments))
-    return clone
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _shallow(obj: _A) -> _A:
-    """A shallow copy of an attrs instance, without running its initializer or validators."""
-    cls = type(obj)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in attrs.fields(cls))  # type: ignore[arg-type]
-    clone = object.__new__(cls)
-    for name in names:
-        object.__setattr__(clone, name, getattr(obj, name))
+    clone.arguments = snapshot(event.arguments)  # FunctionCalling converts nothing on setattr
     return clone
 
 
@@ -787,8 +778,8 @@ def _detached_message(message: _M) -> _M:
     """A copy of a recorded message for callbacks and hooks: equal to it, sharing nothing
     mutable (its content is copied, arguments and output snapshotted). About a seventh of
     ``copy.deepcopy``'s cost (the server-load benchmark's one-call request)."""
-    clone = _shallow(message)
-    content = _shallow(message.content)
+    clone = shallow_copy(message)
+    content = shallow_copy(message.content)
     object.__setattr__(content, "arguments", snapshot(content.arguments))
     if isinstance(content, ActionResponseContent):
         object.__setattr__(content, "output", snapshot(content.output))

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from lionexec._slots import slot_setters
+
 if TYPE_CHECKING:
     from ..tools import Tool
 
@@ -81,14 +83,22 @@ class CallContext:
         return None if tool is None else tool.subject
 
     def invocation(self) -> ToolInvocation:
-        """This call as a session gate sees it."""
-        return ToolInvocation(
-            function=self.function,
-            arguments=self.arguments,
-            call_id=self.call_id,
-            branch_id=self.branch_id,
-        )
+        """This call as a session gate sees it (sharing the read-only arguments)."""
+        invocation = _new(ToolInvocation)
+        # The arguments are already a read-only view of a dict nobody else holds: shared,
+        # not frozen again (the act governed row of nox -s bench).
+        _set_function(invocation, self.function)
+        _set_arguments(invocation, self.arguments)
+        _set_call_id(invocation, self.call_id)
+        _set_branch_id(invocation, self.branch_id)
+        return invocation
 
     def with_arguments(self, arguments: Mapping[str, Any]) -> CallContext:
         """The same call with *arguments* instead (copied read-only)."""
         return attrs.evolve(self, arguments=arguments)
+
+
+_new = object.__new__
+_set_function, _set_arguments, _set_call_id, _set_branch_id = slot_setters(
+    ToolInvocation, "function", "arguments", "call_id", "branch_id"
+)

@@ -207,7 +207,8 @@ class HookBus:
     async def _emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:
         """:meth:`emit` without its own checkpoint (for the act transaction; see
         :meth:`_run_pre`)."""
-        point = HookPoint(point)
+        if type(point) is not HookPoint:
+            point = HookPoint(point)
         if point is HookPoint.TOOL_PRE:
             raise ValueError("tool.pre is blocking: run its handlers with run_pre()")
         failures: list[ReportedFailure] = []
