@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final, TypeVar
 
-__all__ = ["snapshot"]
+__all__ = ["atoms_only", "snapshot"]
 
 T = TypeVar("T")
 
@@ -28,17 +28,22 @@ def snapshot(value: T) -> T:
     cls = type(value)
     if cls in _ATOMS:
         return value
-    if cls is dict:  # the usual arguments: a flat dict of scalars needs only a shallow copy
-        for item in value.values():  # type: ignore[attr-defined]
-            if type(item) not in _ATOMS:
-                break
-        else:
-            return value.copy()  # type: ignore[attr-defined, no-any-return]
+    if cls is dict and atoms_only(value):  # the usual arguments: a shallow copy is enough
+        return value.copy()  # type: ignore[attr-defined, no-any-return]
     try:
         copied: T = _copy(value)
         return copied
     except Exception:  # uncopyable, or too deep (RecursionError): recording must not fail
         return value
+
+
+def atoms_only(mapping: Any) -> bool:
+    """Whether every value of the ``dict`` *mapping* is an immutable scalar (nothing in it
+    can be changed through it)."""
+    for item in mapping.values():  # noqa: SIM110 (a loop is faster than all())
+        if type(item) not in _ATOMS:
+            return False
+    return True
 
 
 def _copy(value: Any) -> Any:

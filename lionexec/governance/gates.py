@@ -146,7 +146,7 @@ class SessionObserver:
 
     async def _authorize(self, invocation: ToolInvocation) -> bool:
         """:meth:`authorize` without its own checkpoint (for the act transaction, which yields
-        at invoke; see ``HookBus._run_pre``)."""
+        once per call; see ``HookBus._run_pre``)."""
         if not isinstance(invocation, ToolInvocation):
             raise TypeError(f"authorize() takes a ToolInvocation, not {type(invocation).__name__}")
         check = self._gate

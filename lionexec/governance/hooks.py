@@ -170,7 +170,7 @@ class HookBus:
 
     async def _run_pre(self, **kwargs: Any) -> PreHookResult:
         """:meth:`run_pre` without its own checkpoint (for the act transaction, which yields
-        at invoke; see ``CallTransaction._phases``)."""
+        once per call; see ``CallTransaction._phases``)."""
         for handler in self.handlers_for(HookPoint.TOOL_PRE):
             try:
                 result = await call_user(handler, **kwargs)

@@ -1016,8 +1016,8 @@ class PermissionPolicy:
         return await self._decide(ctx)
 
     async def _decide(self, ctx: CallContext) -> PermissionDecision:
-        """:meth:`decide` without its own checkpoint (for the act transaction, which yields at
-        invoke; see ``HookBus._run_pre``)."""
+        """:meth:`decide` without its own checkpoint (for the act transaction, which yields once
+        per call; see ``HookBus._run_pre``)."""
         subject_argument = ctx.subject_argument
         kind: SubjectKind = "text"
         if subject_argument is None:

@@ -139,8 +139,9 @@ class ArgumentSpec:
             converter=converter if converter is not None else argument_converter,
         )
 
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Check *arguments* and return them normalized, as a new dict.
+    def validate(self, arguments: Mapping[str, Any], *, share: bool = False) -> dict[str, Any]:
+        """Check *arguments* and return them normalized, as a new dict (with *share*, a
+        ``dict`` that needs no normalizing is returned itself: for a caller that owns it).
 
         Keys: every required key must be present; unknown keys are refused unless
         :attr:`extra_keys`; a :attr:`strict` spec takes exactly its required keys; the
@@ -181,6 +182,13 @@ class ArgumentSpec:
                 raise self._invalid(describe_error(exc)) from exc
             return {key: getattr(instance, self._aliases.get(key, key)) for key in arguments}
         hints = self.hints
+        if share and type(arguments) is dict:
+            for key, value in arguments.items():
+                hint = hints.get(key)
+                if not (hint is None or (type(value) is hint and hint in _EXACT)):
+                    break
+            else:  # every value is as it would be normalized: no copy (act rows of the bench)
+                return arguments
         normalized: dict[str, Any] = {}
         for key, value in arguments.items():
             hint = hints.get(key)

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Self
 import attrs
 
 from lionexec._ids import uuid4
-from lionexec._snapshot import snapshot
+from lionexec._snapshot import atoms_only, snapshot
 from lionexec.engine import EventStatus
 from lionexec.engine.event import NOT_SERIALIZED, Event
 from lionexec.engine.execution import Execution, Unset
@@ -121,9 +121,14 @@ class FunctionCalling(Event):
 
     async def _invoke(self) -> Any:
         tool = self.tool
-        arguments = snapshot(self.arguments)  # the tool's own copy; the record keeps ours
+        arguments = self.arguments
+        # The tool's own copy; the record keeps ours. Immutable values need none: the tool is
+        # called with **arguments, a new dict (a copy fewer per call: act rows of the bench).
         if tool.context_param is not None:
+            arguments = snapshot(arguments)
             arguments[tool.context_param] = self.context
+        elif not atoms_only(arguments):
+            arguments = snapshot(arguments)
         if tool._func_async and tool.postprocessor is None:
             # the common case, without Tool.call's and run_callable's coroutines (two of a
             # call's ~12; act rows of nox -s bench): what run_callable does for an async tool

@@ -431,8 +431,9 @@ class Tool:
         """The cattrs converter the arguments are structured with."""
         return self.arguments.converter
 
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Check *arguments* against this tool and return them normalized, as a new dict.
+    def validate(self, arguments: Mapping[str, Any], *, share: bool = False) -> dict[str, Any]:
+        """Check *arguments* against this tool and return them normalized, as a new dict
+        (with *share*, a ``dict`` that needs no normalizing is returned itself).
 
         Keys: every required key must be present; unknown keys are refused unless the
         callable takes ``**kwargs``; a :attr:`strict` tool takes exactly its required keys.
@@ -450,7 +451,7 @@ class Tool:
         Raises:
             ValidationError: naming the first bad field (``field``); the message lists all.
         """
-        return self.arguments.validate(arguments)
+        return self.arguments.validate(arguments, share=share)
 
     # -- running ----------------------------------------------------------------------------
 

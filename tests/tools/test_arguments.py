@@ -71,6 +71,25 @@ def test_a_spec_built_by_hand_validates_keys_and_structures_values() -> None:
         spec.validate({"width": 1, 2: 3})  # type: ignore[dict-item]
 
 
+def test_share_returns_a_dict_that_needs_no_normalizing_itself_and_copies_otherwise() -> None:
+    spec = ArgumentSpec(
+        tool="paint",
+        required=frozenset({"width"}),
+        known=frozenset({"width", "colour", "note"}),
+        hints={"width": int, "colour": Colour},
+    )
+    exact = {"width": 3, "note": [1]}  # an exact int, and a value with no hint
+    assert spec.validate(exact, share=True) is exact
+    copied = spec.validate(exact)
+    assert copied == exact and copied is not exact  # without share: always a new dict
+    coerced = {"width": "3", "colour": "red"}
+    normalized = spec.validate(coerced, share=True)
+    assert normalized == {"width": 3, "colour": Colour.RED} and normalized is not coerced
+    assert coerced == {"width": "3", "colour": "red"}  # the input is never changed
+    with pytest.raises(ValidationError, match="unexpected argument 'x'"):
+        spec.validate({"width": 1, "x": 1}, share=True)  # the key rule holds all the same
+
+
 def test_from_parameters_reads_the_key_rule_and_the_hints() -> None:
     spec = ArgumentSpec.from_parameters("paint", PARAMETERS, signature=SIGNATURE)
     assert spec.required == {"width"}
