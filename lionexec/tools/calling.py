@@ -23,6 +23,7 @@ __all__ = ["FunctionCalling"]
 
 _new = object.__new__
 _PENDING = EventStatus.PENDING
+_CALL = Tool.call
 
 
 def _argument_dict(value: object) -> dict[str, Any]:
@@ -121,17 +122,17 @@ class FunctionCalling(Event):
 
     async def _invoke(self) -> Any:
         tool = self.tool
+        # The common case, an async tool with no postprocessor (and no Tool subclass's own
+        # call()), is called here, without Tool.call's and run_callable's coroutines, and
+        # without copying immutable values: ** gives the tool a new dict (act rows of nox -s
+        # bench). Anything else gets its own deep copy; the record keeps ours.
+        direct = tool._func_async and tool.postprocessor is None and type(tool).call is _CALL
         arguments = self.arguments
-        # The tool's own copy; the record keeps ours. Immutable values need none: the tool is
-        # called with **arguments, a new dict (a copy fewer per call: act rows of the bench).
-        if tool.context_param is not None:
+        if tool.context_param is not None or not (direct and atoms_only(arguments)):
             arguments = snapshot(arguments)
-            arguments[tool.context_param] = self.context
-        elif not atoms_only(arguments):
-            arguments = snapshot(arguments)
-        if tool._func_async and tool.postprocessor is None:
-            # the common case, without Tool.call's and run_callable's coroutines (two of a
-            # call's ~12; act rows of nox -s bench): what run_callable does for an async tool
+            if tool.context_param is not None:
+                arguments[tool.context_param] = self.context
+        if direct:  # what run_callable does for an async tool
             response = tool.func_callable(**arguments)
             return await response if isawaitable(response) else response
         response = await tool.call(arguments)

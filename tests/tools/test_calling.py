@@ -96,6 +96,31 @@ def test_non_object_arguments_are_refused_at_construction() -> None:
         call(find, "text=a")
 
 
+async def test_a_tool_subclass_call_runs_and_gets_its_own_copy_of_the_arguments() -> None:
+    seen: list[dict[str, Any]] = []
+
+    @attrs.define(slots=True)
+    class Audited(Tool):
+        async def call(self, arguments: Any) -> Any:
+            seen.append(arguments)
+            arguments["a"] = 99  # a subclass that writes to what it was given
+            return await super().call(arguments)
+
+    async def f(a: int) -> int:
+        return a
+
+    base = Tool.from_function(f)
+    tool = Audited(
+        **{a.alias or a.name: getattr(base, a.name) for a in attrs.fields(Tool) if a.init}
+    )
+    recorded = {"a": 1}
+    event = FunctionCalling._for_call(tool, recorded, None)
+    await event.invoke()
+    assert event.status is EventStatus.COMPLETED and event.response == 99
+    assert seen and seen[0] is not recorded
+    assert recorded == {"a": 1}  # the record keeps what was validated
+
+
 def test_the_act_layers_trusted_constructor_builds_what_the_constructor_builds() -> None:
     async def f(a: int) -> int:
         return a
