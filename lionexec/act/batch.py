@@ -129,11 +129,12 @@ async def fan_out(
     if max_concurrent == 1 or len(items) == 1:
         # One after another in this task, each after a checkpoint: the batch yields between
         # calls, and *func* need not (a call's transaction does not: the sequential and
-        # single-call act rows of nox -s bench). A throttle's wait is the checkpoint.
+        # single-call act rows of nox -s bench). A throttle's wait, or taking the limiter's
+        # token, is that checkpoint.
         for index, item in enumerate(items):
             if throttle is not None:
                 await throttle.wait()
-            else:
+            elif limiter is None:
                 await trio.lowlevel.checkpoint()
             try:
                 if limiter is None:

@@ -64,7 +64,8 @@ def parse_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
 def _section_title(lines: list[str], i: int) -> str | None:
     line = lines[i].strip()
     # Most lines are neither a Google title (it ends with a colon) nor above a NumPy rule:
-    # rejected before any regex (a fifth of registering a tool; tools rows of nox -s bench).
+    # rejected before any regex (118k -> 102k instructions per docstring of the tools rows
+    # of nox -s bench).
     numpy = _is_numpy_header(lines, i)
     if not numpy and line[-1:] != ":":
         return None

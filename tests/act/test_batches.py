@@ -383,8 +383,12 @@ def test_batch_summary_of_nothing_has_every_status_at_zero() -> None:
 # -- alcall, the generic fan-out ---------------------------------------------------------------
 
 
-async def test_a_sequential_fan_out_can_be_cancelled_between_calls_that_never_wait() -> None:
+@pytest.mark.parametrize("limited", [False, True], ids=["plain", "limiter"])
+async def test_a_sequential_fan_out_can_be_cancelled_between_calls_that_never_wait(
+    limited: bool,
+) -> None:
     ran: list[int] = []
+    limiter = trio.CapacityLimiter(1) if limited else None  # its token is the checkpoint
 
     async def never_waits(_index: int, item: int) -> int:
         ran.append(item)
@@ -393,7 +397,7 @@ async def test_a_sequential_fan_out_can_be_cancelled_between_calls_that_never_wa
         return item
 
     with trio.fail_after(5), trio.CancelScope() as scope:
-        await fan_out(never_waits, list(range(10)), max_concurrent=1)
+        await fan_out(never_waits, list(range(10)), max_concurrent=1, limiter=limiter)
     assert scope.cancelled_caught
     assert ran == [0, 1, 2]  # stopped at the checkpoint before the fourth call
 
