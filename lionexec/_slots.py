@@ -1,38 +1,67 @@
-"""Assigning and copying the fields of slotted attrs instances without their ``__setattr__``.
+"""Building and copying slotted attrs instances without their ``__init__`` or ``__setattr__``.
 
-A frozen attrs class refuses assignment, so its ``__init__`` and lionexec's trusted
-constructors (the act layer's, for values it produced and checked itself) go through
-``object.__setattr__``, which looks the slot up by name on every call. The slot's own
-descriptor assigns it directly: about two thirds of the cost, and a tool call sets some 30
-fields (the act rows of ``nox -s bench``).
+lionexec's trusted constructors (the act layer's, for values it produced and checked itself)
+skip attrs' initializer: its converters and validators, its keyword parsing and, on a frozen
+class, an ``object.__setattr__`` per field, which looks the slot up by name each time. A
+:func:`builder` stores the fields plainly instead, into an instance of a mutable *twin* of the
+class (a subclass adding no slots, with ``object``'s ``__setattr__`` and ``__delattr__``,
+which share one type slot), and then gives the instance its real class: a ``__class__``
+assignment, which CPython allows between a class and a subclass of the same layout. A frozen
+class is frozen again from that moment. For a log record, a third of the cost of the attrs
+initializer (the act rows of ``nox -s bench``: a tool call builds some seven such objects).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["shallow_copy", "slot_setters"]
+__all__ = ["builder", "shallow_copy"]
 
 T = TypeVar("T")
 
 
-def slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
-    """The setters of the slots *names* of *cls* (declared on it or a base), in that order.
+def builder(cls: type[T], *names: str) -> Callable[..., T]:
+    """A function ``build(*values)`` returning a new *cls* whose fields *names* have *values*.
 
-    ``set_name(instance, value)`` assigns the slot as ``object.__setattr__`` would, also on a
-    frozen class. Raises :class:`TypeError` if a name is not a slot of *cls*.
+    *cls* is a slotted attrs class and *names* every one of its fields, in the order the
+    values come. Nothing of the class runs: no initializer, converter, validator, default or
+    ``__setattr__`` hook, so the values must be what the initializer would have stored.
+    Raises :class:`TypeError` if *cls* is not slotted or *names* are not its fields.
     """
-    setters = []
-    for name in names:
-        descriptor = inspect.getattr_static(cls, name, None)
-        if type(descriptor).__name__ != "member_descriptor":
-            raise TypeError(f"{cls.__name__}.{name} is not a slot")
-        setters.append(descriptor.__set__)
-    return tuple(setters)
+    fields = [field.name for field in attrs.fields(cls)]  # type: ignore[arg-type]
+    if sorted(names) != sorted(fields):
+        raise TypeError(
+            f"a builder of {cls.__name__} sets exactly its fields {fields}, not {names}"
+        )
+    if "__slots__" not in cls.__dict__:
+        raise TypeError(f"{cls.__name__} is not a slotted class")
+    namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls}
+    lines = [f"def build({', '.join(names)}):"]
+    if cls.__setattr__ is object.__setattr__:
+        lines.append("    obj = _new(cls)")
+    else:  # a twin that stores plainly; the instance is given its class at the end
+        namespace["twin"] = type(
+            cls.__name__,
+            (cls,),
+            {
+                "__slots__": (),
+                "__setattr__": object.__setattr__,
+                "__delattr__": object.__delattr__,
+            },
+        )
+        lines.append("    obj = _new(twin)")
+    lines.extend(f"    obj.{name} = {name}" for name in names)
+    if "twin" in namespace:
+        lines.append("    obj.__class__ = cls")
+    lines.append("    return obj")
+    exec(
+        compile("\n".join(lines), f"<lionexec builder of {cls.__qualname__}>", "exec"),
+        namespace,
+    )
+    return namespace["build"]  # type: ignore[no-any-return]
 
 
 _COPIERS: dict[type, Callable[[Any], Any]] = {}
@@ -40,12 +69,12 @@ _COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 def shallow_copy(obj: T) -> T:
     """A shallow copy of the slotted attrs instance *obj*: a new instance of its class with
-    the same field values, made without its initializer, validators or ``__setattr__``.
+    the same field values, made by a :func:`builder` (no initializer, validator or
+    ``__setattr__``).
 
-    Each class gets a copier compiled once (as attrs compiles its methods): plain attribute
-    stores when the class keeps ``object.__setattr__``, the slots' own setters otherwise.
-    About a sixth of a loop of ``getattr``/``object.__setattr__`` for an event (the act
-    governed row of ``nox -s bench``: observers and callbacks get copies of each call).
+    Each class gets a copier compiled once. About a sixth of a loop of ``getattr`` and
+    ``object.__setattr__`` for an event (the act governed row of ``nox -s bench``: observers
+    and callbacks get copies of each call).
     """
     cls = type(obj)
     copier = _COPIERS.get(cls)
@@ -56,20 +85,7 @@ def shallow_copy(obj: T) -> T:
 
 def _compile_copier(cls: type) -> Callable[[Any], Any]:
     names = [field.name for field in attrs.fields(cls)]
-    namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls}
-    lines = ["def copy(obj):", "    clone = _new(cls)"]
-    if cls.__setattr__ is object.__setattr__:  # type: ignore[comparison-overlap]
-        for name in names:
-            if not name.isidentifier():  # pragma: no cover - attrs field names are identifiers
-                raise TypeError(f"{cls.__name__}.{name} is not an identifier")
-            lines.append(f"    clone.{name} = obj.{name}")
-    else:
-        for index, set_field in enumerate(slot_setters(cls, *names)):
-            namespace[f"set_{index}"] = set_field
-            lines.append(f"    set_{index}(clone, obj.{names[index]})")
-    lines.append("    return clone")
-    exec(
-        compile("\n".join(lines), f"<lionexec shallow copy of {cls.__qualname__}>", "exec"),
-        namespace,
-    )
+    namespace: dict[str, Any] = {"build": builder(cls, *names)}
+    source = f"def copy(obj):\n    return build({', '.join(f'obj.{name}' for name in names)})"
+    exec(compile(source, f"<lionexec shallow copy of {cls.__qualname__}>", "exec"), namespace)
     return namespace["copy"]  # type: ignore[no-any-return]

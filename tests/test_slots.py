@@ -1,11 +1,13 @@
-"""lionexec._slots: assigning a frozen attrs instance's slots through their own descriptors."""
+"""lionexec._slots: building and copying slotted attrs instances without their initializers."""
 
 from __future__ import annotations
+
+import weakref
 
 import attrs
 import pytest
 
-from lionexec._slots import shallow_copy, slot_setters
+from lionexec._slots import builder, shallow_copy
 
 
 @attrs.frozen
@@ -18,20 +20,36 @@ class Child(Base):
     b: int
 
 
-def test_setters_assign_own_and_inherited_slots_of_a_frozen_class() -> None:
-    set_a, set_b = slot_setters(Child, "a", "b")
-    child = object.__new__(Child)
-    set_a(child, 1)
-    set_b(child, 2)
+def test_a_builder_sets_own_and_inherited_fields_and_the_instance_stays_frozen() -> None:
+    build = builder(Child, "b", "a")  # values come in the order the names are given
+    child = build(2, 1)
+    assert type(child) is Child
     assert child == Child(a=1, b=2)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         child.a = 3  # type: ignore[misc]
+    assert weakref.ref(child)() is child  # the class's own slots, __weakref__ included
 
 
-@pytest.mark.parametrize("name", ["missing", "__init__", "__attrs_attrs__"])
-def test_a_name_that_is_not_a_slot_is_refused(name: str) -> None:
-    with pytest.raises(TypeError, match=f"Child.{name} is not a slot"):
-        slot_setters(Child, name)
+def test_a_builder_runs_no_validator_or_converter() -> None:
+    guarded = builder(Guarded, "a", "frozen")("not an int", "y")
+    assert guarded.a == "not an int"  # type: ignore[comparison-overlap]
+    with pytest.raises(attrs.exceptions.FrozenAttributeError):
+        guarded.frozen = "z"  # the class's on_setattr hooks apply once built
+
+
+@pytest.mark.parametrize("names", [("a",), ("a", "b", "c"), ("a", "a")])
+def test_a_builder_must_set_exactly_the_fields(names: tuple[str, ...]) -> None:
+    with pytest.raises(TypeError, match="a builder of Child sets exactly its fields"):
+        builder(Child, *names)
+
+
+def test_a_builder_needs_a_slotted_class() -> None:
+    @attrs.define(slots=False)
+    class Unslotted:
+        a: int
+
+    with pytest.raises(TypeError, match="Unslotted is not a slotted class"):
+        builder(Unslotted, "a")
 
 
 @attrs.define

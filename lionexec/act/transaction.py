@@ -75,7 +75,7 @@ from lionexec.tools import ActionManager, FunctionCalling, Tool
 from .alcall import AlcallParams
 from .envelope import Proposal
 from .evidence import Evidence, WriteAhead
-from .log import ActionLogRecord
+from .log import build_log_record
 
 __all__ = [
     "SUMMARY_LIMIT",
@@ -534,16 +534,16 @@ class CallTransaction:
         event = self.event
         log = None
         if event is not None:
-            log = ActionLogRecord(
-                branch_id=scope.branch_id,
-                call_id=self.call_id,
-                function=self.proposal.function,
-                request_id=request.id,
-                response_id=response.id,
-                outcome=outcome,
-                status=response.content.status,
-                attempts=self.attempts,
-                event=event,
+            log = build_log_record(
+                scope.branch_id,
+                self.call_id,
+                self.proposal.function,
+                request.id,
+                response.id,
+                outcome,
+                response.content.status,
+                self.attempts,
+                event,
             )
         scope.evidence.record(request, response, log)
         self.response = response

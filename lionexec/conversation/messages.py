@@ -19,15 +19,15 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final
 
 import attrs
 
 from .._ids import uuid4
 from .._jsonable import jsonable as strict_json
-from .._slots import slot_setters
+from .._slots import builder
 from ..engine.status import EventStatus
 
 __all__ = [
@@ -169,7 +169,10 @@ class ErrorInfo:
             message = f"<unprintable {type(exc).__name__}>"
         # interned: a built-in exception type makes its __name__ anew each time, 59 B per
         # kept failure (act "retained per failing call" row of nox -s bench)
-        return cls(type=sys.intern(type(exc).__name__), message=message)
+        name = sys.intern(type(exc).__name__)
+        if cls is ErrorInfo:  # both are strings: no validator to run (act failing row)
+            return _build_error(name, message)
+        return cls(type=name, message=message)
 
 
 @attrs.define(kw_only=True, weakref_slot=False)  # one per call is kept: 8 B each
@@ -405,28 +408,6 @@ class AssistantResponse(Message):
     blocks: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_blocks, hash=False)
 
 
-_M = TypeVar("_M", bound=Message)
-
-
-def _trusted(
-    cls: type[_M],
-    set_content: Callable[[Any, Any], None],
-    content: object,
-    sender: str | None,
-    recipient: str | None,
-) -> _M:
-    """A new message of *cls* with *content* (assigned by *set_content*), its fields set
-    without the attrs init (for the act layer's trusted constructors, whose values are
-    checked already)."""
-    message = _new(cls)
-    _set_id(message, uuid4())
-    _set_created_at(message, time.time())
-    _set_sender(message, sender)
-    _set_recipient(message, recipient)
-    set_content(message, content)
-    return message
-
-
 @attrs.frozen(kw_only=True)
 class ActionRequest(Message):
     """One tool call a model proposed. See :class:`ActionRequestContent`."""
@@ -481,14 +462,17 @@ class ActionRequest(Message):
         the ``act`` rows of ``nox -s bench``. A test checks it builds what :meth:`create`
         builds.
         """
-        content = _new(ActionRequestContent)
-        set_function, set_arguments, set_response_id, set_call_id, set_raw = _REQUEST_SETTERS
-        set_function(content, function)
-        set_arguments(content, arguments)
-        set_response_id(content, None)
-        set_call_id(content, call_id)
-        set_raw(content, raw_arguments)
-        return _trusted(cls, _set_request_content, content, sender, recipient)
+        if cls is not ActionRequest:  # a subclass: its own initializer
+            return cls.create(
+                function,
+                arguments,
+                call_id=call_id,
+                raw_arguments=raw_arguments,
+                sender=sender,
+                recipient=recipient,
+            )
+        content = _build_request_content(function, arguments, None, call_id, raw_arguments)
+        return _build_request(uuid4(), time.time(), sender, recipient, content)
 
     @property
     def function(self) -> str:
@@ -586,27 +570,28 @@ class ActionResponse(Message):
         third of :meth:`create`'s cost; the act rows of ``nox -s bench`` are why. A test
         checks it builds what :meth:`create` builds.
         """
-        content = _new(ActionResponseContent)
-        (
-            set_function,
-            set_arguments,
-            set_output,
-            set_request_id,
-            set_error,
-            set_outcome,
-            set_status,
-            set_attempts,
-        ) = _RESPONSE_SETTERS
+        if cls is not ActionResponse:  # a subclass: its own initializer
+            return cls.create(
+                request,
+                output=output,
+                error=error,
+                outcome=outcome,
+                attempts=attempts,
+                sender=sender,
+                recipient=recipient,
+            )
         recorded = request.content
-        set_function(content, recorded.function)
-        set_arguments(content, recorded.arguments)
-        set_output(content, output)
-        set_request_id(content, request.id)
-        set_error(content, error)
-        set_outcome(content, outcome)
-        set_status(content, OUTCOME_STATUS[outcome])
-        set_attempts(content, attempts)
-        return _trusted(cls, _set_response_content, content, sender, recipient)
+        content = _build_response_content(
+            recorded.function,
+            recorded.arguments,
+            output,
+            request.id,
+            error,
+            outcome,
+            OUTCOME_STATUS[outcome],
+            attempts,
+        )
+        return _build_response(uuid4(), time.time(), sender, recipient, content)
 
     @property
     def output(self) -> Any:
@@ -634,17 +619,12 @@ class ActionResponse(Message):
         return self.content.action_request_id
 
 
-# The trusted constructors' slot setters (see lionexec._slots).
-_new = object.__new__
-_set_id, _set_created_at, _set_sender, _set_recipient = slot_setters(
-    Message, "id", "created_at", "sender", "recipient"
-)
-(_set_request_content,) = slot_setters(ActionRequest, "content")
-(_set_response_content,) = slot_setters(ActionResponse, "content")
-_REQUEST_SETTERS: Final = slot_setters(
+# The trusted constructors' builders (see lionexec._slots).
+_build_error: Final = builder(ErrorInfo, "type", "message")
+_build_request_content: Final = builder(
     ActionRequestContent, "function", "arguments", "action_response_id", "call_id", "raw_arguments"
 )
-_RESPONSE_SETTERS: Final = slot_setters(
+_build_response_content: Final = builder(
     ActionResponseContent,
     "function",
     "arguments",
@@ -654,4 +634,10 @@ _RESPONSE_SETTERS: Final = slot_setters(
     "outcome",
     "status",
     "attempts",
+)
+_build_request: Final = builder(
+    ActionRequest, "id", "created_at", "sender", "recipient", "content"
+)
+_build_response: Final = builder(
+    ActionResponse, "id", "created_at", "sender", "recipient", "content"
 )

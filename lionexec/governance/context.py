@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from lionexec._slots import slot_setters
+from lionexec._slots import builder
 
 if TYPE_CHECKING:
     from ..tools import Tool
@@ -84,21 +84,13 @@ class CallContext:
 
     def invocation(self) -> ToolInvocation:
         """This call as a session gate sees it (sharing the read-only arguments)."""
-        invocation = _new(ToolInvocation)
         # The arguments are already a read-only view of a dict nobody else holds: shared,
         # not frozen again (the act governed row of nox -s bench).
-        _set_function(invocation, self.function)
-        _set_arguments(invocation, self.arguments)
-        _set_call_id(invocation, self.call_id)
-        _set_branch_id(invocation, self.branch_id)
-        return invocation
+        return _build_invocation(self.function, self.arguments, self.call_id, self.branch_id)
 
     def with_arguments(self, arguments: Mapping[str, Any]) -> CallContext:
         """The same call with *arguments* instead (copied read-only)."""
         return attrs.evolve(self, arguments=arguments)
 
 
-_new = object.__new__
-_set_function, _set_arguments, _set_call_id, _set_branch_id = slot_setters(
-    ToolInvocation, "function", "arguments", "call_id", "branch_id"
-)
+_build_invocation = builder(ToolInvocation, "function", "arguments", "call_id", "branch_id")

@@ -258,3 +258,26 @@ def test_the_act_layers_trusted_request_constructor_builds_what_create_builds(
     fast.content.action_response_id = slow.id  # the one field the history assigns
     with pytest.raises(attrs.exceptions.FrozenAttributeError):
         fast.content.function = "g"  # type: ignore[misc]
+
+
+def test_the_trusted_constructors_of_a_subclass_run_its_own_initializer() -> None:
+    @attrs.frozen(kw_only=True)
+    class Checked(ActionRequest):
+        def __attrs_post_init__(self) -> None:
+            if self.content.function.startswith("_"):
+                raise ValueError("no private tools")
+
+    request = Checked._proposed(
+        "f", {}, call_id="c1", raw_arguments=None, sender=None, recipient=None
+    )
+    assert type(request) is Checked
+    with pytest.raises(ValueError, match="no private tools"):
+        Checked._proposed("_f", {}, call_id="c2", raw_arguments=None, sender=None, recipient=None)
+
+
+def test_an_error_info_from_an_exception_is_an_ordinary_frozen_error_info() -> None:
+    info = ErrorInfo.from_exception(KeyError("k"))
+    assert type(info) is ErrorInfo
+    assert info == ErrorInfo("KeyError", "'k'")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        info.message = "x"  # type: ignore[misc]

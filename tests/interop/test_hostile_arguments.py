@@ -6,12 +6,13 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec import Branch
-from lionexec.act.envelope import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, read_proposal
+from lionexec.act.envelope import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, Proposal, read_proposal
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -126,3 +127,15 @@ def test_any_value_is_read_without_raising_and_accepted_only_if_strict_json(valu
     text = json.dumps({"v": value})  # Python writes NaN and Infinity; a model might too
     from_text = read_proposal({"function": "f", "arguments": text})
     assert (from_text.problem is None) == (proposal.problem is None)
+
+
+def test_a_proposal_read_is_an_ordinary_frozen_proposal() -> None:
+    proposal = read_proposal(
+        {"type": "function", "id": "c1", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    )
+    assert type(proposal) is Proposal
+    assert proposal == Proposal(
+        function="f", arguments={"a": 1}, call_id="c1", raw_arguments='{"a": 1}'
+    )
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        proposal.function = "g"  # type: ignore[misc]
