@@ -106,10 +106,10 @@ class Proposal:
         return ActionRequest._proposed(
             self.function,
             snapshot(self.arguments) if self.arguments else {},
-            call_id=self.call_id,
-            raw_arguments=self.raw_arguments,
-            sender=sender,
-            recipient=self.function,
+            self.call_id,
+            self.raw_arguments,
+            sender,
+            self.function,
         )
 
 

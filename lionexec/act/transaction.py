@@ -524,12 +524,12 @@ class CallTransaction:
         request = self.request
         response = ActionResponse._recorded(
             request,
-            output=output,
-            error=error,
-            outcome=outcome,
-            attempts=self.attempts,
-            sender=self.proposal.function,
-            recipient=scope.branch_name,
+            output,
+            error,
+            outcome,
+            self.attempts,
+            self.proposal.function,
+            scope.branch_name,
         )
         event = self.event
         log = None

@@ -447,7 +447,6 @@ class ActionRequest(Message):
         cls,
         function: str,
         arguments: dict[str, Any],
-        *,
         call_id: str,
         raw_arguments: str | None,
         sender: str | None,
@@ -555,7 +554,6 @@ class ActionResponse(Message):
     def _recorded(
         cls,
         request: ActionRequest,
-        *,
         output: Any,
         error: ErrorInfo | None,
         outcome: ActionOutcome,

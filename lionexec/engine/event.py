@@ -198,40 +198,45 @@ class Event:
         """
         execution = self.execution
         execution.status = _PROCESSING
-        start = trio.current_time()
+        clock = trio.lowlevel.current_clock()  # read twice, looked up once (act rows)
+        start = clock.current_time()
         outer = sys.exception()  # our caller's, if any: not ours to strip (see _finish)
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             response = await self._invoke()
         except Exception as exc:
-            self._finish(start, _FAILED, exc, outer)
+            self._finish(clock.current_time() - start, _FAILED, exc, outer)
         except BaseException as exc:
-            self._finish(start, _CANCELLED, exc)
+            self._finish(clock.current_time() - start, _CANCELLED, exc)
             raise
         else:
             execution.response = response
-            self._finish(start, _COMPLETED)
+            self._finish(clock.current_time() - start, _COMPLETED)
 
+    @trio.lowlevel.enable_ki_protection  # status and completion signal change together
     def _finish(
         self,
-        start: float,
+        duration: float,
         status: EventStatus,
         error: BaseException | None = None,
         outer: BaseException | None = None,
     ) -> None:
-        """Record duration, error and terminal status, in that order; synchronous.
+        """Record *duration*, error and the terminal *status*, in that order; synchronous.
 
         A captured failure (*status* ``failed``) loses its tracebacks unless
         :attr:`retain_tracebacks`; *outer*, the exception our caller was handling when the work
-        began, and what is chained behind it, are left as they are.
+        began, and what is chained behind it, are left as they are. The status is stored as
+        the :attr:`status` setter stores a terminal one.
         """
         execution = self.execution
-        execution.duration = trio.current_time() - start
+        execution.duration = duration
         if error is not None:
             if status is _FAILED and not self.retain_tracebacks:
                 drop_tracebacks(error, stop=outer)
             execution.add_error(error)
-        self.status = status
+        execution.status = status
+        if self._completion is not None:
+            self._completion.set()
 
     async def _invoke(self) -> Any:
         """The work itself. Subclasses override this; the base raises NotImplementedError."""
@@ -257,7 +262,8 @@ class Event:
             await trio.lowlevel.checkpoint()
             return
         execution.status = _PROCESSING
-        start = trio.current_time()
+        clock = trio.lowlevel.current_clock()
+        start = clock.current_time()
         outer = sys.exception()
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -265,12 +271,12 @@ class Event:
                 async for chunk in chunks:
                     yield chunk
         except Exception as exc:
-            self._finish(start, _FAILED, exc, outer)
+            self._finish(clock.current_time() - start, _FAILED, exc, outer)
         except BaseException as exc:
-            self._finish(start, _CANCELLED, exc)
+            self._finish(clock.current_time() - start, _CANCELLED, exc)
             raise
         else:
-            self._finish(start, _COMPLETED)
+            self._finish(clock.current_time() - start, _COMPLETED)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _stream(self) -> AsyncGenerator[Any, None]:

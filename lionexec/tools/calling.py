@@ -6,6 +6,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from inspect import isawaitable
+from types import CoroutineType
 from typing import Any, ClassVar, Self
 
 import attrs
@@ -134,7 +135,9 @@ class FunctionCalling(Event):
                 arguments[tool.context_param] = self.context
         if direct:  # what run_callable does for an async tool
             response = tool.func_callable(**arguments)
-            return await response if isawaitable(response) else response
+            if type(response) is CoroutineType or isawaitable(response):  # (an ABC check)
+                return await response
+            return response
         response = await tool.call(arguments)
         if tool.postprocessor is not None:
             response = await tool.postprocess(response)
