@@ -286,8 +286,11 @@ class CallTransaction:
                     VERBOSE_LIMIT,
                 ),
             )
-        if response.content.outcome is not ActionOutcome.AWAITING_APPROVAL:
-            await self.announce()  # a parked call has recorded nothing to announce
+        scope = self.scope
+        if response.content.outcome is not ActionOutcome.AWAITING_APPROVAL and (
+            scope.hooks.points or scope.observer is not None or scope.history.on_message_added
+        ):  # a parked call has recorded nothing to announce; nobody listening, nothing to do
+            await self.announce()
         if self.failure is not None and not suppress_errors:
             raise self.failure
         return response
@@ -307,7 +310,7 @@ class CallTransaction:
             scope.observer is not None
             or scope.policy is not None
             or tool.preprocessor is not None
-            or scope.hooks.has_handlers(HookPoint.TOOL_PRE)
+            or HookPoint.TOOL_PRE in scope.hooks.points
         )
         if governed and not await self._admitted():
             return
@@ -390,7 +393,7 @@ class CallTransaction:
     async def pre_hooks(self) -> bool:
         """The blocking ``tool.pre`` hooks; ``denied`` if one says no."""
         hooks = self.scope.hooks
-        if not hooks.has_handlers(HookPoint.TOOL_PRE):
+        if HookPoint.TOOL_PRE not in hooks.points:
             return True
         context = self.context
         assert context is not None
@@ -664,7 +667,7 @@ class CallTransaction:
         if event is not None:
             duration = event.execution.duration
             if event.status is _COMPLETED:
-                if hooks.has_handlers(HookPoint.TOOL_POST):
+                if HookPoint.TOOL_POST in hooks.points:
                     await _quiet(hooks, HookBus.emit)(
                         HookPoint.TOOL_POST,
                         tool_name=self.proposal.function,
@@ -672,7 +675,7 @@ class CallTransaction:
                         result=summarize(event.response),
                         duration=duration,
                     )
-            elif hooks.has_handlers(HookPoint.TOOL_ERROR):
+            elif HookPoint.TOOL_ERROR in hooks.points:
                 await _quiet(hooks, HookBus.emit)(
                     HookPoint.TOOL_ERROR,
                     tool_name=self.proposal.function,
@@ -687,7 +690,7 @@ class CallTransaction:
                 )
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))
-        if hooks.has_handlers(HookPoint.MESSAGE_ADD):
+        if HookPoint.MESSAGE_ADD in hooks.points:
             await _quiet(hooks, HookBus.emit)(
                 HookPoint.MESSAGE_ADD, message=_detached_message(request)
             )

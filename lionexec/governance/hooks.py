@@ -117,10 +117,14 @@ class HookBus:
             once, whichever component noticed it.
     """
 
-    __slots__ = ("_handlers", "failures")
+    __slots__ = ("_handlers", "failures", "points")
 
     def __init__(self, *, failures: FailureLog | None = None) -> None:
         self._handlers: dict[HookPoint, list[HookHandler]] = {}
+        #: The points that have a handler now (read-only; :meth:`on` and :meth:`off` keep it).
+        #: ``point in bus.points`` is :meth:`has_handlers` without a call (the act path asks
+        #: it several times per tool call: the act rows of ``nox -s bench``).
+        self.points: frozenset[HookPoint] = frozenset()
         #: Failures of :meth:`emit` handlers, oldest first (bounded; see
         #: :class:`~lionexec.FailureLog`).
         self.failures: FailureLog = FailureLog() if failures is None else failures
@@ -129,15 +133,21 @@ class HookBus:
         """Run *handler* at *point* from now on; returns *handler*."""
         if not callable(handler):
             raise TypeError(f"a hook handler must be callable, not {handler!r}")
-        self._handlers.setdefault(HookPoint(point), []).append(handler)
+        key = HookPoint(point)
+        self._handlers.setdefault(key, []).append(handler)
+        self.points |= {key}
         return handler
 
     def off(self, point: HookPoint | str, handler: HookHandler) -> None:
         """Stop running *handler* at *point* (its latest registration); absent is fine."""
-        handlers = self._handlers.get(HookPoint(point), [])
+        key = HookPoint(point)
+        handlers = self._handlers.get(key, [])
         for index in range(len(handlers) - 1, -1, -1):
             if handlers[index] == handler:
                 del handlers[index]
+                if not handlers:
+                    del self._handlers[key]
+                    self.points -= {key}
                 return
 
     def handlers_for(self, point: HookPoint | str) -> tuple[HookHandler, ...]:
@@ -147,8 +157,8 @@ class HookBus:
 
     def has_handlers(self, point: HookPoint) -> bool:
         """Whether any handler runs at *point* (a :class:`HookPoint`): ``bool(handlers_for(
-        point))`` without building the tuple (asked several times per tool call)."""
-        return bool(self._handlers.get(point))
+        point))`` without building the tuple; ``point in`` :attr:`points`."""
+        return point in self.points
 
     def statistics(self) -> HookBusStatistics:
         """Handler counts per point and failure counters, as a snapshot."""

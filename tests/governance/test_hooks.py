@@ -48,9 +48,13 @@ def test_on_off_and_handlers_for() -> None:
     assert bus.handlers_for(HookPoint.TOOL_ERROR) == ()
     assert bus.has_handlers(HookPoint.TOOL_POST)
     assert not bus.has_handlers(HookPoint.TOOL_ERROR)
+    bus.on(HookPoint.TOOL_ERROR, second)
+    assert bus.points == {HookPoint.TOOL_POST, HookPoint.TOOL_ERROR}
     bus.off(HookPoint.TOOL_POST, first)
     bus.off(HookPoint.TOOL_POST, second)
     assert not bus.has_handlers(HookPoint.TOOL_POST)  # every handler gone
+    assert bus.points == {HookPoint.TOOL_ERROR}
+    assert bus.statistics().handlers == {HookPoint.TOOL_ERROR: 1}
 
 
 def test_unknown_points_and_uncallable_handlers_are_refused() -> None:
