@@ -31,7 +31,7 @@ def snapshot(value: T) -> T:
     if cls is dict and atoms_only(value):  # the usual arguments: a shallow copy is enough
         return value.copy()  # type: ignore[attr-defined, no-any-return]
     try:
-        copied: T = _copy(value)
+        copied: T = _copy(value, {})
         return copied
     except Exception:  # uncopyable, or too deep (RecursionError): recording must not fail
         return value
@@ -46,14 +46,25 @@ def atoms_only(mapping: Any) -> bool:
     return True
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: Any, memo: dict[int, Any]) -> Any:
+    """Deep-copy *value*; a container met again (shared, or inside itself) is copied once
+    and shared in the copy too, as :func:`copy.deepcopy` does: a value of *n* distinct
+    containers costs *n* copies, however many paths lead to them."""
     cls = type(value)
     if cls in _ATOMS:
         return value
-    if cls is dict:
-        return {key: _copy(item) for key, item in value.items()}
-    if cls is list:
-        return [_copy(item) for item in value]
+    if cls is dict or cls is list:
+        key = id(value)
+        copied = memo.get(key)
+        if copied is None:
+            if cls is dict:
+                copied = memo[key] = {}
+                for name, item in value.items():
+                    copied[name] = _copy(item, memo)
+            else:
+                copied = memo[key] = []
+                copied.extend(_copy(item, memo) for item in value)
+        return copied
     if cls is tuple:
-        return tuple(_copy(item) for item in value)
+        return tuple(_copy(item, memo) for item in value)
     return copy.deepcopy(value)

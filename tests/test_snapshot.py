@@ -46,3 +46,21 @@ def test_uncopyable_and_too_deep_values_are_kept_by_reference() -> None:
     for _ in range(100_000):
         deep = [deep]
     assert snapshot(deep) is deep
+
+
+def test_a_shared_container_is_copied_once_and_stays_shared() -> None:
+    shared: list[Any] = []
+    for _ in range(60):  # 2**60 paths to the innermost list: only 61 lists to copy
+        shared = [shared, shared]
+    copied = snapshot({"v": shared, "w": [shared]})
+    assert copied["v"] is not shared
+    assert copied["v"] is copied["w"][0]  # shared in the copy as in the original
+    assert copied["v"][0] is copied["v"][1]
+
+
+def test_a_container_inside_itself_is_copied_with_its_cycle() -> None:
+    loop: dict[str, Any] = {"n": 1}
+    loop["self"] = [loop]
+    copied = snapshot(loop)
+    assert copied is not loop
+    assert copied["self"][0] is copied

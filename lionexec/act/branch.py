@@ -324,7 +324,7 @@ class Branch:
         proposals = batch.proposals
         scope = self._scope()
         requests = [new_request(scope, proposal) for proposal in proposals]
-        self._check_new(proposals, requests)
+        made_here = self._check_new(proposals, requests)
         if not proposals:
             if batch.turn is not None:
                 self.messages.add_message(batch.turn)
@@ -343,7 +343,7 @@ class Branch:
             return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
 
         try:
-            self._admit(batch.turn, requests)
+            self._admit(batch.turn, requests, made_here)
             results = await fan_out(
                 run,
                 transactions,
@@ -375,15 +375,24 @@ class Branch:
                 self._trim(self.retain, before=None)
 
     @trio.lowlevel.enable_ki_protection
-    def _admit(self, turn: AssistantResponse | None, requests: list[ActionRequest]) -> None:
+    def _admit(
+        self, turn: AssistantResponse | None, requests: list[ActionRequest], made_here: bool
+    ) -> None:
         """Write the turn and the requests (proposal order) and mark them in flight, in one
         synchronous, KI-protected step: a ``KeyboardInterrupt`` lands before the batch is in
-        the history (nothing to answer) or after it (every request gets its response)."""
+        the history (nothing to answer) or after it (every request gets its response).
+
+        *made_here*: every request was made by this ``act()``, with a new id and a call id
+        checked against the history (:meth:`_check_new`), so they are appended without the
+        history's checks (:meth:`MessageManager._append_new`)."""
         messages = self.messages
         if turn is not None:
             messages.add_message(turn)
-        for request in requests:  # each response is linked as its call ends
-            messages.add_message(request)
+        if made_here:
+            messages._append_new(requests)
+        else:
+            for request in requests:  # each response is linked as its call ends
+                messages.add_message(request)
         self._in_flight.update(map(id, requests))
 
     @trio.lowlevel.enable_ki_protection
@@ -426,9 +435,13 @@ class Branch:
             )
         return scope
 
-    def _check_new(self, proposals: list[Proposal], requests: list[ActionRequest]) -> None:
-        """Refuse, before anything is recorded, calls that could not get one new response."""
+    def _check_new(self, proposals: list[Proposal], requests: list[ActionRequest]) -> bool:
+        """Refuse, before anything is recorded, calls that could not get one new response.
+
+        Returns whether every request was made just now (none was the caller's or a turn's).
+        """
         history = self.messages
+        made_here = True
         seen: set[uuid.UUID] = set()
         for proposal, request in zip(proposals, requests, strict=True):
             call_id = proposal.call_id
@@ -441,6 +454,7 @@ class Branch:
                 )
             if proposal.request is None:
                 continue  # a request made just now, with a new id: nothing else to check
+            made_here = False
             if id(request) in self._in_flight:
                 raise DuplicateCallError(
                     f"action request {request.id} (call {call_id!r}) is already running in "
@@ -463,3 +477,4 @@ class Branch:
                     f"a different message with id {request.id} is already in this history",
                     call_id=call_id,
                 )
+        return made_here

@@ -42,7 +42,7 @@ import attrs
 
 from lionexec._jsonable import is_unicode, utf8_text
 from lionexec._slots import builder
-from lionexec._snapshot import snapshot
+from lionexec._snapshot import atoms_only, snapshot
 from lionexec.conversation import ActionRequest, AssistantResponse, new_call_id
 from lionexec.errors import DuplicateCallError
 
@@ -79,8 +79,9 @@ _RESPONSES_ITEMS: Final = frozenset({"message", "reasoning", "function_call"})
 class Proposal:
     """One proposed tool call, read but not yet validated.
 
-    ``arguments`` is ``None`` when the proposal's arguments could not be read as a JSON
-    object; ``problem`` then says why, and the call ends ``invalid``. ``raw_arguments`` is the
+    ``arguments`` are the reader's own (a deep copy of what it was given, or what it parsed:
+    nothing the caller holds), or ``None`` when they could not be read as a JSON object;
+    ``problem`` then says why, and the call ends ``invalid``. ``raw_arguments`` is the
     argument string as the model sent it, if it sent a string. ``request`` is the request
     message to record: the caller's own :class:`ActionRequest`, or the one a whole assistant
     turn already names; ``None`` means "create one" (:meth:`to_request`).
@@ -389,17 +390,24 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
         if not raw.strip():
             return {}, None
         try:
-            raw = json.loads(raw, parse_constant=_refuse_constant)
+            parsed = json.loads(raw, parse_constant=_refuse_constant)
         except RecursionError:
             return None, f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
         except ValueError as exc:  # JSONDecodeError, NaN/Infinity, an int too long to read
             return None, f"arguments are not valid JSON: {exc}"
+        if type(parsed) is dict:  # JSON makes new values: nobody else holds them
+            problem = _hostile(parsed)
+            return (None, problem) if problem is not None else (parsed, None)
+        raw = parsed
     if type(raw) is dict or isinstance(raw, Mapping):
         for key in raw:
             if not isinstance(key, str):
                 return None, f"argument names must be strings, got {key!r:.80}"
         problem = _hostile(raw)
-        return (None, problem) if problem is not None else (dict(raw), None)
+        if problem is not None:
+            return None, problem
+        arguments = dict(raw)
+        return (arguments if atoms_only(arguments) else snapshot(arguments)), None
     if attrs.has(type(raw)):
         return attrs.asdict(raw), None  # type: ignore[arg-type]
     return None, f"arguments must be a JSON object, got {type(raw).__name__}"

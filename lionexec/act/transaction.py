@@ -143,11 +143,22 @@ class CallScope:
 def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
     """The request message for *proposal* (the caller's own, when it passed one).
 
-    The arguments are a private deep copy (see :meth:`Proposal.to_request`): whatever the
-    caller or the tool later does to the proposal's values, the record keeps what the model
-    proposed, and the raw argument string it sent.
+    For a proposal ``act()`` read itself (:func:`~lionexec.act.read_batch`), which nothing
+    else holds: its arguments are already the reader's private deep copy, so the request
+    keeps that dict rather than a second copy (the act rows of ``nox -s bench``). The record
+    keeps what the model proposed, and the raw argument string it sent.
     """
-    return proposal.to_request(sender=scope.branch_name)
+    if proposal.request is not None:
+        return proposal.request
+    function = proposal.function
+    return ActionRequest._proposed(
+        function,
+        proposal.arguments or {},
+        proposal.call_id,
+        proposal.raw_arguments,
+        scope.branch_name,
+        function,
+    )
 
 
 class CallTransaction:
@@ -736,14 +747,21 @@ def _same_scalars(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _has_non_finite(value: object) -> bool:
-    """Whether a NaN or an infinity is anywhere in *value* (JSON-shaped containers)."""
-    cls = type(value)
-    if cls is float:
-        return not math.isfinite(value)  # type: ignore[arg-type]
-    if cls is dict:
-        return any(_has_non_finite(item) for item in value.values())  # type: ignore[attr-defined]
-    if cls is list or cls is tuple:
-        return any(_has_non_finite(item) for item in value)  # type: ignore[attr-defined]
+    """Whether a NaN or an infinity is anywhere in *value* (JSON-shaped containers).
+
+    Each container is walked once, however many paths lead to it (and a container inside
+    itself ends the walk there): iterative, so no nesting depth can raise."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        cls = type(value)
+        if cls is float:
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                return True
+        elif (cls is dict or cls is list or cls is tuple) and id(value) not in seen:
+            seen.add(id(value))
+            stack.extend(value.values() if cls is dict else value)  # type: ignore[attr-defined]
     return False
 
 

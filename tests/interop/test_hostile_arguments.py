@@ -8,10 +8,12 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec import Branch
+from lionexec.conversation import ActionRequest
 from lionexec.act.envelope import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, Proposal, read_proposal
 
 
@@ -139,3 +141,22 @@ def test_a_proposal_read_is_an_ordinary_frozen_proposal() -> None:
     )
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         proposal.function = "g"  # type: ignore[misc]
+
+
+async def test_act_records_shared_argument_containers_without_walking_every_path() -> None:
+    shared: list[Any] = []
+    for _ in range(60):
+        shared = [shared, shared]
+    branch = Branch()
+
+    async def keep(v: list[Any]) -> int:
+        return 1
+
+    branch.register_tools([keep])
+    with trio.fail_after(10):
+        [response] = await branch.act({"function": "keep", "arguments": {"v": shared}})
+    assert response.success
+    recorded = branch.messages[response.content.action_request_id]
+    assert isinstance(recorded, ActionRequest)
+    assert recorded.arguments["v"] is not shared  # a private copy, sharing as the original
+    assert recorded.arguments["v"][0] is recorded.arguments["v"][1]
