@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import attrs
 
@@ -73,6 +73,11 @@ _SHAPES = (
 
 #: The output item types of a Responses API turn.
 _RESPONSES_ITEMS: Final = frozenset({"message", "reasoning", "function_call"})
+#: The items that make a list one Responses API turn, not a batch of tool calls.
+_TURN_ITEMS: Final = ("message", "reasoning")  # (a tuple: a hostile "type" may be unhashable)
+# isinstance() tuples (``A | B`` would build a union object at every call)
+_SEQUENCES: Final = (list, tuple)
+_PLAIN: Final = (Mapping, ActionRequest)
 
 
 @attrs.frozen
@@ -135,6 +140,11 @@ class ProposedBatch:
     proposals: list[Proposal]
 
 
+# Trusted builders for what the reader checked itself (see lionexec._slots): a proposal and
+# a batch for each act() (the act rows of nox -s bench).
+_build_batch: Final = builder(ProposedBatch, "turn", "proposals")
+
+
 def read_batch(action_request: object, *, sender: str | None = None) -> ProposedBatch:
     """Read what was passed to ``act()`` into a :class:`ProposedBatch`.
 
@@ -149,13 +159,14 @@ def read_batch(action_request: object, *, sender: str | None = None) -> Proposed
             (a ValueError): two calls of the batch share a call id
             (the message names the id). Nothing has been recorded at that point.
     """
-    if isinstance(action_request, list | tuple):
+    if type(action_request) is list or isinstance(action_request, _SEQUENCES):
         envelopes = [_plain(envelope) for envelope in action_request]
-        if any(_item_type(e) in ("message", "reasoning") for e in envelopes):
-            return _responses_turn(envelopes, sender)
-        proposals = [read_proposal(envelope) for envelope in envelopes]
+        for envelope in envelopes:
+            if _item_type(envelope) in _TURN_ITEMS:
+                return _responses_turn(envelopes, sender)
+        proposals = [_read_plain(envelope) for envelope in envelopes]
         _check_unique_ids(proposals)
-        return ProposedBatch(turn=None, proposals=proposals)
+        return _build_batch(None, proposals)
     envelope = _plain(action_request)
     if type(envelope) is dict or isinstance(envelope, Mapping):
         if envelope.get("role") == "assistant":
@@ -173,7 +184,7 @@ def read_batch(action_request: object, *, sender: str | None = None) -> Proposed
             message = _plain(choices[0]).get("message")
             if isinstance(message, Mapping):
                 return _assistant_message(message, sender)
-    return ProposedBatch(turn=None, proposals=[read_proposal(envelope)])
+    return _build_batch(None, [_read_plain(envelope)])
 
 
 def read_proposal(envelope: object) -> Proposal:
@@ -183,11 +194,15 @@ def read_proposal(envelope: object) -> Proposal:
         ValueError: *envelope* is none of the accepted shapes; the message names the type
             received and the shapes accepted. Nothing has been recorded at that point.
     """
+    return _read_plain(_plain(envelope))
+
+
+def _read_plain(envelope: object) -> Proposal:
+    """:func:`read_proposal` of an envelope :func:`_plain` has returned."""
     if isinstance(envelope, ActionRequest):
         content = envelope.content
         function, raw, call_id = content.function, content.arguments, content.call_id
         return _proposal(function, raw, call_id, envelope, request=envelope)
-    envelope = _plain(envelope)
     if type(envelope) is dict or isinstance(envelope, Mapping):
         kind = envelope.get("type")
         if kind == "function" and isinstance(envelope.get("function"), Mapping):
@@ -227,7 +242,7 @@ def read_proposal(envelope: object) -> Proposal:
 
 def _plain(envelope: object) -> Any:
     """*envelope* as a plain mapping if it is a pydantic-style SDK object; else itself."""
-    if type(envelope) is dict or isinstance(envelope, Mapping | ActionRequest):
+    if type(envelope) is dict or isinstance(envelope, _PLAIN):
         return envelope
     dump = getattr(envelope, "model_dump", None)
     if callable(dump) and not isinstance(envelope, type):
@@ -358,12 +373,10 @@ def _proposal(
         )
     if call_id is not None and not isinstance(call_id, str):
         raise ValueError(f"a tool call id must be a string, got {call_id!r:.80}")
-    for label, text in (("function name", function), ("call id", call_id)):
-        if text is not None and not is_unicode(text):
-            raise ValueError(
-                f"a tool call's {label} must be valid Unicode (no lone surrogates), "
-                f"got {text!r:.80}"
-            )
+    if not is_unicode(function):
+        _refuse_text("function name", function)
+    if call_id is not None and not is_unicode(call_id):
+        _refuse_text("call id", call_id)
     arguments, problem = _read_arguments(raw)
     # kept to be replayed verbatim, so it must encode (a lone surrogate becomes U+FFFD)
     raw_arguments = utf8_text(raw) if isinstance(raw, str) else None
@@ -372,6 +385,12 @@ def _proposal(
     # every value checked above: built without attrs' initializer (the act rows of the bench)
     return _build_proposal(
         function, arguments, call_id or new_call_id(), problem, request, raw_arguments
+    )
+
+
+def _refuse_text(label: str, text: str) -> NoReturn:
+    raise ValueError(
+        f"a tool call's {label} must be valid Unicode (no lone surrogates), got {text!r:.80}"
     )
 
 

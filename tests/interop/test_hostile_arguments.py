@@ -13,8 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec import Branch
+from lionexec.act.envelope import (
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    Proposal,
+    read_batch,
+    read_proposal,
+)
 from lionexec.conversation import ActionRequest
-from lionexec.act.envelope import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, Proposal, read_proposal
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -160,3 +166,9 @@ async def test_act_records_shared_argument_containers_without_walking_every_path
     assert isinstance(recorded, ActionRequest)
     assert recorded.arguments["v"] is not shared  # a private copy, sharing as the original
     assert recorded.arguments["v"][0] is recorded.arguments["v"][1]
+
+
+def test_an_unhashable_item_type_in_a_batch_is_read_as_a_call_not_a_crash() -> None:
+    batch = read_batch([{"type": {"no": "hash"}, "function": "f", "arguments": {}}])
+    assert batch.turn is None
+    assert [p.function for p in batch.proposals] == ["f"]
