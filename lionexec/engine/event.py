@@ -233,7 +233,10 @@ class Event:
         if error is not None:
             if status is _FAILED and not self.retain_tracebacks:
                 drop_tracebacks(error, stop=outer)
-            execution.add_error(error)
+            if execution.error is None:
+                execution.error = error  # add_error's first error, without the call
+            else:
+                execution.add_error(error)
         execution.status = status
         if self._completion is not None:
             self._completion.set()

@@ -90,6 +90,11 @@ def drop_tracebacks(exc: BaseException, *, stop: BaseException | None = None) ->
     coroutines, the event itself), is kept alive by it. Raising it again starts a new
     traceback at the ``raise``.
     """
+    chained = exc.__cause__ is not None or exc.__context__ is not None
+    if not chained and not isinstance(exc, BaseExceptionGroup):  # the usual failure (act rows)
+        if exc is not stop:
+            exc.__traceback__ = None
+        return
     seen: set[int] = set()
     todo = [exc]
     while todo:
