@@ -441,11 +441,12 @@ class Branch:
         Returns whether every request was made just now (none was the caller's or a turn's).
         """
         history = self.messages
+        by_call_id = history._by_call_id
         made_here = True
         seen: set[uuid.UUID] = set()
         for proposal, request in zip(proposals, requests, strict=True):
             call_id = proposal.call_id
-            existing = history.request_for_call_id(call_id)
+            existing = by_call_id.get(call_id)  # (request_for_call_id, without the call)
             if existing is not None and existing is not request:
                 raise DuplicateCallError(
                     f"call id {call_id!r} is already in this history (request {existing.id}); "

@@ -505,13 +505,14 @@ class CallTransaction:
                         error=ErrorInfo("TimeoutError", f"timed out after {params.timeout:g}s"),
                     )
                     return
-            if event.status is _COMPLETED:
+            execution = event.execution  # (not the Event properties: the act rows of the bench)
+            if execution.status is _COMPLETED:
                 # one private snapshot, shared by the history and the log record: what the
                 # tool does later with the object it returned changes neither
-                output = event.execution.response = snapshot(event.response)
+                output = execution.response = snapshot(execution.response)
                 self.finish(ActionOutcome.COMPLETED, output=output)
                 return
-            error = event.execution.error
+            error = execution.error
             assert isinstance(error, BaseException)
             if not may_retry or self.attempts > params.retry_attempts:
                 self.failure = error if isinstance(error, Exception) else None
@@ -534,29 +535,22 @@ class CallTransaction:
 
         KI-protected: a ``KeyboardInterrupt`` lands before or after the record, never inside.
         """
-        scope = self.scope
-        request = self.request
+        scope, request, proposal, attempts = self.scope, self.request, self.proposal, self.attempts
         response = ActionResponse._recorded(
-            request,
-            output,
-            error,
-            outcome,
-            self.attempts,
-            self.proposal.function,
-            scope.branch_name,
+            request, output, error, outcome, attempts, proposal.function, scope.branch_name
         )
         event = self.event
         log = None
         if event is not None:
             log = build_log_record(
                 scope.branch_id,
-                self.call_id,
-                self.proposal.function,
+                proposal.call_id,
+                proposal.function,
                 request.id,
                 response.id,
                 outcome,
                 response.content.status,
-                self.attempts,
+                attempts,
                 event,
             )
         scope.evidence.record(request, response, log)
@@ -605,7 +599,7 @@ class CallTransaction:
         tool = self.tool
         # the context only for a tool that takes it: every event is kept in the log, and a
         # context per call is ~20 % of a call's retained bytes (act memory rows of the bench)
-        context = self.context if tool.context_param is not None else None
+        context = self.context if tool.arguments.context_param is not None else None
         # Shared, not copied: nothing changes the validated arguments (the tool gets its own
         # copy at invoke; a transform makes a new dict). See _shared().
         event = FunctionCalling._for_call(tool, self.arguments, context)

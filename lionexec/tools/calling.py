@@ -129,10 +129,11 @@ class FunctionCalling(Event):
         # bench). Anything else gets its own deep copy; the record keeps ours.
         direct = tool._func_async and tool.postprocessor is None and type(tool).call is _CALL
         arguments = self.arguments
-        if tool.context_param is not None or not (direct and atoms_only(arguments)):
+        context_param = tool.arguments.context_param  # (Tool.context_param, without the call)
+        if context_param is not None or not (direct and atoms_only(arguments)):
             arguments = snapshot(arguments)
-            if tool.context_param is not None:
-                arguments[tool.context_param] = self.context
+            if context_param is not None:
+                arguments[context_param] = self.context
         if direct:  # what run_callable does for an async tool
             response = tool.func_callable(**arguments)
             if type(response) is CoroutineType or isawaitable(response):  # (an ABC check)
