@@ -746,16 +746,16 @@ def _has_non_finite(value: object) -> bool:
     Each container is walked once, however many paths lead to it (and a container inside
     itself ends the walk there): iterative, so no nesting depth can raise."""
     seen: set[int] = set()
-    stack = [value]
+    stack: list[Any] = [value]
     while stack:
-        value = stack.pop()
-        cls = type(value)
+        item = stack.pop()
+        cls = type(item)
         if cls is float:
-            if not math.isfinite(value):  # type: ignore[arg-type]
+            if not math.isfinite(item):
                 return True
-        elif (cls is dict or cls is list or cls is tuple) and id(value) not in seen:
-            seen.add(id(value))
-            stack.extend(value.values() if cls is dict else value)  # type: ignore[attr-defined]
+        elif (cls is dict or cls is list or cls is tuple) and id(item) not in seen:
+            seen.add(id(item))
+            stack.extend(item.values() if cls is dict else item)
     return False
 
 
