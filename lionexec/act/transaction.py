@@ -226,16 +226,14 @@ class CallTransaction:
         context = self._context
         if context is None and self.tool is not None:
             proposal = self.proposal
-            context = self._context = CallContext(  # its own copy of the arguments
-                function=self.tool.name,
-                arguments=snapshot(self.arguments),
-                call_id=proposal.call_id,
-                branch_id=self.scope.branch_name,
-                tool=self.tool,
-                idempotency_key=self._key
-                or idempotency_key(
-                    self.scope.branch_name, proposal.call_id, self.tool, self.arguments
-                ),
+            tool, branch = self.tool, self.scope.branch_name
+            context = self._context = CallContext._for_call(
+                tool.name,
+                snapshot(self.arguments),  # its own copy, held read-only
+                proposal.call_id,
+                branch,
+                tool,
+                self._key or idempotency_key(branch, proposal.call_id, tool, self.arguments),
             )
         return context
 

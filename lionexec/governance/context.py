@@ -88,9 +88,38 @@ class CallContext:
         # not frozen again (the act governed row of nox -s bench).
         return _build_invocation(self.function, self.arguments, self.call_id, self.branch_id)
 
+    @classmethod
+    def _for_call(
+        cls,
+        function: str,
+        arguments: dict[str, Any],
+        call_id: str,
+        branch_id: str | None,
+        tool: Tool | None,
+        idempotency_key: str | None,
+    ) -> CallContext:
+        """The act transaction's constructor: *arguments* is a private ``dict`` with string
+        keys (a snapshot of validated arguments), held read-only without another copy; no
+        converter runs (the act governed row of ``nox -s bench``)."""
+        if cls is not CallContext:  # a subclass: its own initializer
+            return cls(
+                function=function,
+                arguments=arguments,
+                call_id=call_id,
+                branch_id=branch_id,
+                tool=tool,
+                idempotency_key=idempotency_key,
+            )
+        return _build_context(
+            function, MappingProxyType(arguments), call_id, branch_id, tool, idempotency_key
+        )
+
     def with_arguments(self, arguments: Mapping[str, Any]) -> CallContext:
         """The same call with *arguments* instead (copied read-only)."""
         return attrs.evolve(self, arguments=arguments)
 
 
 _build_invocation = builder(ToolInvocation, "function", "arguments", "call_id", "branch_id")
+_build_context = builder(
+    CallContext, "function", "arguments", "call_id", "branch_id", "tool", "idempotency_key"
+)

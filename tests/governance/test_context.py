@@ -87,3 +87,18 @@ def test_a_context_serializes_for_logs_without_its_tool() -> None:
         "subject_argument": "command",
         "idempotency_key": None,
     }
+
+
+def test_the_act_layers_trusted_constructor_builds_what_the_constructor_builds() -> None:
+    arguments = {"a": 1, "b": [2]}
+    fast = CallContext._for_call("f", dict(arguments), "c1", "b1", None, "b1/c1")
+    slow = CallContext(
+        function="f", arguments=arguments, call_id="c1", branch_id="b1", idempotency_key="b1/c1"
+    )
+    assert type(fast) is CallContext
+    assert fast == slow
+    assert dict(fast.arguments) == arguments
+    with pytest.raises(TypeError):
+        fast.arguments["a"] = 2  # type: ignore[index]  # read-only
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.call_id = "c2"  # type: ignore[misc]
