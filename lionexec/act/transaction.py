@@ -379,20 +379,22 @@ class CallTransaction:
     async def gate(self) -> bool:
         """The session gate; ``denied`` if it says no (or raises)."""
         observer = self.scope.observer
-        assert self.context is not None
-        if observer is None or await _quiet(observer, SessionObserver.authorize)(
-            self.context.invocation()
-        ):
+        if observer is None:
+            return True
+        context = self.context
+        assert context is not None
+        if await _quiet(observer, SessionObserver.authorize)(context.invocation()):
             return True
         return self._denied("GateDenied", "denied by governance gate")
 
     async def authorize(self) -> bool:
         """The permission policy (escalating if it says so); ``denied`` unless it allows."""
         policy = self.scope.policy
-        assert self.context is not None
         if policy is None:
             return True
-        decision = await _quiet(policy, PermissionPolicy.decide)(self.context)
+        context = self.context
+        assert context is not None
+        decision = await _quiet(policy, PermissionPolicy.decide)(context)
         if decision.behavior == "allow":
             return True
         if decision.approval is not None:
@@ -408,7 +410,7 @@ class CallTransaction:
         assert context is not None
         verdict = await _quiet(hooks, HookBus.run_pre)(
             tool_name=context.function,
-            call_id=self.call_id,
+            call_id=context.call_id,
             arguments=summarize(dict(context.arguments)),
             context=context,
         )
@@ -668,28 +670,28 @@ class CallTransaction:
         event, request, response = self.event, self.request, self.response
         assert response is not None
         if event is not None:
-            duration = event.execution.duration
-            if event.status is _COMPLETED:
+            proposal, execution = self.proposal, event.execution
+            if execution.status is _COMPLETED:
                 if HookPoint.TOOL_POST in hooks.points:
                     await _quiet(hooks, HookBus.emit)(
                         HookPoint.TOOL_POST,
-                        tool_name=self.proposal.function,
-                        call_id=self.call_id,
-                        result=summarize(event.response),
-                        duration=duration,
+                        tool_name=proposal.function,
+                        call_id=proposal.call_id,
+                        result=summarize(execution.response),
+                        duration=execution.duration,
                     )
             elif HookPoint.TOOL_ERROR in hooks.points:
                 await _quiet(hooks, HookBus.emit)(
                     HookPoint.TOOL_ERROR,
-                    tool_name=self.proposal.function,
-                    call_id=self.call_id,
-                    error=_copy_error(event.execution.error),
-                    status=event.status,
-                    duration=duration,
+                    tool_name=proposal.function,
+                    call_id=proposal.call_id,
+                    error=_copy_error(execution.error),
+                    status=execution.status,
+                    duration=execution.duration,
                 )
             if scope.observer is not None:
                 await _quiet(scope.observer, SessionObserver.emit)(
-                    _detached(event), call_id=self.call_id
+                    _detached(event), call_id=proposal.call_id
                 )
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))
