@@ -38,12 +38,9 @@ def builder(cls: type[T], *names: str) -> Callable[..., T]:
         )
     if "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slotted class")
-    namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls}
-    lines = [f"def build({', '.join(names)}):"]
-    if cls.__setattr__ is object.__setattr__:
-        lines.append("    obj = _new(cls)")
-    else:  # a twin that stores plainly; the instance is given its class at the end
-        namespace["twin"] = type(
+    twin: type = cls
+    if cls.__setattr__ is not object.__setattr__:  # stores plainly; given cls at the end
+        twin = type(
             cls.__name__,
             (cls,),
             {
@@ -52,9 +49,10 @@ def builder(cls: type[T], *names: str) -> Callable[..., T]:
                 "__delattr__": object.__delattr__,
             },
         )
-        lines.append("    obj = _new(twin)")
+    namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls, "twin": twin}
+    lines = [f"def build({', '.join(names)}):", "    obj = _new(twin)"]
     lines.extend(f"    obj.{name} = {name}" for name in names)
-    if "twin" in namespace:
+    if twin is not cls:
         lines.append("    obj.__class__ = cls")
     lines.append("    return obj")
     exec(

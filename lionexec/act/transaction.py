@@ -90,7 +90,6 @@ __all__ = [
 
 logger = logging.getLogger("lionexec.act")
 
-_A = TypeVar("_A")
 _M = TypeVar("_M", ActionRequest, ActionResponse)
 
 #: Hook argument and result summaries are cut to this many characters.
