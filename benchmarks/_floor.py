@@ -23,6 +23,8 @@ classes with no framework:
 * **cancellation safety**: a ``BaseException`` passing through a call records it
   ``cancelled`` (response and log record) synchronously, then re-raises; ``act`` is always a
   checkpoint and a sequential batch checkpoints between calls (issue 13, item 4);
+* a **creation time** (``time.time()``) on the request, the response and the event, as the
+  contract has (messages' ``created_at``; ADR-0003/0012: the event's construction time);
 * ids from the same fast generator as lionexec (:func:`lionexec._ids.uuid4`): three per call
   (request, response, event), as lionexec makes.
 
@@ -44,6 +46,7 @@ import trio
 from lionexec._ids import uuid4
 
 _perf = time.perf_counter
+_now = time.time
 _urandom = os.urandom
 
 
@@ -84,10 +87,11 @@ class FloorTool:
 
 
 class FloorRequest:
-    __slots__ = ("arguments", "call_id", "function", "id", "response_id")
+    __slots__ = ("arguments", "call_id", "created_at", "function", "id", "response_id")
 
     def __init__(self, function: str, arguments: Any, call_id: str) -> None:
         self.id = uuid4()
+        self.created_at = _now()
         self.function = function
         self.arguments = arguments
         self.call_id = call_id
@@ -95,12 +99,13 @@ class FloorRequest:
 
 
 class FloorResponse:
-    __slots__ = ("call_id", "error", "id", "outcome", "output", "request_id")
+    __slots__ = ("call_id", "created_at", "error", "id", "outcome", "output", "request_id")
 
     def __init__(
         self, request: FloorRequest, outcome: str, output: Any, error: tuple[str, str] | None
     ) -> None:
         self.id = uuid4()
+        self.created_at = _now()
         self.request_id = request.id
         self.call_id = request.call_id
         self.outcome = outcome
@@ -110,10 +115,11 @@ class FloorResponse:
 
 
 class FloorEvent:
-    __slots__ = ("duration", "error", "id", "response", "status")
+    __slots__ = ("created_at", "duration", "error", "id", "response", "status")
 
     def __init__(self) -> None:
         self.id = uuid4()
+        self.created_at = _now()
         self.status = "processing"
         self.duration = 0.0
         self.response: Any = None
@@ -156,10 +162,11 @@ def _error(exc: BaseException) -> tuple[str, str]:
 class FloorBranch:
     """History, tools and log; :meth:`act` runs a batch and returns its responses in order."""
 
-    __slots__ = ("by_call_id", "history", "id", "log", "tools")
+    __slots__ = ("by_call_id", "history", "id", "log", "retain", "tools")
 
-    def __init__(self) -> None:
+    def __init__(self, retain: int | None = None) -> None:
         self.id = uuid4()
+        self.retain = retain  # keep about this many calls (the long-lived rows), or all
         self.tools: dict[str, FloorTool] = {}
         self.history: list[FloorRequest | FloorResponse] = []
         self.by_call_id: dict[str, FloorRequest] = {}
@@ -256,7 +263,26 @@ class FloorBranch:
         except BaseException as exc:
             self._cancel_unanswered(requests, exc)
             raise
+        finally:
+            if self.retain is not None:
+                self._trim(self.retain)
         return out
+
+    def _trim(self, retain: int) -> None:
+        """Forget the oldest answered calls past *retain* (pairs and log records together),
+        amortized as lionexec's ``Branch(retain=...)`` is: only once 10 % over."""
+        excess = len(self.by_call_id) - retain
+        if excess <= max(1, retain // 10):
+            return
+        gone: set[Any] = set()  # ids of the requests and responses that go
+        for call_id, request in list(self.by_call_id.items())[:excess]:
+            if request.response_id is None:  # in flight: never one half of a pair
+                break
+            del self.by_call_id[call_id]
+            gone.add(request.id)
+            gone.add(request.response_id)
+        self.history = [m for m in self.history if m.id not in gone]
+        self.log = [r for r in self.log if r.response_id not in gone]
 
     async def _concurrently(self, requests: list[FloorRequest], out: list[Any]) -> None:
         """Run every request in one nursery; its response goes to its place in *out*."""

@@ -115,8 +115,8 @@ def branch_factory(
     """A fresh branch with ``add`` and ``boom`` registered (ImportError if there is none).
 
     *governed* (lionexec only): a session gate, a rules policy and ``tool.pre``/``tool.post``
-    hooks, all allowing every call. *retain* (lionexec only): ``Branch(retain=retain)``, if
-    that exists.
+    hooks, all allowing every call. *retain* (lionexec and the floor): ``Branch(retain=retain)``,
+    if that exists; the floor trims the same way.
     """
     make: Callable[[], Any]
     if impl == "raw":
@@ -124,7 +124,8 @@ def branch_factory(
     elif impl == "floor":
         from ._floor import FloorBranch
 
-        make = FloorBranch
+        def make() -> Any:
+            return FloorBranch(retain)
     elif impl == "lionagi":
         from lionagi import Branch as LionagiBranch  # type: ignore[import-not-found,unused-ignore]
 
@@ -535,7 +536,7 @@ def cases(impl: str, quick: bool) -> list[Case]:
         if impl == "lionexec":
             note = _retention(retain)[1]
         else:
-            note = "no retention: the floor keeps every call"
+            note = f"retaining {retain} calls, trimmed as Branch(retain={retain}) trims"
         body = long_lived_body(impl, batches, warm, retain)
         out.append(Case(names["long"], small, body, kind="report", note=note, warmup=1))
     if impl == "lionexec":  # lionexec's sinks only
