@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import sys
-import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -39,11 +38,6 @@ _ALLOWED = ", ".join(repr(s.value) for s in EventStatus)
 
 def _new_metadata() -> dict[str, Any]:
     return {}
-
-
-#: Serializes the lazy creation of ``metadata`` (see :meth:`Event.__getattr__`): an event's
-#: record is also read from worker threads (the JSONL sink serializes there).
-_metadata_lock = threading.Lock()
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -92,23 +86,6 @@ class Event:
     kept. Set it to ``True`` on a subclass while debugging. Cancellation and other re-raised
     exceptions always keep theirs: they are still propagating.
     """
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for an empty slot. A trusted constructor (FunctionCalling._for_call)
-        # leaves ``metadata`` empty: most calls never touch it, and the empty dict was 64 B of
-        # every kept call ("act: retained per call" rows of nox -s bench). It is created on
-        # first access, once, whichever thread gets there first.
-        if name == "metadata":
-            with _metadata_lock:
-                try:
-                    value: dict[str, Any] = object.__getattribute__(self, name)
-                except AttributeError:
-                    value = {}
-                    object.__setattr__(self, name, value)
-            return value
-        raise AttributeError(
-            f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
-        )
 
     # -- status -----------------------------------------------------------------------------
 

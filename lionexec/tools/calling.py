@@ -101,7 +101,7 @@ class FunctionCalling(Event):
         event = _new(cls)  # plain stores: FunctionCalling has no __setattr__ hooks
         event.id = uuid4()
         event.created_at = time.time()
-        # (metadata is left unset: Event.__getattr__ creates it on first access)
+        event.metadata = {}
         event.execution = execution = _new(Execution)
         execution.status = _PENDING
         execution.duration = Unset

@@ -137,43 +137,6 @@ def test_the_act_layers_trusted_constructor_builds_what_the_constructor_builds()
     assert fast.to_dict().keys() == slow.to_dict().keys()
 
 
-def test_the_trusted_constructors_metadata_is_created_once_on_first_use() -> None:
-    async def f(a: int) -> int:
-        return a
-
-    fast = FunctionCalling._for_call(Tool.from_function(f), {"a": 1}, None)
-    metadata = fast.metadata
-    assert metadata == {}
-    metadata["k"] = "v"
-    assert fast.metadata is metadata and fast.to_dict()["metadata"] == {"k": "v"}
-    assert fast.as_fresh_event(copy_meta=True).metadata["k"] == "v"
-    with pytest.raises(AttributeError, match="no attribute 'nope'") as caught:
-        fast.nope  # type: ignore[attr-defined]  # noqa: B018
-    assert caught.value.name == "nope" and caught.value.obj is fast
-
-
-def test_lazy_metadata_is_one_dict_whichever_thread_creates_it() -> None:
-    async def f(a: int) -> int:
-        return a
-
-    tool = Tool.from_function(f)
-    for _ in range(50):
-        event = FunctionCalling._for_call(tool, {"a": 1}, None)
-        seen: list[dict[str, Any]] = []
-        barrier = threading.Barrier(4)
-
-        def read(event: FunctionCalling = event) -> None:
-            barrier.wait()
-            seen.append(event.metadata)
-
-        threads = [threading.Thread(target=read) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=10)
-        assert len(seen) == 4 and all(m is event.metadata for m in seen)
-
-
 def test_function_must_name_the_tool() -> None:
     tool = Tool.from_function(find)
     assert FunctionCalling(tool=tool, function="find", arguments={"text": "a"}).function == "find"
