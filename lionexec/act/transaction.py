@@ -794,7 +794,10 @@ def _detached(event: FunctionCalling) -> FunctionCalling:
     clone = shallow_copy(event)
     clone.execution = execution = shallow_copy(event.execution)
     execution.response = snapshot(execution.response)
+    if execution.error is not None:  # (the recorded exception itself was shared before)
+        execution.error = _copy_error(execution.error)
     clone.arguments = snapshot(event.arguments)  # FunctionCalling converts nothing on setattr
+    clone.metadata = snapshot(event.metadata)  # logged with the event (was shared before)
     return clone
 
 

@@ -113,7 +113,11 @@ async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str)
         error.args = ("rewritten",)
 
     def vandalize_payload(payload: Any) -> None:
-        payload.execution.response["items"].append("pwned")
+        payload.metadata["pwned"] = True
+        if payload.execution.error is not None:
+            payload.execution.error.args = ("rewritten",)
+        else:
+            payload.execution.response["items"].append("pwned")
 
     def vandalize_message(message: Any) -> None:
         output = getattr(message.content, "output", None)
@@ -138,6 +142,7 @@ async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str)
     records = {r.response_id: r for r in branch.log}
     assert records[ok.id].event.response == {"items": [1, 2]}
     assert str(records[failed.id].event.execution.error) == "original"
+    assert all(r.event.metadata == {} for r in branch.log)
     assert all("pwned" not in repr(r.arguments) for r in branch.messages.requests())
     assert "pwned" not in repr(branch.messages.to_openai())
     assert_consistent(branch)
