@@ -91,6 +91,7 @@ __all__ = [
 logger = logging.getLogger("lionexec.act")
 
 _M = TypeVar("_M", ActionRequest, ActionResponse)
+_E = TypeVar("_E")
 
 #: Hook argument and result summaries are cut to this many characters.
 SUMMARY_LIMIT = 200
@@ -782,7 +783,7 @@ def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None
     event.status = status
 
 
-def _copy_error(error: object) -> object:
+def _copy_error(error: _E) -> _E:
     try:
         return copy.copy(error)
     except Exception:
