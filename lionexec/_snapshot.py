@@ -56,14 +56,16 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
     if cls is dict or cls is list:
         key = id(value)
         copied = memo.get(key)
-        if copied is None:
+        if copied is None:  # (a scalar is kept without a call: schemas() copies every
+            # schema, a sixth of "tools: register 1k tools + schemas" of nox -s bench)
             if cls is dict:
                 copied = memo[key] = {}
                 for name, item in value.items():
-                    copied[name] = _copy(item, memo)
+                    copied[name] = item if type(item) in _ATOMS else _copy(item, memo)
             else:
                 copied = memo[key] = []
-                copied.extend(_copy(item, memo) for item in value)
+                for item in value:
+                    copied.append(item if type(item) in _ATOMS else _copy(item, memo))
         return copied
     if cls is tuple:
         return tuple(_copy(item, memo) for item in value)

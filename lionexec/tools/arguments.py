@@ -17,6 +17,7 @@ from typing import Any, Final, NoReturn
 import attrs
 import cattrs
 
+from lionexec._slots import builder
 from lionexec.errors import ConfigurationError, SchemaError, ValidationError
 
 from .jsonschema import SchemaValidator, compile_schema
@@ -35,7 +36,10 @@ def _check_request_class(_: object, __: object, request_class: type | None) -> N
 
 
 def _aliases(spec: ArgumentSpec) -> Mapping[str, str]:
-    cls = spec.request_class
+    return _aliases_of(spec.request_class)
+
+
+def _aliases_of(cls: type | None) -> Mapping[str, str]:
     if cls is not None and attrs.has(cls):
         return {a.alias or a.name: a.name for a in attrs.fields(cls)}
     return {}
@@ -121,22 +125,47 @@ class ArgumentSpec:
         if strict:
             fields = class_parameters(request_class) if request_class else signature
             nulls = null_defaults(fields, request_class)
-        return cls(
-            tool=tool,
-            required=frozenset(parameters.get("required") or ()),
-            known=frozenset(parameters.get("properties") or ()),
-            extra_keys=(
-                request_class is None
-                and var_keyword
-                and parameters.get("additionalProperties", True) is not False
-            ),
-            strict=strict,
-            context_param=context_param,
-            request_class=request_class,
-            hints=checkable_hints(signature),
-            json_schema=compile_schema(parameters) if check_schema else None,
-            nulls=nulls,
-            converter=converter if converter is not None else argument_converter,
+        required = frozenset(parameters.get("required") or ())
+        known = frozenset(parameters.get("properties") or ())
+        extra_keys = (
+            request_class is None
+            and var_keyword
+            and parameters.get("additionalProperties", True) is not False
+        )
+        hints = checkable_hints(signature)
+        json_schema = compile_schema(parameters) if check_schema else None
+        if converter is None:
+            converter = argument_converter
+        if cls is not ArgumentSpec:  # a subclass: its own initializer
+            return cls(
+                tool=tool,
+                required=required,
+                known=known,
+                extra_keys=extra_keys,
+                strict=strict,
+                context_param=context_param,
+                request_class=request_class,
+                hints=hints,
+                json_schema=json_schema,
+                nulls=nulls,
+                converter=converter,
+            )
+        # the values are final (the request class checked above, new frozensets and hints):
+        # no initializer, converters or validator ("tools: register 1k tools + schemas" of
+        # nox -s bench builds one spec per tool)
+        return _build_spec(
+            tool,
+            required,
+            known,
+            extra_keys,
+            strict,
+            context_param,
+            request_class,
+            hints,
+            json_schema,
+            nulls,
+            converter,
+            _aliases_of(request_class),
         )
 
     def validate(self, arguments: Mapping[str, Any], *, share: bool = False) -> dict[str, Any]:
@@ -244,6 +273,22 @@ class ArgumentSpec:
             field=problems[0][0] if problems else None,
         )
 
+
+_build_spec: Final = builder(
+    ArgumentSpec,
+    "tool",
+    "required",
+    "known",
+    "extra_keys",
+    "strict",
+    "context_param",
+    "request_class",
+    "hints",
+    "json_schema",
+    "nulls",
+    "converter",
+    "_aliases",
+)
 
 #: Hints a value of exactly that type satisfies with no conversion (``bool`` is not ``int``).
 _EXACT: Final = frozenset({int, float, str, bool})

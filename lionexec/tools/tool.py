@@ -18,6 +18,7 @@ import attrs
 import cattrs
 import trio
 
+from lionexec._slots import builder
 from lionexec.errors import ConfigurationError, SchemaError
 
 from .arguments import ArgumentSpec, is_record_class
@@ -359,35 +360,67 @@ class Tool:
             parameters = strict_parameters(parameters, tool=name)
         if effect is None:
             effect = "idempotent" if idempotent else "unsafe"
-        return cls(
-            func_callable=func,
-            name=name,
-            description=description,
-            schema=openai_schema(name, description, parameters, strict=strict),
-            arguments=ArgumentSpec.from_parameters(
-                name,
-                parameters,
-                signature=signature_params,
-                var_keyword=var_keyword,
-                request_class=request_class,
-                strict=strict,
-                check_schema=explicit is not None,
-                context_param=context_param,
-                converter=converter,
-            ),
-            preprocessor=preprocessor,
-            preprocessor_kwargs=preprocessor_kwargs,
-            postprocessor=postprocessor,
-            postprocessor_kwargs=postprocessor_kwargs,
-            inline=inline,
-            limiter=limiter,
-            effect=effect,
-            idempotent=idempotent or effect != "unsafe",
-            idempotency_key=idempotency_key,
-            reconcile=reconcile,
-            subject=subject,
-            subject_kind=subject_kind,
+        idempotent = idempotent or effect != "unsafe"
+        function_schema = openai_schema(name, description, parameters, strict=strict)
+        arguments = ArgumentSpec.from_parameters(
+            name,
+            parameters,
+            signature=signature_params,
+            var_keyword=var_keyword,
+            request_class=request_class,
+            strict=strict,
+            check_schema=explicit is not None,
+            context_param=context_param,
+            converter=converter,
         )
+        if cls is not Tool:  # a subclass: its own initializer
+            return cls(
+                func_callable=func,
+                name=name,
+                description=description,
+                schema=function_schema,
+                arguments=arguments,
+                preprocessor=preprocessor,
+                preprocessor_kwargs=preprocessor_kwargs,
+                postprocessor=postprocessor,
+                postprocessor_kwargs=postprocessor_kwargs,
+                inline=inline,
+                limiter=limiter,
+                effect=effect,
+                idempotent=idempotent,
+                idempotency_key=idempotency_key,
+                reconcile=reconcile,
+                subject=subject,
+                subject_kind=subject_kind,
+            )
+        # Built without the attrs initializer (a tenth of registering a tool: "tools: register
+        # 1k tools + schemas" of nox -s bench): the callable, name, schema, spec and processors
+        # were checked above or are right by construction (idempotent too); the validators of
+        # the remaining fields run after, in the initializer's order (_check_options).
+        tool = _build_tool(
+            func,
+            name,
+            description,
+            function_schema,
+            arguments,
+            preprocessor,
+            _kwargs(preprocessor_kwargs),
+            postprocessor,
+            _kwargs(postprocessor_kwargs),
+            inline,
+            limiter,
+            effect,
+            idempotent,
+            idempotency_key,
+            reconcile,
+            subject,
+            subject_kind,
+            is_async_callable(func),
+            preprocessor is not None and is_async_callable(preprocessor),
+            postprocessor is not None and is_async_callable(postprocessor),
+        )
+        _check_options(tool)
+        return tool
 
     # -- arguments --------------------------------------------------------------------------
 
@@ -519,6 +552,44 @@ class Tool:
 
 _EMPTY_OBJECT: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 
+#: ``Tool(...)`` without its initializer, for :meth:`Tool.from_function`; every field, in order.
+_build_tool: Final = builder(
+    Tool,
+    "func_callable",
+    "name",
+    "description",
+    "schema",
+    "arguments",
+    "preprocessor",
+    "preprocessor_kwargs",
+    "postprocessor",
+    "postprocessor_kwargs",
+    "inline",
+    "limiter",
+    "effect",
+    "idempotent",
+    "idempotency_key",
+    "reconcile",
+    "subject",
+    "subject_kind",
+    "_func_async",
+    "_pre_async",
+    "_post_async",
+)
+
+
+def _check_options(tool: Tool) -> None:
+    """The validators :meth:`Tool.from_function` leaves to the built *tool*: those of the
+    options it takes as given, in the initializer's order, with the same errors."""
+    _valid_effect(tool, None, tool.effect)
+    if tool.idempotency_key is not None or tool.reconcile is not None:
+        fields = attrs.fields(Tool)
+        _optional_callable(tool, fields.idempotency_key, tool.idempotency_key)
+        _optional_callable(tool, fields.reconcile, tool.reconcile)
+    if tool.subject is not None or tool.subject_kind is not None:
+        _valid_subject(tool, None, tool.subject)
+        _valid_subject_kind(tool, None, tool.subject_kind)
+
 
 def _unwrap(func: object) -> object:
     while isinstance(func, functools.partial):
@@ -573,7 +644,7 @@ def _tool_name(
     if name is None:
         name = declared
     if name is None:
-        name = _derived_name(func)
+        return _derived_name(func)  # checked there
     if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
         raise ConfigurationError(
             f"invalid tool name {name!r}: a name is 1 to 64 letters, digits, '_' or '-' "

@@ -110,6 +110,39 @@ def test_schemas_in_openai_and_anthropic_shapes() -> None:
         manager.schemas("gemini")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("format", ["openai", "anthropic", "responses"])
+def test_schemas_are_deep_copies(format: Any) -> None:
+    manager = ActionManager([search, read_file])
+    before = manager.schemas(format)
+    mutated = manager.schemas(format)
+    for schema in mutated:
+        parameters = schema.get("function", schema)
+        parameters = parameters.get("parameters") or parameters["input_schema"]
+        parameters["properties"].clear()
+        parameters["required"].append("x")
+        schema.clear()
+    assert manager.schemas(format) == before
+    assert manager.get("search").parameters["required"] == ["query"]
+
+
+def test_schema_copies_keep_shared_parts_shared_and_odd_values_copied() -> None:
+    point = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    parameters = {
+        "type": "object",
+        "properties": {"a": point, "b": point, "c": {"enum": [(1, 2)]}},
+    }
+    tool = Tool.from_function(read_file, name="shared", schema=parameters)
+    stored = tool.parameters["properties"]
+    assert stored["a"] is stored["b"]  # the explicit schema was deep-copied as a whole
+    for schema in (tool.schema_for(), ActionManager([tool]).schemas()[0]):
+        properties = schema["function"]["parameters"]["properties"]
+        assert properties == stored
+        assert properties["a"] is properties["b"]  # one copy of one dict, as deepcopy makes
+        assert properties["a"] is not stored["a"]
+        assert properties["c"]["enum"] == [(1, 2)]  # not JSON: the general copy, still a copy
+        assert properties["c"]["enum"] is not stored["c"]["enum"]
+
+
 def test_unregister_removes_a_tool() -> None:
     manager = ActionManager([search])
     tool: Any = manager.unregister("search")

@@ -264,6 +264,39 @@ def test_docstring_styles_give_parameter_descriptions(doc: str) -> None:
     assert Tool.from_function(move).description == "Move a point."
 
 
+def test_google_entries_name_word_characters_only() -> None:
+    # "name: text" entries with an identifier for a name skip the entry regex; the others
+    # still go through it (same results as before that shortcut)
+    doc = """Summary.
+
+    Args:
+        plain: the plain one
+        snake_case: a snake
+        typed (int): with a type
+        **kwargs: the extras
+        2nd: starts with a digit
+        self.attr: not a name,
+            so a continuation
+        e\u0301: combining accent
+        spaced : a space before the colon
+        empty:
+            described below
+    """
+    assert parse_docstring(doc) == (
+        "Summary.",
+        {
+            "plain": "the plain one",
+            "snake_case": "a snake",
+            "typed": "with a type",
+            "kwargs": "the extras",
+            "2nd": "starts with a digit self.attr: not a name, so a continuation "
+            "e\u0301: combining accent",
+            "spaced": "a space before the colon",
+            "empty": "described below",
+        },
+    )
+
+
 def test_docstring_without_sections_is_all_summary() -> None:
     assert parse_docstring("One.\n\n    Two\n    lines.") == ("One.\n\nTwo lines.", {})
     assert parse_docstring(None) == (None, {})

@@ -402,6 +402,47 @@ def test_from_function_gives_the_fields_the_constructor_takes() -> None:
     assert built.arguments.tool == "place" and built.arguments.hints["at"] is Point
 
 
+def test_from_function_checks_its_options_as_the_constructor_does() -> None:
+    # from_function builds its tool without the initializer; the option checks still run
+    with pytest.raises(ConfigurationError, match="effect 'often'"):
+        Tool.from_function(sync_func, effect="often")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="idempotency_key must be callable"):
+        Tool.from_function(sync_func, idempotency_key="x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="reconcile must be callable"):
+        Tool.from_function(sync_func, reconcile="x")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="subject 'path' is not a parameter"):
+        Tool.from_function(sync_func, subject="path")
+    with pytest.raises(ConfigurationError, match="subject_kind"):
+        Tool.from_function(sync_func, subject_kind="path")
+    with pytest.raises(ConfigurationError, match="subject_kind 'file'"):
+        Tool.from_function(sync_func, subject="a", subject_kind="file")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("func", [sync_func, async_func, AsyncCallable()])
+def test_from_function_builds_what_the_constructor_builds(func: Any) -> None:
+    async def pre(arguments: dict[str, Any]) -> dict[str, Any]:
+        return arguments
+
+    def post(response: Any, scale: int = 1) -> Any:
+        return response
+
+    built = Tool.from_function(
+        func, name="t", preprocessor=pre, postprocessor=post, postprocessor_kwargs={"scale": 2}
+    )
+    again = Tool(
+        **{a.alias: getattr(built, a.name) for a in attrs.fields(Tool) if a.init and a.alias}
+    )
+    for field in attrs.fields(Tool):  # the private ones (sync policy flags) included
+        assert getattr(again, field.name) == getattr(built, field.name), field.name
+    assert built.postprocessor_kwargs == {"scale": 2}
+    assert type(built) is Tool
+    spec = built.arguments  # from_parameters builds it without the initializer too
+    init = {a.alias or a.name: getattr(spec, a.name) for a in attrs.fields(ArgumentSpec) if a.init}
+    spec_again = ArgumentSpec(**init)
+    for field in attrs.fields(ArgumentSpec):
+        assert getattr(spec_again, field.name) == getattr(spec, field.name), field.name
+
+
 def test_from_function_reads_the_function_once() -> None:
     reads = 0
 
