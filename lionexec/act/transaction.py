@@ -784,10 +784,22 @@ def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None
 
 
 def _copy_error(error: _E) -> _E:
+    """A copy of a recorded exception for a hook or an observer: its own ``args``,
+    attributes and notes (``copy.copy`` alone shares the ``__notes__`` list), the chain and
+    traceback as they are. An exception that cannot be copied is passed as it is."""
+    if not isinstance(error, BaseException):
+        return error
     try:
-        return copy.copy(error)
+        copied = copy.copy(error)
     except Exception:
         return error
+    notes = getattr(error, "__notes__", None)
+    if type(notes) is list:
+        copied.__notes__ = list(notes)
+    copied.__cause__, copied.__context__ = error.__cause__, error.__context__
+    copied.__suppress_context__ = error.__suppress_context__
+    copied.__traceback__ = error.__traceback__
+    return copied
 
 
 def _detached(event: FunctionCalling) -> FunctionCalling:

@@ -101,7 +101,10 @@ async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str)
 
     async def produce(fail: bool = False) -> dict[str, Any]:
         if fail:
-            raise ValueError("original")
+            try:
+                raise KeyError("cause")
+            except KeyError:
+                raise ValueError("original")  # noqa: B904 (the chain is under test)
         value = {"items": [1, 2]}
         shared.append(value)
         return value
@@ -109,13 +112,17 @@ async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str)
     branch = Branch(observer=SessionObserver())
     branch.register_tools(Tool.from_function(produce))
 
+    contexts: list[object] = []  # what the copies given to the seams were chained to
+
     def vandalize_error(error: BaseException, **_: Any) -> None:
+        contexts.append(error.__context__)
         error.args = ("rewritten",)
+        error.add_note("pwned")
 
     def vandalize_payload(payload: Any) -> None:
         payload.metadata["pwned"] = True
         if payload.execution.error is not None:
-            payload.execution.error.args = ("rewritten",)
+            vandalize_error(payload.execution.error)
         else:
             payload.execution.response["items"].append("pwned")
 
@@ -141,7 +148,10 @@ async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str)
     assert failed.error is not None and failed.error.message == "original"
     records = {r.response_id: r for r in branch.log}
     assert records[ok.id].event.response == {"items": [1, 2]}
-    assert str(records[failed.id].event.execution.error) == "original"
+    recorded_error = records[failed.id].event.execution.error
+    assert str(recorded_error) == "original" and not getattr(recorded_error, "__notes__", [])
+    if seam in ("tool.error", "observer"):  # their copies keep the chain
+        assert len(contexts) == 1 and isinstance(contexts[0], KeyError)
     assert all(r.event.metadata == {} for r in branch.log)
     assert all("pwned" not in repr(r.arguments) for r in branch.messages.requests())
     assert "pwned" not in repr(branch.messages.to_openai())
