@@ -418,6 +418,7 @@ PAIRED = {
     "sequential calls": "sequential calls",
     "failing calls (concurrent)": "failing calls (concurrent)",
     "single-call act": "single-call act, in sequence",
+    "register": "register tools + schemas",
 }
 
 
@@ -474,6 +475,10 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
         elif check == "speedup":
             ratio = row["ratios"]["speedup_vs_lionagi"]
             what = f"{name}: ≥ {bound:g}× lionagi"
+            if name.startswith("tools: register"):
+                paired = _paired(rows, name, "tools: lionagi / lionexec, paired")
+                if paired is not None:
+                    paired_note = f"; paired in one process: {_cell(paired, 'x')}"
         elif check == "floor":
             ratio = row["ratios"].get("cost_vs_floor")
             what = f"{name}: ≤ {bound:g}× the equivalent floor"

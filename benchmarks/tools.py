@@ -190,12 +190,33 @@ def cases(impl: str, quick: bool) -> list[Case]:
         register = Case(names["register"], n_tools, None, unavailable="no raw-trio equivalent")
     else:
         register = Case(names["register"], n_tools, register_body(impl), warmup=50)
-    return [
+    out = [
         Case(names["async"], n, invoke_body(impl, "async")),
         Case(names["inline"], n, invoke_body(impl, "inline")),
         *thread_cases,
         register,
     ]
+    if impl == "lionexec":
+        out.append(paired_register_case(n_tools, runs=6 if quick else 16))
+    return out
+
+
+def paired_register_case(n_tools: int, runs: int) -> Case:
+    """lionagi / lionexec registering *n_tools* tools, interleaved in this process.
+
+    Registration is synchronous, so both libraries can run side by side here; the unpaired
+    row compares processes run minutes apart, and on a shared VM their medians moved between
+    0.9× and 1.5× from one bench run to the next.
+    """
+    name = f"tools: lionagi / lionexec, paired in one process, {k(n_tools)}"
+    try:
+        import lionagi  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ImportError:
+        return Case(name, n_tools, None, kind="report", unavailable="lionagi is not installed")
+    from .act import paired_body
+
+    pair = {"register tools + schemas": (register_body("lionagi"), register_body("lionexec"))}
+    return Case(name, n_tools, paired_body(pair, runs), kind="report", warmup=50)
 
 
 if __name__ == "__main__":
