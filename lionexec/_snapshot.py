@@ -56,8 +56,9 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
     if cls is dict or cls is list:
         key = id(value)
         copied = memo.get(key)
-        if copied is None:  # (a scalar is kept without a call: schemas() copies every
-            # schema, a sixth of "tools: register 1k tools + schemas" of nox -s bench)
+        # A scalar item is kept without a call: schemas() copies every schema, a sixth of
+        # "tools: register 1k tools + schemas" of nox -s bench.
+        if copied is None:
             if cls is dict:
                 copied = memo[key] = {}
                 for name, item in value.items():

@@ -108,14 +108,14 @@ class Proposal:
         """
         if self.request is not None:
             return self.request
+        return self._new_request(snapshot(self.arguments) if self.arguments else {}, sender)
+
+    def _new_request(self, arguments: dict[str, Any], sender: str | None) -> ActionRequest:
+        """A new request for this proposal carrying *arguments* as given (the act layer
+        passes the reader's own copy, which nothing else holds)."""
         # Trusted: _proposal checked the name, the id and the argument keys.
         return ActionRequest._proposed(
-            self.function,
-            snapshot(self.arguments) if self.arguments else {},
-            self.call_id,
-            self.raw_arguments,
-            sender,
-            self.function,
+            self.function, arguments, self.call_id, self.raw_arguments, sender, self.function
         )
 
 

@@ -150,15 +150,7 @@ def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
     """
     if proposal.request is not None:
         return proposal.request
-    function = proposal.function
-    return ActionRequest._proposed(
-        function,
-        proposal.arguments or {},
-        proposal.call_id,
-        proposal.raw_arguments,
-        scope.branch_name,
-        function,
-    )
+    return proposal._new_request(proposal.arguments or {}, scope.branch_name)
 
 
 class CallTransaction:
@@ -807,10 +799,9 @@ def _detached(event: FunctionCalling) -> FunctionCalling:
     clone = shallow_copy(event)
     clone.execution = execution = shallow_copy(event.execution)
     execution.response = snapshot(execution.response)
-    if execution.error is not None:  # (the recorded exception itself was shared before)
-        execution.error = _copy_error(execution.error)
+    execution.error = _copy_error(execution.error)  # not the recorded exception itself
     clone.arguments = snapshot(event.arguments)  # FunctionCalling converts nothing on setattr
-    clone.metadata = snapshot(event.metadata)  # logged with the event (was shared before)
+    clone.metadata = snapshot(event.metadata)  # logged with the event: not shared either
     return clone
 
 
