@@ -29,6 +29,7 @@ __all__ = [
     "ReportedFailure",
     "call_user",
     "culprit_name",
+    "must_await",
 ]
 
 logger = logging.getLogger("lionexec")
@@ -49,11 +50,21 @@ async def call_user(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any
     checkpoint by itself: a plain function runs without yielding.
     """
     result = fn(*args, **kwargs)
-    # a plain result (most hooks and gates return None or a bool) is never awaitable: no ABC
-    # check for it (three calls per governed tool call; act governed row of nox -s bench)
-    if type(result) not in _PLAIN and inspect.isawaitable(result):
+    if must_await(result):
         result = await result
     return result
+
+
+def must_await(result: object) -> bool:
+    """Whether *result*, returned by a user callable, is awaitable (:func:`call_user`'s test).
+
+    For the act path's own seams, which call a handler and await only what needs it: a
+    coroutine per handler, and the keyword arguments packed twice, cost about as much as a
+    trivial handler itself (the act governed row of ``nox -s bench``).
+    """
+    # a plain result (most hooks and gates return None or a bool) is never awaitable: no ABC
+    # check for it (act governed row of nox -s bench)
+    return type(result) not in _PLAIN and inspect.isawaitable(result)
 
 
 #: Result types that are never awaitable (exact types: a subclass may define ``__await__``).

@@ -98,8 +98,16 @@ SUMMARY_LIMIT = 200
 #: ``verbose_action`` log previews are cut to this many characters.
 VERBOSE_LIMIT = 50
 
+# Enum members the act path reads on every call, as module names: through the class, each
+# read costs about as much as a small function call on Python 3.11 (act rows of nox -s bench).
 _COMPLETED = EventStatus.COMPLETED
 _FAILED = EventStatus.FAILED
+_OUTCOME_COMPLETED = ActionOutcome.COMPLETED
+_AWAITING_APPROVAL = ActionOutcome.AWAITING_APPROVAL
+_TOOL_PRE = HookPoint.TOOL_PRE
+_TOOL_POST = HookPoint.TOOL_POST
+_TOOL_ERROR = HookPoint.TOOL_ERROR
+_MESSAGE_ADD = HookPoint.MESSAGE_ADD
 
 
 def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
@@ -138,6 +146,25 @@ class CallScope:
     history: MessageManager
     failures: FailureLog
     cancel_grace: float
+    # The seams' methods a call uses (see _quiet), looked up once per scope rather than once
+    # per call and seam: five lookups per governed call (act governed row of nox -s bench).
+    _gate: Any = attrs.field(init=False, eq=False, repr=False)
+    _decide: Any = attrs.field(init=False, eq=False, repr=False)
+    _run_pre: Any = attrs.field(init=False, eq=False, repr=False)
+    _emit_hook: Any = attrs.field(init=False, eq=False, repr=False)
+    _emit_event: Any = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        observer, policy = self.observer, self.policy
+        seams = {
+            "_gate": None if observer is None else _quiet(observer, SessionObserver.authorize),
+            "_decide": None if policy is None else _quiet(policy, PermissionPolicy.decide),
+            "_run_pre": _quiet(self.hooks, HookBus.run_pre),
+            "_emit_hook": _quiet(self.hooks, HookBus.emit),
+            "_emit_event": None if observer is None else _quiet(observer, SessionObserver.emit),
+        }
+        for name, method in seams.items():
+            object.__setattr__(self, name, method)
 
 
 def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
@@ -288,7 +315,7 @@ class CallTransaction:
                 ),
             )
         scope = self.scope
-        if response.content.outcome is not ActionOutcome.AWAITING_APPROVAL and (
+        if response.content.outcome is not _AWAITING_APPROVAL and (
             scope.hooks.points or scope.observer is not None or scope.history.on_message_added
         ):  # a parked call has recorded nothing to announce; nobody listening, nothing to do
             await self.announce()
@@ -311,7 +338,7 @@ class CallTransaction:
             scope.observer is not None
             or scope.policy is not None
             or tool.preprocessor is not None
-            or HookPoint.TOOL_PRE in scope.hooks.points
+            or _TOOL_PRE in scope.hooks.points
         )
         if governed and not await self._admitted():
             return
@@ -375,7 +402,7 @@ class CallTransaction:
             return True
         context = self.context
         assert context is not None
-        if await _quiet(observer, SessionObserver.authorize)(context.invocation()):
+        if await self.scope._gate(context.invocation()):
             return True
         return self._denied("GateDenied", "denied by governance gate")
 
@@ -386,7 +413,7 @@ class CallTransaction:
             return True
         context = self.context
         assert context is not None
-        decision = await _quiet(policy, PermissionPolicy.decide)(context)
+        decision = await self.scope._decide(context)
         if decision.behavior == "allow":
             return True
         if decision.approval is not None:
@@ -396,14 +423,14 @@ class CallTransaction:
     async def pre_hooks(self) -> bool:
         """The blocking ``tool.pre`` hooks; ``denied`` if one says no."""
         hooks = self.scope.hooks
-        if HookPoint.TOOL_PRE not in hooks.points:
+        if _TOOL_PRE not in hooks.points:
             return True
         context = self.context
         assert context is not None
-        verdict = await _quiet(hooks, HookBus.run_pre)(
+        verdict = await self.scope._run_pre(
             tool_name=context.function,
             call_id=context.call_id,
-            arguments=summarize(dict(context.arguments)),
+            arguments=summarize(self.arguments),  # the dict the context's arguments copy
             context=context,
         )
         if verdict.allowed:
@@ -448,7 +475,7 @@ class CallTransaction:
             return self._settle_and_finish(EventStatus.ABORTED, ActionOutcome.INVALID, error)
         context = self._context = self.context.with_arguments(snapshot(checked))
         if self.scope.policy is not None:
-            decision = await _quiet(self.scope.policy, PermissionPolicy.decide)(context)
+            decision = await self.scope._decide(context)
             if decision.approval is not None:  # parked on the transformed arguments
                 _settle(event, EventStatus.SKIPPED)
                 self.event, self.attempts = None, 0  # nothing ran, nothing is recorded
@@ -502,7 +529,7 @@ class CallTransaction:
                 # one private snapshot, shared by the history and the log record: what the
                 # tool does later with the object it returned changes neither
                 output = execution.response = snapshot(execution.response)
-                self.finish(ActionOutcome.COMPLETED, output=output)
+                self.finish(_OUTCOME_COMPLETED, output=output)
                 return
             error = execution.error
             assert isinstance(error, BaseException)
@@ -561,7 +588,7 @@ class CallTransaction:
         event = self.event
         if event is not None and event.status is _COMPLETED:
             output = event.execution.response = snapshot(event.response)
-            self.finish(ActionOutcome.COMPLETED, output=output)
+            self.finish(_OUTCOME_COMPLETED, output=output)
             return
         if event is not None and event.status is _FAILED:
             failed = event.execution.error
@@ -664,17 +691,17 @@ class CallTransaction:
         if event is not None:
             proposal, execution = self.proposal, event.execution
             if execution.status is _COMPLETED:
-                if HookPoint.TOOL_POST in hooks.points:
-                    await _quiet(hooks, HookBus.emit)(
-                        HookPoint.TOOL_POST,
+                if _TOOL_POST in hooks.points:
+                    await scope._emit_hook(
+                        _TOOL_POST,
                         tool_name=proposal.function,
                         call_id=proposal.call_id,
                         result=summarize(execution.response),
                         duration=execution.duration,
                     )
-            elif HookPoint.TOOL_ERROR in hooks.points:
-                await _quiet(hooks, HookBus.emit)(
-                    HookPoint.TOOL_ERROR,
+            elif _TOOL_ERROR in hooks.points:
+                await scope._emit_hook(
+                    _TOOL_ERROR,
                     tool_name=proposal.function,
                     call_id=proposal.call_id,
                     error=_copy_error(execution.error),
@@ -682,18 +709,12 @@ class CallTransaction:
                     duration=execution.duration,
                 )
             if scope.observer is not None:
-                await _quiet(scope.observer, SessionObserver.emit)(
-                    _detached(event), call_id=proposal.call_id
-                )
+                await scope._emit_event(_detached(event), call_id=proposal.call_id)
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))
-        if HookPoint.MESSAGE_ADD in hooks.points:
-            await _quiet(hooks, HookBus.emit)(
-                HookPoint.MESSAGE_ADD, message=_detached_message(request)
-            )
-            await _quiet(hooks, HookBus.emit)(
-                HookPoint.MESSAGE_ADD, message=_detached_message(response)
-            )
+        if _MESSAGE_ADD in hooks.points:
+            await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(request))
+            await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(response))
 
 
 def _quiet(seam: object, method: Any) -> Any:
@@ -703,18 +724,10 @@ def _quiet(seam: object, method: Any) -> Any:
 
     A call yields once (its task's start, or the checkpoint before each call of a sequential
     batch), so it skips the checkpoint each governance seam's public method has; see
-    :meth:`CallTransaction._phases`.
+    :meth:`CallTransaction._phases`. Looked up once per :class:`CallScope`.
     """
-    cls = type(seam)
-    quiet = _QUIET.get((cls, method))
-    if quiet is None:  # once per class and method (five seams per governed call)
-        name = method.__name__
-        quiet = _QUIET[cls, method] = "_" + name if getattr(cls, name) is method else name
-    return getattr(seam, quiet)
-
-
-#: ``(seam class, public method)`` -> the name of the method :func:`_quiet` calls.
-_QUIET: dict[tuple[type, Any], str] = {}
+    name = method.__name__
+    return getattr(seam, "_" + name if getattr(type(seam), name) is method else name)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -8,7 +8,7 @@ from typing import Any, TypeAlias, TypeVar
 import attrs
 import trio
 
-from .._failures import FailureLog, ReportedFailure, call_user
+from .._failures import FailureLog, ReportedFailure, call_user, must_await
 from .context import ToolInvocation
 
 __all__ = [
@@ -153,7 +153,9 @@ class SessionObserver:
         if check is None:
             return True
         try:
-            verdict = await call_user(check, invocation)
+            verdict = check(invocation)  # call_user, without its coroutine (see must_await)
+            if must_await(verdict):
+                verdict = await verdict
             if verdict:
                 return True
             denial = GateDenied(invocation, f"the session gate returned {verdict!r}")
@@ -237,13 +239,16 @@ class SessionObserver:
         """:meth:`emit` without its own checkpoint (for the act transaction's announcements,
         which follow a call that has yielded already)."""
         failures = self._store(payload, call_id)
-        await self._dispatch(payload, call_id, failures)
+        if self._subscriptions:
+            await self._dispatch(payload, call_id, failures)
         return failures
 
     def _store(self, payload: Any, call_id: str | None) -> list[ReportedFailure]:
         """Store and route *payload*; synchronous. Returns the route conditions' failures."""
         self._records.append(payload)
         failures: list[ReportedFailure] = []
+        if not self._routes:
+            return failures
         for condition, name in list(self._routes):
             try:
                 if _matches(condition, payload):

@@ -6,12 +6,12 @@ import enum
 import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import attrs
 import trio
 
-from .._failures import MAX_KEPT_FAILURES, FailureLog, ReportedFailure, call_user
+from .._failures import MAX_KEPT_FAILURES, FailureLog, ReportedFailure, must_await
 
 __all__ = [
     "MAX_KEPT_FAILURES",
@@ -69,6 +69,13 @@ class PreHookResult:
     reason: str | None = None
     error: Exception | None = attrs.field(default=None, kw_only=True)
     handler: HookHandler | None = attrs.field(default=None, eq=False, kw_only=True)
+
+
+#: ``HookPoint.TOOL_PRE``, read as a module name on every call (through the class, an enum
+#: member costs about a small function call on Python 3.11).
+_TOOL_PRE: Final = HookPoint.TOOL_PRE
+#: The verdict that lets a call go ahead (frozen: one for every call).
+_ALLOWED: Final = PreHookResult(True)
 
 
 def _name(handler: HookHandler) -> str:
@@ -181,9 +188,14 @@ class HookBus:
     async def _run_pre(self, **kwargs: Any) -> PreHookResult:
         """:meth:`run_pre` without its own checkpoint (for the act transaction, which yields
         once per call; see ``CallTransaction._phases``)."""
-        for handler in self.handlers_for(HookPoint.TOOL_PRE):
+        handlers = self._handlers.get(_TOOL_PRE)
+        if not handlers:
+            return _ALLOWED
+        for handler in tuple(handlers):
             try:
-                result = await call_user(handler, **kwargs)
+                result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
+                if must_await(result):
+                    result = await result
             except StopHook:
                 break
             except Exception as exc:
@@ -201,7 +213,7 @@ class HookBus:
                 )
             logger.warning("call denied: %r", reason)
             return PreHookResult(False, reason, handler=handler)
-        return PreHookResult(True)
+        return _ALLOWED
 
     async def emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:
         """Run the handlers at a non-blocking *point* with *kwargs*; return their failures.
@@ -219,7 +231,7 @@ class HookBus:
         :meth:`_run_pre`)."""
         if type(point) is not HookPoint:
             point = HookPoint(point)
-        if point is HookPoint.TOOL_PRE:
+        if point is _TOOL_PRE:
             raise ValueError("tool.pre is blocking: run its handlers with run_pre()")
         failures: list[ReportedFailure] = []
         handlers = self._handlers.get(point)
@@ -227,7 +239,9 @@ class HookBus:
             return failures
         for handler in tuple(handlers):
             try:
-                await call_user(handler, **kwargs)
+                result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
+                if must_await(result):
+                    await result
             except StopHook:
                 break
             except Exception as exc:

@@ -73,6 +73,11 @@ _COMMAND_CONTROL: Final = re.compile(r"[;&|`<>\n\r\x00$(){}]")
 _WILDCARDS: Final = re.compile(r"[*?\[]")
 #: The longest command subject the policy analyses; a longer one is denied.
 _MAX_COMMAND: Final = 65_536
+#: :meth:`PermissionPolicy.check` keeps decisions about subjects up to this long, and up to
+#: this many decisions (the governed act row of ``nox -s bench``: a tool without a subject
+#: argument is decided by its name, the same subject every call).
+_CACHED_SUBJECT: Final = 1_024
+_DECISIONS_KEPT: Final = 1_024
 #: How deeply wrappers and ``sh -c`` / ``eval`` strings are followed before giving up (deny).
 _MAX_LAYERS: Final = 32
 
@@ -787,6 +792,11 @@ class PermissionPolicy:
     deny: Rules = attrs.field(factory=dict, converter=_rules, hash=False)
     escalate: Rules = attrs.field(factory=dict, converter=_rules, hash=False)
     on_escalate: EscalationHandler | None = attrs.field(default=None, eq=False, hash=False)
+    #: Decisions of :meth:`check` by ``(tool name, subject, kind)``: a pure function of the
+    #: rules, which a policy cannot change. Not part of the policy's value.
+    _decided: dict[tuple[str, str, SubjectKind | None], PermissionDecision] = attrs.field(
+        init=False, factory=dict, eq=False, hash=False, repr=False
+    )
 
     # -- presets ------------------------------------------------------------------------------
 
@@ -876,7 +886,27 @@ class PermissionPolicy:
         ``sh``, ``shell`` or ``zsh`` and ``"text"`` otherwise (:meth:`decide` passes the
         tool's kind, :func:`subject_kind_of`). *args* (the call's arguments) are not
         consulted by these rules; they are passed so a subclass can.
+
+        The rules are fixed, so a decision depends on nothing else: one made before for the
+        same tool, subject (of at most 1,024 characters) and *kind* is returned again. Up to
+        1,024 of them are kept; past that the store starts over (at most a few megabytes).
         """
+        if type(action) is not str or type(tool_name) is not str or len(action) > _CACHED_SUBJECT:
+            return self._check(tool_name, action, kind)
+        decided = self._decided
+        key = (tool_name, action, kind)
+        decision = decided.get(key)
+        if decision is None:
+            decision = self._check(tool_name, action, kind)
+            if len(decided) >= _DECISIONS_KEPT:
+                decided.clear()
+            decided[key] = decision
+        return decision
+
+    def _check(
+        self, tool_name: str, action: str, kind: SubjectKind | None
+    ) -> PermissionDecision:
+        """:meth:`check`, decided now."""
         if self.mode == "allow_all":
             return PermissionDecision("allow", tool_name, action, "mode allow_all allows all")
         if self.mode == "deny_all":

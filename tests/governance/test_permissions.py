@@ -154,6 +154,32 @@ def test_rules_are_read_only() -> None:
         policy.allow["bash"] = ("*",)  # type: ignore[index]
 
 
+def test_a_decision_is_made_once_per_tool_subject_and_kind() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"reader": ["/data/*"]})
+    first = policy.check("reader", "/data/a", {}, kind="path")
+    assert first.behavior == "allow"
+    assert policy.check("reader", "/data/a", {"other": 1}, kind="path") is first
+    # the kind is part of what decides: the same subject, read two ways
+    assert policy.check("reader", "/data/../etc", {}, kind="path").behavior == "deny"
+    assert policy.check("reader", "/data/../etc", {}, kind="text").behavior == "allow"
+    assert policy.check("other", "/data/a", {}, kind="path").behavior == "deny"
+    # what was decided is no part of the policy's value or record
+    assert policy == PermissionPolicy(mode="rules", allow={"reader": ["/data/*"]})
+    assert set(converter.unstructure(policy)) == {"mode", "allow", "deny", "escalate"}
+    assert "decided" not in repr(policy)
+
+
+def test_decisions_kept_are_bounded_in_number_and_subject_length() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"t": ["a*"]})
+    for i in range(3000):
+        assert policy.check("t", f"a{i}", {}).behavior == "allow"
+    assert 0 < len(policy._decided) <= 1024
+    long = "a" * 5000
+    assert policy.check("t", long, {}).behavior == "allow"
+    assert policy.check("t", long, {}) is not policy.check("t", long, {})  # not kept
+    assert policy.check("t", ["a"], {}).behavior == "deny"  # type: ignore[arg-type]
+
+
 # -- presets ------------------------------------------------------------------------------------
 
 
