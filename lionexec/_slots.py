@@ -36,6 +36,12 @@ def builder(cls: type[T], *names: str) -> Callable[..., T]:
         raise TypeError(
             f"a builder of {cls.__name__} sets exactly its fields {fields}, not {names}"
         )
+    return _compile(cls, "builder", ", ".join(names), {name: name for name in names})
+
+
+def _compile(cls: type, kind: str, parameters: str, values: dict[str, str]) -> Callable[..., Any]:
+    """A function of *parameters* returning a new *cls* whose field *name* is the expression
+    ``values[name]``, stored plainly (see the module docstring)."""
     if "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slotted class")
     twin: type = cls
@@ -50,16 +56,16 @@ def builder(cls: type[T], *names: str) -> Callable[..., T]:
             },
         )
     namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls, "twin": twin}
-    lines = [f"def build({', '.join(names)}):", "    obj = _new(twin)"]
-    lines.extend(f"    obj.{name} = {name}" for name in names)
+    lines = [f"def make({parameters}):", "    obj = _new(twin)"]
+    lines.extend(f"    obj.{name} = {value}" for name, value in values.items())
     if twin is not cls:
         lines.append("    obj.__class__ = cls")
     lines.append("    return obj")
     exec(
-        compile("\n".join(lines), f"<lionexec builder of {cls.__qualname__}>", "exec"),
+        compile("\n".join(lines), f"<lionexec {kind} of {cls.__qualname__}>", "exec"),
         namespace,
     )
-    return namespace["build"]  # type: ignore[no-any-return]
+    return namespace["make"]  # type: ignore[no-any-return]
 
 
 _COPIERS: dict[type, Callable[[Any], Any]] = {}
@@ -82,8 +88,6 @@ def shallow_copy(obj: T) -> T:
 
 
 def _compile_copier(cls: type) -> Callable[[Any], Any]:
+    # the builder's stores, reading from the original: one call per copy, not two
     names = [field.name for field in attrs.fields(cls)]
-    namespace: dict[str, Any] = {"build": builder(cls, *names)}
-    source = f"def copy(obj):\n    return build({', '.join(f'obj.{name}' for name in names)})"
-    exec(compile(source, f"<lionexec shallow copy of {cls.__qualname__}>", "exec"), namespace)
-    return namespace["copy"]  # type: ignore[no-any-return]
+    return _compile(cls, "shallow copy", "source", {name: f"source.{name}" for name in names})

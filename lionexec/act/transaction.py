@@ -334,30 +334,26 @@ class CallTransaction:
             return
         scope, tool = self.scope, self.tool
         assert tool is not None
-        governed = (
-            scope.observer is not None
-            or scope.policy is not None
-            or tool.preprocessor is not None
-            or _TOOL_PRE in scope.hooks.points
-        )
-        if governed and not await self._admitted():
-            return
+        # The phases between resolve and invoke, in order; each only where it has something
+        # to do (it would return True at once: its coroutine is all it would cost).
+        if scope.observer is not None:
+            self.phase = "gate"
+            if not await self.gate():
+                return
+        if scope.policy is not None:
+            self.phase = "policy"
+            if not await self.authorize():
+                return
+        if _TOOL_PRE in scope.hooks.points:
+            self.phase = "tool.pre"
+            if not await self.pre_hooks():
+                return
+        if tool.preprocessor is not None:
+            self.phase = "transform"
+            if not await self.transform():
+                return
         self.phase = "invoke"
         await self.invoke()
-
-    async def _admitted(self) -> bool:
-        """The phases between resolve and invoke, in order; whether the call may run."""
-        self.phase = "gate"
-        if not await self.gate():
-            return False
-        self.phase = "policy"
-        if not await self.authorize():
-            return False
-        self.phase = "tool.pre"
-        if not await self.pre_hooks():
-            return False
-        self.phase = "transform"
-        return await self.transform()
 
     # -- phases -------------------------------------------------------------------------------
 
