@@ -17,8 +17,8 @@ import contextlib
 import inspect
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, TypeGuard
 
 import attrs
 
@@ -55,7 +55,7 @@ async def call_user(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any
     return result
 
 
-def must_await(result: object) -> bool:
+def must_await(result: object) -> TypeGuard[Awaitable[Any]]:
     """Whether *result*, returned by a user callable, is awaitable (:func:`call_user`'s test).
 
     For the act path's own seams, which call a handler and await only what needs it: a

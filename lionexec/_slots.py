@@ -39,7 +39,7 @@ def builder(cls: type[T], *names: str) -> Callable[..., T]:
     return _compile(cls, "builder", ", ".join(names), {name: name for name in names})
 
 
-def _compile(cls: type, kind: str, parameters: str, values: dict[str, str]) -> Callable[..., Any]:
+def _compile(cls: type[T], kind: str, parameters: str, values: dict[str, str]) -> Callable[..., T]:
     """A function of *parameters* returning a new *cls* whose field *name* is the expression
     ``values[name]``, stored plainly (see the module docstring)."""
     if "__slots__" not in cls.__dict__:

@@ -29,7 +29,8 @@ def snapshot(value: T) -> T:
     if cls in _ATOMS:
         return value
     if cls is dict:  # the usual arguments, all scalars: a shallow copy is enough
-        for item in value.values():  # (atoms_only, inline: a call is a quarter of this)
+        # (atoms_only, inline: one call fewer per copy; the act governed row of nox -s bench)
+        for item in value.values():  # type: ignore[attr-defined]
             if type(item) not in _ATOMS:
                 break
         else:

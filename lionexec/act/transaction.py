@@ -103,6 +103,7 @@ VERBOSE_LIMIT = 50
 _COMPLETED = EventStatus.COMPLETED
 _FAILED = EventStatus.FAILED
 _OUTCOME_COMPLETED = ActionOutcome.COMPLETED
+_OUTCOME_FAILED = ActionOutcome.FAILED
 _AWAITING_APPROVAL = ActionOutcome.AWAITING_APPROVAL
 _TOOL_PRE = HookPoint.TOOL_PRE
 _TOOL_POST = HookPoint.TOOL_POST
@@ -531,7 +532,7 @@ class CallTransaction:
             assert isinstance(error, BaseException)
             if not may_retry or self.attempts > params.retry_attempts:
                 self.failure = error if isinstance(error, Exception) else None
-                self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(error))
+                self.finish(_OUTCOME_FAILED, error=ErrorInfo.from_exception(error))
                 return
             await trio.sleep(params.retry_delay(self.attempts - 1))
             self._begin_attempt(self.attempts + 1)

@@ -903,9 +903,7 @@ class PermissionPolicy:
             decided[key] = decision
         return decision
 
-    def _check(
-        self, tool_name: str, action: str, kind: SubjectKind | None
-    ) -> PermissionDecision:
+    def _check(self, tool_name: str, action: str, kind: SubjectKind | None) -> PermissionDecision:
         """:meth:`check`, decided now."""
         if self.mode == "allow_all":
             return PermissionDecision("allow", tool_name, action, "mode allow_all allows all")
