@@ -324,34 +324,6 @@ def paired_body(pairs: dict[str, tuple[Any, Any]], runs: int) -> Any:
     return body
 
 
-def lionagi_pairs() -> dict[str, tuple[Any, Any]] | None:
-    """lionagi against lionexec, per scenario (see :func:`paired_body`): the speedup, from
-    runs interleaved in one process; ``None`` if lionagi is not installed.
-
-    The unpaired speedups divide medians taken in two processes minutes apart; on this shared
-    VM they moved between 14x and 37x from one bench run to the next.
-    """
-    try:
-        branch_factory("lionagi")
-    except ImportError:
-        return None
-    return {
-        "concurrent calls": (act_body("lionagi"), act_body("lionexec")),
-        "sequential calls": (
-            act_body("lionagi", "sequential"),
-            act_body("lionexec", "sequential"),
-        ),
-        "failing calls (concurrent)": (
-            act_body("lionagi", function="boom"),
-            act_body("lionexec", function="boom"),
-        ),
-        "single-call act, in sequence": (
-            single_call_body("lionagi"),
-            single_call_body("lionexec"),
-        ),
-    }
-
-
 def floor_pairs() -> dict[str, tuple[Any, Any]]:
     """lionexec against the equivalent floor, per scenario (see :func:`paired_body`)."""
     return {
@@ -542,14 +514,6 @@ def cases(impl: str, quick: bool) -> list[Case]:
                 warmup=100,
             ),
         ]
-        lionagi = lionagi_pairs()
-        name = f"act: lionagi / lionexec, paired in one process, {k(small)}"
-        if lionagi is None:
-            missing = "lionagi is not installed"
-            out.append(Case(name, small, None, kind="report", unavailable=missing))
-        else:  # lionagi takes ~2 s per 1k calls: fewer runs
-            body = paired_body(lionagi, runs // 2)
-            out.append(Case(name, small, body, kind="report", warmup=20))
     out += [
         Case(
             f"act: retained per call, {k(large)} concurrent",

@@ -475,14 +475,10 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
         elif check == "speedup":
             ratio = row["ratios"]["speedup_vs_lionagi"]
             what = f"{name}: ≥ {bound:g}× lionagi"
-            prefix = None
             if name.startswith("tools: register"):
-                prefix = "tools: lionagi / lionexec, paired"
-            elif name.startswith("act: ") and "10k" not in name:  # the paired rows are 1k
-                prefix = "act: lionagi / lionexec, paired"
-            paired = None if prefix is None else _paired(rows, name, prefix)
-            if paired is not None:
-                paired_note = f"; paired in one process: {_cell(paired, 'x')}"
+                paired = _paired(rows, name, "tools: lionagi / lionexec, paired")
+                if paired is not None:
+                    paired_note = f"; paired in one process: {_cell(paired, 'x')}"
         elif check == "floor":
             ratio = row["ratios"].get("cost_vs_floor")
             what = f"{name}: ≤ {bound:g}× the equivalent floor"
