@@ -78,6 +78,8 @@ _MAX_COMMAND: Final = 65_536
 #: argument is decided by its name, the same subject every call).
 _CACHED_SUBJECT: Final = 1_024
 _DECISIONS_KEPT: Final = 1_024
+#: The values of ``kind`` that :meth:`PermissionPolicy.check` accepts.
+_CHECKED_KINDS: Final = (None, "path", "command", "text")
 #: How deeply wrappers and ``sh -c`` / ``eval`` strings are followed before giving up (deny).
 _MAX_LAYERS: Final = 32
 
@@ -891,7 +893,12 @@ class PermissionPolicy:
         same tool, subject (of at most 1,024 characters) and *kind* is returned again. Up to
         1,024 of them are kept; past that the store starts over (at most a few megabytes).
         """
-        if type(action) is not str or type(tool_name) is not str or len(action) > _CACHED_SUBJECT:
+        if (
+            type(action) is not str
+            or type(tool_name) is not str
+            or len(action) > _CACHED_SUBJECT
+            or kind not in _CHECKED_KINDS
+        ):  # not kept (a bad kind is refused by _check)
             return self._check(tool_name, action, kind)
         decided = self._decided
         key = (tool_name, action, kind)

@@ -178,6 +178,9 @@ def test_decisions_kept_are_bounded_in_number_and_subject_length() -> None:
     assert policy.check("t", long, {}).behavior == "allow"
     assert policy.check("t", long, {}) is not policy.check("t", long, {})  # not kept
     assert policy.check("t", ["a"], {}).behavior == "deny"  # type: ignore[arg-type]
+    for kind in ("bogus", ["text"]):  # refused, kept or not, hashable or not
+        with pytest.raises(ValueError, match="kind must be"):
+            policy.check("t", "a1", {}, kind=kind)  # type: ignore[arg-type]
 
 
 # -- presets ------------------------------------------------------------------------------------
