@@ -154,6 +154,9 @@ class CallScope:
     _run_pre: Any = attrs.field(init=False, eq=False, repr=False)
     _emit_hook: Any = attrs.field(init=False, eq=False, repr=False)
     _emit_event: Any = attrs.field(init=False, eq=False, repr=False)
+    # Whether the observer's gate check is SessionObserver's own, which allows everything
+    # without a gate: then an observer without one is not asked (its context is not built).
+    _gate_plain: bool = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         observer, policy = self.observer, self.policy
@@ -166,6 +169,12 @@ class CallScope:
         }
         for name, method in seams.items():
             object.__setattr__(self, name, method)
+        cls = type(observer)
+        plain = observer is None or (
+            cls.authorize is SessionObserver.authorize
+            and cls._authorize is SessionObserver._authorize
+        )
+        object.__setattr__(self, "_gate_plain", plain)
 
 
 def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
@@ -394,12 +403,13 @@ class CallTransaction:
 
     async def gate(self) -> bool:
         """The session gate; ``denied`` if it says no (or raises)."""
-        observer = self.scope.observer
-        if observer is None:
-            return True
+        scope = self.scope
+        observer = scope.observer
+        if observer is None or (scope._gate_plain and not observer.has_gate):
+            return True  # nothing to ask: no invocation (nor context) to build
         context = self.context
         assert context is not None
-        if await self.scope._gate(context.invocation()):
+        if await scope._gate(context.invocation()):
             return True
         return self._denied("GateDenied", "denied by governance gate")
 

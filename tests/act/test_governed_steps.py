@@ -134,3 +134,50 @@ async def test_a_call_of_a_concurrent_batch_takes_one_scheduler_step() -> None:
         assert [r.content.output for r in responses] == list(range(1, 11))
         assert counter.steps == 10
         assert_consistent(branch)
+
+
+async def test_an_observer_is_asked_only_once_it_has_a_gate_set_at_any_time() -> None:
+    # Without a gate the observer allows everything, so the act path does not ask it (nor
+    # build the call's context for it); a gate set later, between acts, is asked at once.
+    observer = SessionObserver()
+    branch = Branch(observer=observer)
+    branch.register_tools(Tool.from_function(add))
+    asked: list[str] = []
+
+    def gate(invocation: Any) -> bool:
+        asked.append(invocation.call_id)
+        return False
+
+    with trio.fail_after(5):
+        [first] = await branch.act(call("add", a=1, b=2))
+        observer.gate(gate)
+        [second] = await branch.act(call("add", a=1, b=2))
+        observer.clear_gate()
+        [third] = await branch.act(call("add", a=1, b=2))
+    assert [r.content.outcome for r in (first, second, third)] == [
+        "completed",
+        "denied",
+        "completed",
+    ]
+    assert asked == [branch.messages[second.action_request_id].call_id]
+    assert len(observer.denials) == 1
+    assert_consistent(branch)
+
+
+async def test_an_overridden_authorize_is_asked_even_without_a_gate() -> None:
+    class Refusing(SessionObserver):
+        async def authorize(self, invocation: Any) -> bool:
+            return False
+
+    class RefusingQuietly(SessionObserver):
+        async def _authorize(self, invocation: Any) -> bool:
+            return False
+
+    for observer in (Refusing(), RefusingQuietly()):
+        assert not observer.has_gate
+        branch = Branch(observer=observer)
+        branch.register_tools(Tool.from_function(add))
+        with trio.fail_after(5):
+            [response] = await branch.act(call("add", a=1, b=2))
+        assert response.content.outcome == "denied"
+        assert_consistent(branch)
