@@ -169,10 +169,9 @@ class CallScope:
         }
         for name, method in seams.items():
             object.__setattr__(self, name, method)
-        cls = type(observer)
         plain = observer is None or (
-            cls.authorize is SessionObserver.authorize
-            and cls._authorize is SessionObserver._authorize
+            type(observer).authorize is SessionObserver.authorize
+            and type(observer)._authorize is SessionObserver._authorize
         )
         object.__setattr__(self, "_gate_plain", plain)
 
