@@ -332,6 +332,31 @@ async def test_a_string_that_is_not_valid_unicode_is_invalid_and_records_as_utf8
     assert_consistent(branch)
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"a\ud800": 1},  # a top-level name, flat value
+        {"ok": "x", "\udfff": [1]},  # a top-level name, nested value
+        '{"a\\ud800": 1}',  # the same from JSON text
+    ],
+)
+async def test_an_argument_name_that_is_not_valid_unicode_is_invalid(arguments: Any) -> None:
+    # A **kwargs tool takes any name, so only the Unicode check can refuse these.
+    ran: list[Any] = []
+
+    async def anything(**kwargs: Any) -> None:
+        ran.append(kwargs)
+
+    branch = Branch()
+    branch.register_tools(Tool.from_function(anything))
+    [response] = await branch.act({"function": "anything", "arguments": arguments})
+    assert response.content.outcome is Outcome.INVALID
+    assert response.content.error is not None
+    assert "lone surrogate" in response.content.error.message
+    assert ran == []
+    assert_consistent(branch)
+
+
 @pytest.mark.parametrize("field", ["function", "call_id"])
 async def test_a_function_name_or_call_id_that_is_not_valid_unicode_is_refused(
     field: str,

@@ -190,3 +190,63 @@ def test_validation_either_raises_validation_error_or_is_idempotent(
     assert again.keys() == result.keys()
     for key, value in again.items():
         assert value == result[key] or (isinstance(value, float) and math.isnan(value))
+
+
+EXACT_SIGNATURE = [
+    Parameter("n", int),
+    Parameter("x", float, required=False, default=0.0),
+    Parameter("s", str, required=False, default=""),
+    Parameter("flag", bool, required=False, default=False),
+    Parameter("any", Any, required=False),
+]
+EXACT_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {name: {} for name in ("n", "x", "s", "flag", "any")},
+    "required": ["n"],
+}
+
+
+def test_only_a_spec_of_exact_types_and_known_names_has_the_one_pass_rule() -> None:
+    spec = ArgumentSpec.from_parameters("f", EXACT_PARAMETERS, signature=EXACT_SIGNATURE)
+    assert spec._exact == {"n": int, "x": float, "s": str, "flag": bool, "any": None}
+    by_hand = ArgumentSpec(tool="f", known=frozenset({"n"}), hints={"n": int})
+    assert by_hand._exact == {"n": int}  # the initializer computes it too
+    assert attrs.evolve(by_hand, strict=True)._exact is None
+    for other in (
+        ArgumentSpec.from_parameters("paint", PARAMETERS, signature=SIGNATURE),  # an enum
+        ArgumentSpec.from_parameters("f", EXACT_PARAMETERS, var_keyword=True),  # **kwargs
+        ArgumentSpec.from_parameters("f", EXACT_PARAMETERS, check_schema=True),
+        ArgumentSpec(tool="f", known=frozenset({"ctx"}), context_param="ctx"),
+    ):
+        assert other._exact is None
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["n", "x", "s", "flag", "any", "other"]),
+        st.one_of(
+            st.integers(),
+            st.floats(allow_nan=True),
+            st.booleans(),
+            st.text(max_size=3),
+            st.none(),
+            st.lists(st.integers(), max_size=2),
+        ),
+    ),
+    st.booleans(),
+)
+def test_the_one_pass_rule_decides_as_the_general_rule_does(
+    arguments: dict[str, Any], share: bool
+) -> None:
+    fast = ArgumentSpec.from_parameters("f", EXACT_PARAMETERS, signature=EXACT_SIGNATURE)
+    general = attrs.evolve(fast)
+    object.__setattr__(general, "_exact", None)  # the path every other spec takes
+
+    def outcome(spec: ArgumentSpec) -> Any:
+        try:
+            result = spec.validate(dict(arguments), share=share)
+        except ValidationError as exc:
+            return ("error", str(exc), exc.field)
+        return ("ok", [(k, type(v), v) for k, v in result.items()])
+
+    assert outcome(fast) == outcome(general)
