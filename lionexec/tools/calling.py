@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from inspect import isawaitable
 from types import CoroutineType
 from typing import Any, ClassVar, Self
@@ -121,12 +121,16 @@ class FunctionCalling(Event):
         """What a processor's permission check sees (``{"function", "arguments"}``)."""
         return {"function": self.function, "arguments": dict(self.arguments)}
 
-    async def _invoke(self) -> Any:
+    def _invoke(self) -> Coroutine[Any, Any, Any]:
+        """The call's work, as a coroutine :meth:`Event._run` awaits.
+
+        Not a coroutine function itself: for the common case, an async tool with no
+        postprocessor (and no Tool subclass's own ``call()``), it returns the tool's own
+        coroutine, called here without Tool.call's and run_callable's coroutines (nor one of
+        its own), and without copying immutable values: ** gives the tool a new dict (act
+        rows of nox -s bench). Anything else gets its own deep copy; the record keeps ours.
+        """
         tool = self.tool
-        # The common case, an async tool with no postprocessor (and no Tool subclass's own
-        # call()), is called here, without Tool.call's and run_callable's coroutines, and
-        # without copying immutable values: ** gives the tool a new dict (act rows of nox -s
-        # bench). Anything else gets its own deep copy; the record keeps ours.
         direct = tool._func_async and tool.postprocessor is None and type(tool).call is _CALL
         arguments = self.arguments
         context_param = tool.arguments.context_param  # (Tool.context_param, without the call)
@@ -134,12 +138,24 @@ class FunctionCalling(Event):
             arguments = snapshot(arguments)
             if context_param is not None:
                 arguments[context_param] = self.context
-        if direct:  # what run_callable does for an async tool
-            response = tool.func_callable(**arguments)
-            if type(response) is CoroutineType or isawaitable(response):  # (an ABC check)
-                return await response
-            return response
+        if not direct:
+            return self._call_tool(tool, arguments)
+        response = tool.func_callable(**arguments)  # what run_callable does for an async tool
+        if type(response) is CoroutineType:
+            return response  # type: ignore[no-any-return]
+        return _settled(response)
+
+    @staticmethod
+    async def _call_tool(tool: Tool, arguments: dict[str, Any]) -> Any:
         response = await tool.call(arguments)
         if tool.postprocessor is not None:
             response = await tool.postprocess(response)
         return response
+
+
+async def _settled(response: Any) -> Any:
+    """*response* awaited if it is awaitable (an async tool's result that is not a
+    coroutine), as it is otherwise."""
+    if isawaitable(response):  # (an ABC check)
+        return await response
+    return response
