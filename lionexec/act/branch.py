@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Literal, Self, overload
+from typing import Any, Final, Literal, Self, overload
 
 import attrs
 import trio
@@ -83,6 +83,17 @@ def _cancel_grace(_instance: Any, _attribute: Any, value: Any) -> None:
         raise ConfigurationError(f"cancel_grace must be a finite number >= 0, got {value!r}")
 
 
+def _forget_scope(branch: Branch, _attribute: Any, value: Any) -> Any:
+    object.__setattr__(branch, "_last_scope", None)  # the next act() builds a new one
+    return value
+
+
+# A collaborator a call scope names (or its evidence writes to) was replaced: validated,
+# then the next act() builds a new scope, so each call writes its request and its response
+# to the same history and log.
+_RESCOPE: Final = attrs.setters.pipe(attrs.setters.validate, _forget_scope)
+
+
 @attrs.define(eq=False)
 class Branch:
     """A conversation branch: history, tools, governance, an event log and evidence sinks.
@@ -117,28 +128,29 @@ class Branch:
     """
 
     id: uuid.UUID = attrs.field(factory=uuid.uuid4, on_setattr=attrs.setters.frozen)
-    messages: MessageManager = attrs.field(factory=MessageManager)
-    registry: ActionManager = attrs.field(factory=ActionManager)
-    hooks: HookBus = attrs.field(factory=HookBus)
-    observer: SessionObserver | None = None
-    policy: PermissionPolicy | None = None
-    log: EventLog = attrs.field(factory=EventLog)
+    messages: MessageManager = attrs.field(factory=MessageManager, on_setattr=_RESCOPE)
+    registry: ActionManager = attrs.field(factory=ActionManager, on_setattr=_RESCOPE)
+    hooks: HookBus = attrs.field(factory=HookBus, on_setattr=_RESCOPE)
+    observer: SessionObserver | None = attrs.field(default=None, on_setattr=_RESCOPE)
+    policy: PermissionPolicy | None = attrs.field(default=None, on_setattr=_RESCOPE)
+    log: EventLog = attrs.field(factory=EventLog, on_setattr=_RESCOPE)
     sinks: tuple[EvidenceSink, ...] = attrs.field(default=(), converter=_sinks, kw_only=True)
     sink_capacity: int = attrs.field(default=DEFAULT_SINK_CAPACITY, kw_only=True)
-    cancel_grace: float = attrs.field(default=1.0, validator=_cancel_grace, kw_only=True)
-    failures: FailureLog = attrs.field(factory=FailureLog, kw_only=True)
+    cancel_grace: float = attrs.field(
+        default=1.0, validator=_cancel_grace, kw_only=True, on_setattr=_RESCOPE
+    )
+    failures: FailureLog = attrs.field(factory=FailureLog, kw_only=True, on_setattr=_RESCOPE)
     retain: int | None = attrs.field(default=None, validator=_retain, kw_only=True)
     #: ``str(id)``, computed once: every message and call context of this branch names it.
     name: str = attrs.field(init=False)
     _feeds: tuple[SinkFeed, ...] = attrs.field(init=False)
     #: The feeds of durable sinks (a journal): act() waits for them, and trims after them.
     _durable: tuple[SinkFeed, ...] = attrs.field(init=False)
-    _evidence: Evidence = attrs.field(init=False)
     # id() of each request running in an act() of this branch (alive while in the set; an
     # int hashes without a call into UUID.__hash__: the act rows of nox -s bench)
     _in_flight: set[int] = attrs.field(init=False, factory=set)
     _stack: AsyncExitStack | None = attrs.field(init=False, default=None)
-    #: The latest act()'s scope, reused while the collaborators it names stay the same.
+    #: The latest act()'s scope, reused until one of the collaborators it names is replaced.
     _last_scope: CallScope | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -148,7 +160,6 @@ class Branch:
             for sink in self.sinks
         )
         self._durable = tuple(feed for feed in self._feeds if feed.durable)
-        self._evidence = Evidence(self.messages, self.log, self._feeds)
 
     @classmethod
     def with_log_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Branch:
@@ -411,16 +422,8 @@ class Branch:
             if part is not None and part.failures is not failures:
                 part.failures = failures
         scope = self._last_scope
-        if (  # reused, not rebuilt, per act (the single-call act row of nox -s bench)
-            scope is None
-            or scope.registry is not self.registry
-            or scope.hooks is not self.hooks
-            or scope.observer is not self.observer
-            or scope.policy is not self.policy
-            or scope.history is not self.messages
-            or scope.failures is not failures
-            or scope.cancel_grace != self.cancel_grace
-        ):
+        if scope is None:  # reused until a collaborator is replaced (see _RESCOPE): per act
+            # it would cost a sixth of a one-call act's own work (single-call row of the bench)
             scope = self._last_scope = CallScope(
                 branch_id=self.id,
                 branch_name=self.name,
@@ -428,7 +431,7 @@ class Branch:
                 hooks=self.hooks,
                 observer=self.observer,
                 policy=self.policy,
-                evidence=self._evidence,
+                evidence=Evidence(self.messages, self.log, self._feeds),
                 history=self.messages,
                 failures=failures,
                 cancel_grace=self.cancel_grace,

@@ -778,6 +778,23 @@ async def test_requests_are_in_the_history_in_proposal_order_before_any_call_run
     assert [c["id"] for c in exported] == [r.call_id for r in branch.messages.requests()]
 
 
+async def test_a_history_or_log_set_on_the_branch_between_acts_gets_whole_calls() -> None:
+    branch = Branch()
+    branch.register_tools(_add_tool)
+    with trio.fail_after(5):
+        await branch.act(call("add", a=1, b=2))
+        first_history, first_log = branch.messages, branch.log
+        branch.messages = type(branch.messages)()
+        branch.log = type(branch.log)()
+        [response] = await branch.act(call("add", a=2, b=2))
+    # the new call's request and response (and its log record) went to the new ones
+    assert [type(m).__name__ for m in branch.messages] == ["ActionRequest", "ActionResponse"]
+    assert response.content.output == 4 and response.id in branch.messages
+    assert [record.response_id for record in branch.log] == [response.id]
+    assert len(first_history) == 2 and len(first_log) == 1  # the old ones kept what they had
+    check_history(branch)
+
+
 async def test_governance_set_on_the_branch_between_acts_governs_the_next_act() -> None:
     branch = Branch()
     branch.register_tools(_add_tool)
