@@ -213,8 +213,8 @@ class ArgumentSpec:
         if exact is not None and type(arguments) is dict:
             # The usual rule (known names, values of exactly their type), in one pass over
             # the arguments (act rows of nox -s bench); anything else takes the path below.
-            keys = arguments.keys()
-            if keys >= self.required and keys <= exact.keys():
+            names = arguments.keys()
+            if names >= self.required and names <= exact.keys():
                 for key, value in arguments.items():
                     hint = exact[key]
                     if hint is not None and type(value) is not hint:

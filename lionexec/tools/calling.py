@@ -142,7 +142,7 @@ class FunctionCalling(Event):
             return self._call_tool(tool, arguments)
         response = tool.func_callable(**arguments)  # what run_callable does for an async tool
         if type(response) is CoroutineType:
-            return response  # type: ignore[no-any-return]
+            return response
         return _settled(response)
 
     @staticmethod
