@@ -111,8 +111,9 @@ class Branch:
         observer: the session observer whose gate authorizes each call, or ``None``.
         policy: the permission policy, or ``None`` to allow every call the gate allows.
         log: the in-memory event log (one record per invoked call).
-        sinks: evidence sinks fed through bounded buffers (see :mod:`lionexec.act.evidence`).
-        sink_capacity: records each sink's buffer holds.
+        sinks: evidence sinks fed through bounded buffers (see :mod:`lionexec.act.evidence`);
+            set at construction only (assigning raises ``attrs.exceptions.FrozenAttributeError``).
+        sink_capacity: records each sink's buffer holds; set at construction only.
         retain: keep at most about this many tool calls (whole request/response pairs with
             their log records, oldest forgotten first; see
             :meth:`MessageManager.trim_calls`), or ``None`` to keep everything. Trimming runs
@@ -134,8 +135,13 @@ class Branch:
     observer: SessionObserver | None = attrs.field(default=None, on_setattr=_RESCOPE)
     policy: PermissionPolicy | None = attrs.field(default=None, on_setattr=_RESCOPE)
     log: EventLog = attrs.field(factory=EventLog, on_setattr=_RESCOPE)
-    sinks: tuple[EvidenceSink, ...] = attrs.field(default=(), converter=_sinks, kw_only=True)
-    sink_capacity: int = attrs.field(default=DEFAULT_SINK_CAPACITY, kw_only=True)
+    # Fixed at construction: their feeds are made then (assigning either would be ignored)
+    sinks: tuple[EvidenceSink, ...] = attrs.field(
+        default=(), converter=_sinks, kw_only=True, on_setattr=attrs.setters.frozen
+    )
+    sink_capacity: int = attrs.field(
+        default=DEFAULT_SINK_CAPACITY, kw_only=True, on_setattr=attrs.setters.frozen
+    )
     cancel_grace: float = attrs.field(
         default=1.0, validator=_cancel_grace, kw_only=True, on_setattr=_RESCOPE
     )

@@ -795,6 +795,16 @@ async def test_a_history_or_log_set_on_the_branch_between_acts_gets_whole_calls(
     check_history(branch)
 
 
+def test_sinks_are_set_at_construction_only() -> None:
+    branch = Branch()
+    # their feeds are made with the branch: an assignment would be silently ignored
+    with pytest.raises(attrs.exceptions.FrozenAttributeError):
+        branch.sinks = ()
+    with pytest.raises(attrs.exceptions.FrozenAttributeError):
+        branch.sink_capacity = 10
+    assert branch.sinks == () and branch.statistics().sinks == ()
+
+
 async def test_governance_set_on_the_branch_between_acts_governs_the_next_act() -> None:
     branch = Branch()
     branch.register_tools(_add_tool)
