@@ -618,6 +618,7 @@ class CallTransaction:
         if event is not None and event.status is _FAILED:
             failed = event.execution.error
             assert isinstance(failed, BaseException)
+            self.failure = failed if isinstance(failed, Exception) else None  # as invoke() does
             self.finish(ActionOutcome.FAILED, error=ErrorInfo.from_exception(failed))
             return
         if event is not None and not event.status.is_terminal:

@@ -498,6 +498,24 @@ async def test_call_timeout_during_invoke_records_timed_out_with_the_event(
     assert_consistent(branch)
 
 
+async def test_call_timeout_while_waiting_to_retry_records_failed_and_raises_it_unsuppressed(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def flaky(a: int) -> int:
+        raise ValueError(f"boom {a}")
+
+    params = AlcallParams(call_timeout=5, retry_attempts=1, retry_initial_delay=10)
+    branch = Branch()
+    branch.register_tools(Tool.from_function(flaky, idempotent=True))
+    [response] = await branch.act(call("flaky", a=1), call_params=params)
+    assert response.content.outcome is Outcome.FAILED  # the failure, not the deadline
+    assert response.content.attempts == 1
+    with pytest.raises(ValueError, match="boom 2"):  # raised after recording, as without
+        await branch.act(call("flaky", a=2), call_params=params, suppress_errors=False)
+    assert [r.content.outcome for r in branch.messages.responses()] == [Outcome.FAILED] * 2
+    assert_consistent(branch)
+
+
 def test_act_outside_trio_names_trio_and_records_nothing() -> None:
     branch = Branch()
 
