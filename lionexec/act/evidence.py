@@ -361,6 +361,8 @@ class Evidence:
         self.history = history
         self.log = log
         self.feeds = tuple(feeds)
+        #: Whether a feed is durable (a journal): only then can a call wait for an approval.
+        self.durable = any(feed.durable for feed in self.feeds)
 
     async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
         """The write-ahead point, awaited just before a tool is invoked.

@@ -441,9 +441,9 @@ class CallTransaction:
         decision = await self.scope._decide(context)
         if decision.behavior == "allow":
             return True
-        if decision.approval is not None:
+        if decision.approval is not None and self.scope.evidence.durable:
             return self._park(decision)
-        return self._denied("PermissionDenied", decision.reason)
+        return self._denied("PermissionDenied", _denial(decision))
 
     async def pre_hooks(self) -> bool:
         """The blocking ``tool.pre`` hooks; ``denied`` if one says no."""
@@ -501,12 +501,13 @@ class CallTransaction:
         context = self._context = self.context.with_arguments(snapshot(checked))
         if self.scope.policy is not None:
             decision = await self.scope._decide(context)
-            if decision.approval is not None:  # parked on the transformed arguments
+            if decision.approval is not None and self.scope.evidence.durable:
+                # parked on the transformed arguments
                 _settle(event, EventStatus.SKIPPED)
                 self.event, self.attempts = None, 0  # nothing ran, nothing is recorded
                 return self._park(decision)
             if decision.behavior != "allow":
-                error = ErrorInfo("PermissionDenied", f"after transform: {decision.reason}")
+                error = ErrorInfo("PermissionDenied", f"after transform: {_denial(decision)}")
                 return self._settle_and_finish(EventStatus.SKIPPED, ActionOutcome.DENIED, error)
         self.arguments = event.arguments = self._shared(checked)
         return True
@@ -805,6 +806,18 @@ def idempotency_key(branch_name: str, call_id: str, tool: Tool, arguments: dict[
             f"the idempotency_key of tool {tool.name!r} returned {key!r}, not a non-empty string"
         )
     return f"{tool.name}:{key}"
+
+
+def _denial(decision: PermissionDecision) -> str:
+    """Why a call the policy did not allow is denied. An approval can only be waited for on
+    a branch with a durable journal, which keeps it and resumes the call: elsewhere nothing
+    could ever answer the request, so the call is denied."""
+    if decision.approval is None:
+        return decision.reason
+    return (
+        f"{decision.reason}, but this branch has no durable journal to keep the approval "
+        "and resume the call"
+    )
 
 
 def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None = None) -> None:

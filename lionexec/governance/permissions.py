@@ -135,7 +135,8 @@ class AwaitingApproval:
 
     A journal's handler (:class:`lionexec.journal.approvals.ApprovalGate`) returns it after
     parking the call; :meth:`PermissionPolicy.decide` then returns an ``escalate`` decision
-    carrying it, and the act transaction answers the call ``awaiting_approval``.
+    carrying it, and the act transaction answers the call ``awaiting_approval`` (on a branch
+    with a durable journal; on any other, nothing could resume the call, so it is denied).
 
     Attributes:
         approval_id: the approval that decides the call.

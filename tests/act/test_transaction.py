@@ -15,6 +15,7 @@ from lionexec import (
     ActionOutcome,
     ActionRequest,
     AlcallParams,
+    AwaitingApproval,
     Branch,
     ConfigurationError,
     EventStatus,
@@ -792,6 +793,42 @@ async def test_a_history_or_log_set_on_the_branch_between_acts_gets_whole_calls(
     assert response.content.output == 4 and response.id in branch.messages
     assert [record.response_id for record in branch.log] == [response.id]
     assert len(first_history) == 2 and len(first_log) == 1  # the old ones kept what they had
+    check_history(branch)
+
+
+@pytest.mark.parametrize("transformed", [False, True])
+async def test_an_approval_to_wait_for_on_a_branch_without_a_journal_is_a_denial(
+    transformed: bool,
+) -> None:
+    # Nothing could ever answer a parked call here: it would stay unanswered for good.
+    async def copy_file(path: str) -> str:
+        return path
+
+    def elsewhere(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"path": "/secret/x"}
+
+    policy = PermissionPolicy(
+        mode="rules",
+        allow={"copy_file": ["/tmp/*"]},
+        escalate={"copy_file": ["/secret/*"]},
+        on_escalate=lambda decision, context: AwaitingApproval("approval-1"),
+    )
+    branch = Branch(policy=policy)
+    tool = Tool.from_function(
+        copy_file, subject="path", preprocessor=elsewhere if transformed else None
+    )
+    branch.register_tools(tool)
+    with trio.fail_after(5):
+        [response] = await branch.act(
+            call("copy_file", path="/tmp/x" if transformed else "/secret/x")
+        )
+    assert response.content.outcome is Outcome.DENIED
+    error = response.content.error
+    assert error is not None and "no durable journal" in error.message
+    assert "approval-1" in error.message
+    assert error.message.startswith("after transform") is transformed
+    assert [record.event.status for record in branch.log] == [S.SKIPPED] * transformed
+    assert branch.messages.unanswered() == []
     check_history(branch)
 
 
