@@ -211,10 +211,11 @@ def _power_of_ten(exponent: int) -> int:
 def is_unicode(value: str) -> bool:
     """Whether *value* encodes as UTF-8: it holds no lone surrogate (``"\\ud800"`` is valid
     JSON input, and so can reach a string a model sent)."""
-    if value.isascii():
+    # str's own methods: a str subclass cannot vouch for itself by overriding them
+    if _isascii(value):
         return True
     try:
-        value.encode("utf-8")
+        _encode(value, "utf-8")
     except UnicodeEncodeError:
         return False
     return True
@@ -225,7 +226,11 @@ def utf8_text(value: str) -> str:
     if is_unicode(value):
         return value
     # Pairs written as two code points are joined, lone halves become U+FFFD.
-    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return _encode(value, "utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+_isascii: Final = str.isascii
+_encode: Final = str.encode
 
 
 def _key(key: object) -> str:

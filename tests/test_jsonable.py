@@ -37,7 +37,9 @@ from lionexec._jsonable import (
     _flat,
     compact_encoder,
     exception_record,
+    is_unicode,
     jsonable,
+    utf8_text,
 )
 from lionexec.engine import Event
 
@@ -476,3 +478,17 @@ def test_the_compact_encoder_refuses_what_strict_json_dumps_refuses() -> None:
         encode({"x": object()})
     assert encode("é") == '"é"'
     assert compact_encoder(ensure_ascii=True)("é") == '"\\u00e9"'
+
+
+def test_a_str_subclass_cannot_vouch_for_its_own_unicode() -> None:
+    class Sneaky(str):
+        def isascii(self) -> bool:
+            return True
+
+        def encode(self, *args: Any, **kwargs: Any) -> bytes:
+            return b""
+
+    sneaky = Sneaky("a\ud800")
+    assert not is_unicode(sneaky)
+    assert utf8_text(sneaky) == "a\ufffd"
+    assert is_unicode(Sneaky("plain"))

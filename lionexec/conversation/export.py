@@ -28,7 +28,8 @@ The three exports follow one plan, so they agree on what the model is shown:
 * Chat Completions ``tool`` messages hold text only. An image or file a tool returned is
   named in the tool message (``[image/png image: attached below]``) and sent in one ``user``
   message after the turn's tool messages (``image_url`` and ``file`` parts, as data URLs).
-* Everything is strict JSON (``json.dumps(..., allow_nan=False)`` succeeds): a non-finite
+* Everything is strict JSON (``json.dumps(..., allow_nan=False)`` succeeds) and valid
+  UTF-8 (a lone surrogate in a recorded string becomes U+FFFD): a non-finite
   float in an output becomes ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, an int too long to
   print becomes a ``"<int with N bits>"`` string, cycles and nesting past the depth cap become
   markers.
@@ -50,6 +51,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict
 import attrs
 
 from .._jsonable import jsonable as strict_json
+from .._jsonable import utf8_text
 from .messages import (
     ActionRequest,
     ActionResponse,
@@ -120,7 +122,24 @@ class _Result:
 
 
 def _typed(value: Any) -> Any:
-    """The exports build plain JSON; their declared types are the SDKs' request types."""
+    """The exports build plain JSON; their declared types are the SDKs' request types.
+
+    Every string is made valid Unicode (:func:`_utf8`) on the way out.
+    """
+    return _utf8(value)
+
+
+def _utf8(value: Any) -> Any:
+    """*value*, plain JSON, with each string that holds a lone surrogate made valid Unicode
+    (each lone half becomes U+FFFD). The SDKs send a request as UTF-8 (httpx encodes JSON
+    with ``ensure_ascii=False``), which one such string would make fail: a tool's text
+    output, a turn's text or a replayed argument string may hold one, as sent."""
+    if isinstance(value, str):
+        return utf8_text(value)
+    if type(value) is dict:
+        return {_utf8(key): _utf8(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_utf8(item) for item in value]
     return value
 
 
@@ -493,7 +512,7 @@ def to_anthropic(history: Iterable[Message]) -> AnthropicExport:
         put("user", results)
     exported: AnthropicExport = {"messages": _typed(turns)}
     if system:
-        exported["system"] = "\n\n".join(system)
+        exported["system"] = utf8_text("\n\n".join(system))
     return exported
 
 

@@ -23,6 +23,7 @@ from lionexec import (
     DuplicateCallError,
     EventStatus,
     HookPoint,
+    Instruction,
     SessionObserver,
     Tool,
     alcall,
@@ -354,6 +355,62 @@ async def test_an_argument_name_that_is_not_valid_unicode_is_invalid(arguments: 
     assert response.content.error is not None
     assert "lone surrogate" in response.content.error.message
     assert ran == []
+    assert_consistent(branch)
+
+
+_LONE = "\ud800"
+_TURNS: dict[str, Any] = {
+    "chat": {
+        "role": "assistant",
+        "content": f"calling {_LONE}",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}
+        ],
+    },
+    "anthropic": {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": f"calling {_LONE}"},
+            {"type": "tool_use", "id": "c1", "name": "echo", "input": {}},
+        ],
+    },
+    "responses": [
+        {"type": "message", "id": "m1", "content": [{"type": "output_text", "text": _LONE}]},
+        {"type": "function_call", "call_id": "c1", "name": "echo", "arguments": "{}"},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("turn", "output"),
+    [
+        (_TURNS["chat"], f"text {_LONE}"),
+        (_TURNS["anthropic"], {"type": "text", "text": _LONE}),
+        (_TURNS["responses"], [f"caption {_LONE}", {"type": "text", "text": "ok"}]),
+    ],
+)
+async def test_text_that_is_not_valid_unicode_is_kept_and_exported_as_valid_utf8(
+    turn: Any, output: Any
+) -> None:
+    # A turn's text and a tool's text output are recorded as sent; the exports, which an SDK
+    # sends as UTF-8 (httpx: ensure_ascii=False), carry U+FFFD in place of a lone surrogate.
+    async def echo() -> Any:
+        return output
+
+    branch = Branch()
+    branch.register_tools(Tool.from_function(echo))
+    branch.messages.add_message(Instruction(content=f"system {_LONE}"))
+    [response] = await branch.act(turn)
+    assert response.content.outcome is Outcome.COMPLETED
+    assert _LONE in str(list(branch.messages)[1].content)  # the turn, as sent
+    for export in (
+        branch.messages.to_openai(),
+        branch.messages.to_anthropic(),
+        branch.messages.to_responses(),
+    ):
+        text = json.dumps(export, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")  # raises on a lone surrogate
+        assert "\ufffd" in text
     assert_consistent(branch)
 
 
