@@ -317,7 +317,13 @@ def _responses_turn(items: list[Any], sender: str | None) -> ProposedBatch:
         if kind == "function_call":
             proposals.append(read_proposal(item))
         elif kind == "message":
-            for part in map(_plain, item.get("content") or ()):
+            content = item.get("content")
+            if content is not None and not isinstance(content, list | tuple):
+                raise ValueError(
+                    "a Responses API message item's content must be a list, "
+                    f"got {type(content).__name__}"
+                )
+            for part in map(_plain, content or ()):
                 if _item_type(part) == "output_text" and _is_text(part):
                     texts.append(part["text"])
     return _turn("\n".join(texts), proposals, "responses", items, sender)

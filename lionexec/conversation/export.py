@@ -384,7 +384,7 @@ def _reasoning_item(block: Mapping[str, Any]) -> dict[str, Any] | None:
         "id": block["id"],
         "summary": [
             {"type": "summary_text", "text": s["text"]}
-            for s in block.get("summary") or ()
+            for s in _listed(block.get("summary"))
             if isinstance(s, Mapping) and isinstance(s.get("text"), str)
         ],
     }
@@ -392,7 +392,7 @@ def _reasoning_item(block: Mapping[str, Any]) -> dict[str, Any] | None:
         item["encrypted_content"] = block["encrypted_content"]
     content = [
         {"type": "reasoning_text", "text": c["text"]}
-        for c in block.get("content") or ()
+        for c in _listed(block.get("content"))
         if isinstance(c, Mapping)
         and c.get("type") == "reasoning_text"
         and isinstance(c.get("text"), str)
@@ -402,9 +402,14 @@ def _reasoning_item(block: Mapping[str, Any]) -> dict[str, Any] | None:
     return item
 
 
+def _listed(value: object) -> list[Any]:
+    """A kept block's field as the list it should be; anything else holds nothing to send."""
+    return value if isinstance(value, list) else []
+
+
 def _output_message(block: Mapping[str, Any]) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
-    for part in block.get("content") or ():
+    for part in _listed(block.get("content")):
         if not isinstance(part, Mapping):
             continue
         if part.get("type") == "output_text" and isinstance(part.get("text"), str):

@@ -414,6 +414,44 @@ async def test_text_that_is_not_valid_unicode_is_kept_and_exported_as_valid_utf8
     assert_consistent(branch)
 
 
+_CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "echo", "arguments": "{}"}
+
+
+@pytest.mark.parametrize("content", [5, True, "text"])
+async def test_a_responses_message_whose_content_is_not_a_list_is_refused(content: Any) -> None:
+    branch = Branch()
+    turn = [{"type": "message", "id": "m1", "content": content}, _CALL_ITEM]
+    with pytest.raises(ValueError, match="content must be a list, got"):
+        await branch.act(turn)
+    assert list(branch.messages) == []  # nothing recorded
+
+
+@pytest.mark.parametrize(
+    "reasoning",
+    [
+        {"type": "reasoning", "id": "r1", "summary": 5},
+        {"type": "reasoning", "id": "r1", "summary": True},
+        {"type": "reasoning", "id": "r1", "summary": [], "content": 5},
+        {"type": "reasoning", "id": "r1", "summary": "not a list"},
+    ],
+)
+async def test_a_reasoning_item_with_odd_fields_is_kept_and_still_exports(
+    reasoning: dict[str, Any],
+) -> None:
+    async def echo() -> str:
+        return "ok"
+
+    branch = Branch()
+    branch.register_tools(Tool.from_function(echo))
+    [response] = await branch.act([reasoning, _CALL_ITEM])
+    assert response.content.outcome is Outcome.COMPLETED
+    [item, call_item, _] = branch.messages.to_responses()
+    assert item["type"] == "reasoning" and item["summary"] == []  # nothing to send there
+    assert call_item["call_id"] == "c1"
+    json.dumps(branch.messages.to_responses(), allow_nan=False)
+    assert_consistent(branch)
+
+
 @pytest.mark.parametrize("field", ["function", "call_id"])
 async def test_a_function_name_or_call_id_that_is_not_valid_unicode_is_refused(
     field: str,
