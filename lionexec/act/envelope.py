@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from itertools import islice
 from typing import Any, Final, NoReturn
 
 import attrs
@@ -224,7 +225,7 @@ def _read_plain(envelope: object) -> Proposal:
                 envelope["function"], envelope["arguments"], envelope.get("call_id"), envelope
             )
         raise ValueError(
-            f"cannot read a tool call from a mapping with keys {sorted(map(str, envelope))}; "
+            f"cannot read a tool call from a mapping with keys {_keys(envelope)}; "
             f"expected {_SHAPES}"
         )
     if hasattr(envelope, "function") and hasattr(envelope, "arguments"):
@@ -283,10 +284,10 @@ def _chat_turn(message: Mapping[str, Any], sender: str | None) -> ProposedBatch:
     elif content is None:
         text = ""
     else:
-        raise ValueError(f"an assistant message's content must be text, got {content!r:.80}")
+        raise ValueError(f"an assistant message's content must be text, got {_shown(content)}")
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list | tuple):
-        raise ValueError(f"an assistant message's tool_calls must be a list, got {calls!r:.80}")
+        raise ValueError(f"an assistant message's tool_calls must be a list, got {_shown(calls)}")
     proposals = [read_proposal(call) for call in calls]
     return _turn(text, proposals, "chat", (), sender)
 
@@ -298,7 +299,7 @@ def _anthropic_turn(blocks: list[Any], sender: str | None) -> ProposedBatch:
     for block in blocks:
         kind = _item_type(block)
         if kind is None:
-            raise ValueError(f"an Anthropic content block must be an object, got {block!r:.80}")
+            raise ValueError(f"an Anthropic content block must be an object, got {_shown(block)}")
         if kind == "tool_use":
             proposals.append(read_proposal(block))
         elif kind == "text" and _is_text(block):
@@ -313,7 +314,7 @@ def _responses_turn(items: list[Any], sender: str | None) -> ProposedBatch:
     for item in items:
         kind = _item_type(item)
         if kind is None:
-            raise ValueError(f"a Responses API output item must be an object, got {item!r:.80}")
+            raise ValueError(f"a Responses API output item must be an object, got {_shown(item)}")
         if kind == "function_call":
             proposals.append(read_proposal(item))
         elif kind == "message":
@@ -374,11 +375,11 @@ def _proposal(
 ) -> Proposal:
     if not isinstance(function, str) or not function:
         raise ValueError(
-            f"a tool call needs a non-empty function name, got {function!r:.80} in "
+            f"a tool call needs a non-empty function name, got {_shown(function)} in "
             f"{type(envelope).__name__}"
         )
     if call_id is not None and not isinstance(call_id, str):
-        raise ValueError(f"a tool call id must be a string, got {call_id!r:.80}")
+        raise ValueError(f"a tool call id must be a string, got {_shown(call_id)}")
     if not is_unicode(function):
         _refuse_text("function name", function)
     if call_id is not None and not is_unicode(call_id):
@@ -396,7 +397,7 @@ def _proposal(
 
 def _refuse_text(label: str, text: str) -> NoReturn:
     raise ValueError(
-        f"a tool call's {label} must be valid Unicode (no lone surrogates), got {text!r:.80}"
+        f"a tool call's {label} must be valid Unicode (no lone surrogates), got {_shown(text)}"
     )
 
 
@@ -429,14 +430,24 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
     if type(raw) is dict or isinstance(raw, Mapping):
         for key in raw:
             if not isinstance(key, str):
-                return None, f"argument names must be strings, got {key!r:.80}"
+                return None, f"argument names must be strings, got {_shown(key)}"
         problem = _hostile(raw)
         if problem is not None:
             return None, problem
         arguments = dict(raw)
         return (arguments if atoms_only(arguments) else snapshot(arguments)), None
     if attrs.has(type(raw)):
-        return attrs.asdict(raw), None  # type: ignore[arg-type]
+        try:
+            fields: dict[str, Any] = attrs.asdict(raw)  # type: ignore[arg-type]
+        except RecursionError:  # asdict recurses: a cycle, or nesting past the stack
+            return None, f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+        except Exception as exc:
+            return (
+                None,
+                f"arguments could not be read from {type(raw).__name__}: {_shown(exc, 200)}",
+            )
+        problem = _hostile(fields)  # held to the same rules as a mapping's
+        return (None, problem) if problem is not None else (fields, None)
     return None, f"arguments must be a JSON object, got {type(raw).__name__}"
 
 
@@ -475,7 +486,7 @@ def _hostile(arguments: Mapping[str, Any]) -> str | None:
             if value.bit_length() >= _MAX_INT_BITS:
                 return "arguments hold an integer too long to print (over 4,300 digits)"
             continue
-        if cls is dict or cls is list or isinstance(value, Mapping | list | tuple):
+        if cls is dict or cls is list or isinstance(value, _CONTAINERS):
             key = id(value)
             if key in path:
                 return "arguments contain themselves (a cycle), which JSON cannot"
@@ -483,10 +494,12 @@ def _hostile(arguments: Mapping[str, Any]) -> str | None:
                 return too_deep
             if key in heights:
                 continue
-            if isinstance(value, Mapping) and not all(
-                type(name) is not str or is_unicode(name) for name in value
-            ):
-                return _NOT_UNICODE
+            if isinstance(value, Mapping):
+                for name in value:
+                    if not isinstance(name, str):
+                        return f"argument names must be strings, got {_shown(name)}"
+                    if not is_unicode(name):
+                        return _NOT_UNICODE
             path.add(key)
             stack.append((value, depth, True))
             stack.extend((item, depth + 1, False) for item in _items(value))
@@ -516,15 +529,36 @@ def _flat(arguments: dict[Any, Any]) -> bool:
     return True
 
 
+def _shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to *limit* characters, for an error message; never raises (a
+    hostile object's ``__repr__`` may, or recurse too deeply)."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__} whose repr failed>"
+    return text[:limit]
+
+
+def _keys(mapping: Mapping[Any, Any], shown: int = 20) -> str:
+    """The first *shown* keys of *mapping*, sorted, for an error message; never raises."""
+    names = sorted(key if type(key) is str else _shown(key) for key in islice(mapping, shown))
+    more = len(mapping) - len(names)
+    return f"{names}" + (f" and {more} more" if more > 0 else "")
+
+
 _NOT_UNICODE: Final = (
     "arguments hold a string that is not valid Unicode (a lone surrogate), which cannot be "
     "stored or exported as UTF-8"
 )
 
 
+#: What _hostile walks into (a set's members are checked as a list's are).
+_CONTAINERS: Final = (Mapping, list, tuple, set, frozenset)
+
+
 def _items(container: Any) -> Iterable[Any]:
     if type(container) is dict or isinstance(container, Mapping):
         return container.values()
-    if isinstance(container, list | tuple):
+    if isinstance(container, list | tuple | set | frozenset):
         return container
     return ()

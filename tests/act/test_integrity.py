@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -412,6 +414,82 @@ async def test_text_that_is_not_valid_unicode_is_kept_and_exported_as_valid_utf8
         text.encode("utf-8")  # raises on a lone surrogate
         assert "\ufffd" in text
     assert_consistent(branch)
+
+
+@attrs.define
+class _Fields:
+    value: Any
+    other: Any = None
+
+
+def _cycle() -> _Fields:
+    fields = _Fields(None)
+    fields.value = [fields]
+    return fields
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (_Fields(math.nan), "non-finite"),  # an attrs instance: the same rules as a mapping
+        (_Fields("\ud800"), "lone surrogate"),
+        (_Fields(10**5000), "too long"),
+        (_cycle(), "nested more than"),  # attrs.asdict recursed into a RecursionError
+        ({"value": frozenset({math.nan})}, "non-finite"),  # a set's members are checked
+        ({"value": {"\ud800"}}, "lone surrogate"),
+        ({"value": {(1, 2): 1}}, "argument names must be strings, got (1, 2)"),  # nested
+        ({"value": {math.nan: 1}}, "argument names must be strings, got nan"),
+    ],
+)
+async def test_arguments_from_python_objects_are_held_to_the_same_rules(
+    arguments: Any, problem: str
+) -> None:
+    ran: list[Any] = []
+
+    async def take(value: Any = None, other: Any = None) -> None:
+        ran.append(value)
+
+    branch = Branch()
+    branch.register_tools(Tool.from_function(take))
+    [response] = await branch.act({"function": "take", "arguments": arguments})
+    assert response.content.outcome is Outcome.INVALID
+    assert response.content.error is not None and problem in response.content.error.message
+    assert ran == []
+    assert_consistent(branch)
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def _deep(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("envelope", "message"),
+    [
+        ({"role": "assistant", "content": _BadRepr()}, "content must be text, got <_BadRepr"),
+        ({"function": _BadRepr(), "arguments": {}}, "function name, got <_BadRepr"),
+        ({"function": _deep(100_000), "arguments": {}}, "function name, got <list"),
+        ({"function": "f", "arguments": {}, "call_id": _deep(100_000)}, "must be a string"),
+        ({_BadRepr(): 1}, "a mapping with keys ['<_BadRepr"),
+        ({f"k{i}": i for i in range(1000)}, "and 980 more"),
+    ],
+)
+async def test_an_unreadable_proposal_is_a_value_error_even_when_its_parts_are_hostile(
+    envelope: Any, message: str
+) -> None:
+    branch = Branch()
+    with pytest.raises(ValueError) as caught:
+        await branch.act(envelope)
+    assert message in str(caught.value)
+    assert len(str(caught.value)) < 1000
+    assert list(branch.messages) == []
 
 
 _CALL_ITEM = {"type": "function_call", "call_id": "c1", "name": "echo", "arguments": "{}"}
