@@ -16,6 +16,7 @@ import trio
 from lionexec import _unstructure
 from lionexec._failures import FailureLog, FailureStatistics
 from lionexec.conversation import ActionRequest, ActionResponse, AssistantResponse, MessageManager
+from lionexec.conversation.history import running
 from lionexec.errors import ConfigurationError, DuplicateCallError, require_trio
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
@@ -386,6 +387,7 @@ class Branch:
             raise
         finally:
             in_flight.difference_update(map(id, requests))
+            running.difference_update(map(id, requests))
             # A durable sink (a journal) reads what was appended since its last commit: only
             # what it settled may go, so such a branch trims above, on success only.
             if self.retain is not None and not durable:
@@ -411,6 +413,7 @@ class Branch:
             for request in requests:  # each response is linked as its call ends
                 messages.add_message(request)
         self._in_flight.update(map(id, requests))
+        running.update(map(id, requests))
 
     @trio.lowlevel.enable_ki_protection
     def _trim(self, retain: int, *, before: int | None) -> None:
@@ -465,10 +468,10 @@ class Branch:
             if proposal.request is None:
                 continue  # a request made just now, with a new id: nothing else to check
             made_here = False
-            if id(request) in self._in_flight:
+            if id(request) in running:
                 raise DuplicateCallError(
                     f"action request {request.id} (call {call_id!r}) is already running in "
-                    "another act() of this branch",
+                    "another act(), of this branch or another",
                     call_id=call_id,
                 )
             if request.action_response_id is not None:

@@ -23,6 +23,12 @@ M = TypeVar("M", bound=Message)
 
 _set = object.__setattr__
 
+#: ``id()`` of every request an ``act()`` is running now, in any history of this process
+#: (each is alive while here: its act holds it). Kept by the act layer; only that act answers
+#: such a request, and the history refuses a response from anyone else meanwhile (a message
+#: callback, say), which would replace the call's real outcome and drop its log record.
+running: set[int] = set()
+
 
 #: The failure record :meth:`MessageManager.notify` returns: a
 #: :class:`~lionexec.ReportedFailure` whose ``where`` is ``"message_callback"``. (The name of
@@ -326,6 +332,7 @@ class MessageManager:
         messages = self._messages
         content = request.content
         if messages.get(request.id) is not request or content.action_response_id is not None:
+            running.discard(id(request))  # its act answers it: this is that answer
             self.record_action(request, response)
             return
         _set(content, "action_response_id", response.id)
@@ -447,6 +454,12 @@ def _check_answerable(
 
     *blame* is the id the "already answered" error names as the offending message.
     """
+    if id(request) in running:
+        raise HistoryError(
+            f"request {request.id} is being run by act(), which records its response when the "
+            "call ends; it cannot be answered meanwhile",
+            message_id=blame,
+        )
     answered_by = request.content.action_response_id
     if answered_by is not None and answered_by != response.id:
         raise HistoryError(

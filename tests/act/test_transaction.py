@@ -14,12 +14,16 @@ import trio.testing
 from lionexec import (
     ActionOutcome,
     ActionRequest,
+    ActionResponse,
     AlcallParams,
     AwaitingApproval,
     Branch,
     ConfigurationError,
+    DuplicateCallError,
+    ErrorInfo,
     EventStatus,
     FunctionCalling,
+    HistoryError,
     HookPoint,
     PermissionPolicy,
     SessionObserver,
@@ -830,6 +834,78 @@ async def test_an_approval_to_wait_for_on_a_branch_without_a_journal_is_a_denial
     assert [record.event.status for record in branch.log] == [S.SKIPPED] * transformed
     assert branch.messages.unanswered() == []
     check_history(branch)
+
+
+async def test_only_the_act_running_a_request_may_answer_it(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # A message callback answering a request another call of the batch still runs would
+    # replace the call's real outcome and drop its log record: the history refuses it.
+    async def fast() -> str:
+        return "fast"
+
+    async def slow() -> str:
+        await trio.sleep(10)
+        return "slow"
+
+    branch = Branch()
+    branch.register_tools([Tool.from_function(fast), Tool.from_function(slow)])
+    refused: list[str] = []
+
+    def watchdog(message: Any) -> None:
+        if isinstance(message, ActionResponse) and message.content.function == "fast":
+            for request in branch.messages.unanswered():
+                try:
+                    branch.messages.add_message(
+                        ActionResponse.create(
+                            request,
+                            outcome=Outcome.CANCELLED,
+                            attempts=0,
+                            error=ErrorInfo("Cancelled", "watchdog"),
+                        )
+                    )
+                except HistoryError as exc:
+                    refused.append(str(exc))
+                with pytest.raises(HistoryError, match="being run by act"):
+                    branch.messages.record_action(
+                        request, ActionResponse.create(request, output="forged")
+                    )
+
+    branch.messages.on_message_added.append(watchdog)
+    with trio.fail_after(30):
+        results = await branch.act([call("fast"), call("slow")])
+    assert [r.content.output for r in results] == ["fast", "slow"]
+    assert len(refused) == 1 and "being run by act()" in refused[0]
+    assert [record.function for record in branch.log] == ["fast", "slow"]
+    check_history(branch)
+    # once answered, the history is free again: nothing stays reserved
+    [request] = [r for r in branch.messages.requests() if r.function == "slow"]
+    with pytest.raises(HistoryError, match="already answered"):
+        branch.messages.record_action(request, ActionResponse.create(request, output="x"))
+
+
+async def test_a_request_running_in_one_branch_cannot_run_in_another(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    runs: list[int] = []
+
+    async def slow(a: int) -> int:
+        runs.append(a)
+        await trio.sleep(10)
+        return a
+
+    first, second = Branch(), Branch()
+    for branch in (first, second):
+        branch.register_tools(Tool.from_function(slow))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first.act, call("slow", a=1))
+            await trio.sleep(1)
+            [request] = first.messages.unanswered()
+            with pytest.raises(DuplicateCallError, match="already running in another act"):
+                await second.act(request)
+    assert runs == [1] and list(second.messages) == []
+    check_history(first)
 
 
 def test_sinks_are_set_at_construction_only() -> None:
