@@ -284,9 +284,13 @@ class MessageManager:
 
         Raises:
             HistoryError: the response names another request, the request is already answered
-                by another response, the function names differ, or a different message
-                already uses one of the ids.
+                by another response or is being run by ``act()``, the function names differ,
+                or a different message already uses one of the ids.
         """
+        self._record(request, response, by_act=False)
+
+    def _record(self, request: ActionRequest, response: ActionResponse, *, by_act: bool) -> None:
+        """:meth:`record_action`; *by_act*: the ``act()`` running *request* answers it."""
         if not isinstance(request, ActionRequest):
             raise TypeError(f"request must be an ActionRequest, not {type(request).__name__}")
         if not isinstance(response, ActionResponse):
@@ -299,7 +303,7 @@ class MessageManager:
                 f"response {response.id} answers request {named_request}, not {request.id}",
                 message_id=response.id,
             )
-        _check_answerable(request, response, blame=request.id)
+        _check_answerable(request, response, blame=request.id, by_act=by_act)
         # Nothing below can fail.
         messages = self._messages
         if request.id not in messages:
@@ -332,8 +336,7 @@ class MessageManager:
         messages = self._messages
         content = request.content
         if messages.get(request.id) is not request or content.action_response_id is not None:
-            running.discard(id(request))  # its act answers it: this is that answer
-            self.record_action(request, response)
+            self._record(request, response, by_act=True)
             return
         _set(content, "action_response_id", response.id)
         messages[response.id] = response
@@ -448,13 +451,14 @@ class MessageManager:
 
 
 def _check_answerable(
-    request: ActionRequest, response: ActionResponse, *, blame: uuid.UUID
+    request: ActionRequest, response: ActionResponse, *, blame: uuid.UUID, by_act: bool = False
 ) -> None:
     """Raise unless *response* may answer *request*: not answered by another, same function.
 
-    *blame* is the id the "already answered" error names as the offending message.
+    *blame* is the id the "already answered" error names as the offending message;
+    *by_act*: the answer comes from the ``act()`` running *request*, which alone may give it.
     """
-    if id(request) in running:
+    if not by_act and id(request) in running:
         raise HistoryError(
             f"request {request.id} is being run by act(), which records its response when the "
             "call ends; it cannot be answered meanwhile",
