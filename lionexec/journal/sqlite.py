@@ -314,6 +314,9 @@ class SqliteBackend(Backend):
                 f"cannot open {self.target} as SQLite: {exc}", target=self.target
             ) from exc
         try:
+            # Before anything that writes (WAL mode is written into the file's header): another
+            # program's database is left untouched.
+            self._tables(conn)
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise NotAJournalError(
@@ -323,16 +326,7 @@ class SqliteBackend(Backend):
             conn.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")
             conn.execute("BEGIN IMMEDIATE")
             try:
-                tables = {
-                    row[0]
-                    for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                }
-                if tables and "lionexec_schema_version" not in tables:
-                    raise NotAJournalError(
-                        f"{self.target} is an SQLite database of another program (tables: "
-                        f"{', '.join(sorted(tables)[:5])}), not a lionexec journal",
-                        target=self.target,
-                    )
+                tables = self._tables(conn)  # again, now that no one else can write
                 tx = _Tx(conn)
                 migrate(tx, current_version(tx, bool(tables)), target=self.target)
             except BaseException:
@@ -353,6 +347,19 @@ class SqliteBackend(Backend):
             conn.close()
             raise
         return conn
+
+    def _tables(self, conn: sqlite3.Connection) -> set[str]:
+        """The database's tables; raises NotAJournalError if they are another program's."""
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if tables and "lionexec_schema_version" not in tables:
+            raise NotAJournalError(
+                f"{self.target} is an SQLite database of another program (tables: "
+                f"{', '.join(sorted(tables)[:5])}), not a lionexec journal; left untouched",
+                target=self.target,
+            )
+        return tables
 
     async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
         """Run ``fn(store)`` in one transaction on the writer thread.

@@ -40,9 +40,12 @@ async def test_a_foreign_sqlite_database_is_not_a_journal(tmp_path: Path) -> Non
     path = tmp_path / "app.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
-    with pytest.raises(NotAJournalError, match=r"another program.*users"):
+    before = path.read_bytes()
+    with pytest.raises(NotAJournalError, match=r"another program.*users.*left untouched"):
         async with SqliteJournal(path):
             pass
+    assert path.read_bytes() == before  # not even switched to WAL mode (in the header)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal or -shm file
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert tables == {"users"}  # nothing was created in it
