@@ -932,6 +932,15 @@ class JournalSink:
                 return WriteAheadReply(prior_attempts=claim.prior_attempts)
             return None
         row = claim.row
+        if row.function != op.function:  # a call id used again (after retain= trimmed it)
+            raise IdempotencyKeyConflict(
+                f"idempotency key {key!r} belongs to call {row.call_id!r} (branch "
+                f"{row.branch_id}) of tool {row.function!r}; call {request.call_id!r} (branch "
+                f"{self.branch_id}) is of tool {op.function!r}",
+                key=key,
+                first_call_id=row.call_id,
+                call_id=request.call_id,
+            )
         if row.arguments != arguments:
             raise IdempotencyKeyConflict(
                 f"idempotency key {key!r} belongs to call {row.call_id!r} (branch "

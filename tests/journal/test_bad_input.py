@@ -45,7 +45,7 @@ async def test_a_foreign_sqlite_database_is_not_a_journal(tmp_path: Path) -> Non
         async with SqliteJournal(path):
             pass
     assert path.read_bytes() == before  # not even switched to WAL mode (in the header)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal or -shm file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # noqa: ASYNC240 (no -wal, -shm)
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert tables == {"users"}  # nothing was created in it

@@ -101,6 +101,43 @@ async def test_a_branch_that_retains_few_calls_still_journals_every_message(
         ]
 
 
+async def test_a_call_id_used_again_after_trimming_never_gets_another_tools_outcome(
+    journals: JournalFactory,
+) -> None:
+    """A trimmed call id proposed again for another tool: the journal's key for it (branch
+    and call id) is taken, by another tool's call: a conflict, the tool not run, never the
+    other call's recorded output."""
+    runs: list[str] = []
+
+    def balance() -> str:
+        """Balance."""
+        runs.append("balance")
+        return "balance: 100"
+
+    def delete_all() -> str:
+        """Delete everything."""
+        runs.append("delete_all")
+        return "deleted"
+
+    async with journals.new() as journal:
+        branch = await journal.branch(retain=1)
+        branch.register_tools(
+            [Tool.from_function(balance, effect="pure"), Tool.from_function(delete_all)]
+        )
+        async with branch:
+            for i in range(3):
+                await branch.act({"function": "balance", "arguments": {}, "call_id": f"c{i}"})
+            assert "c0" not in [r.call_id for r in branch.messages.requests()]  # trimmed
+            [response] = await branch.act(
+                {"function": "delete_all", "arguments": {}, "call_id": "c0"}
+            )
+    assert runs == ["balance"] * 3
+    assert response.content.outcome is ActionOutcome.FAILED
+    assert response.content.output is None and response.content.error is not None
+    assert response.content.error.type == "IdempotencyKeyConflict"
+    assert "of tool 'balance'" in response.content.error.message
+
+
 async def test_text_with_every_kind_of_quoting_survives_a_restart(
     journals: JournalFactory,
 ) -> None:
