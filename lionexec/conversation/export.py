@@ -165,7 +165,11 @@ def _result(response: ActionResponse | None) -> _Result:
         parts = content_parts(output)
         if parts is not None:
             return _Result(_parts_text(parts), parts, False)
-        return _Result(dumps(output), None, False)
+        converted = strict_json(output)
+        if isinstance(converted, str):  # a value JSON has no scalar for (NaN, a huge int,
+            # bytes, ...): its text as it is, which is what a journal keeps and reloads
+            return _Result(converted, None, False)
+        return _Result(json.dumps(converted, ensure_ascii=False, allow_nan=False), None, False)
     error = content.error
     record = {
         "error": error.type if error is not None else "UnknownError",

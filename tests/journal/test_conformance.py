@@ -138,6 +138,41 @@ async def test_a_call_id_used_again_after_trimming_never_gets_another_tools_outc
     assert "of tool 'balance'" in response.content.error.message
 
 
+async def test_exports_of_outputs_json_has_no_value_for_are_the_same_after_a_restart(
+    journals: JournalFactory,
+) -> None:
+    """The journal keeps an output as strict JSON (NaN as "NaN", a huge int as a marker):
+    the tool results exported before and after a restart are the same text."""
+    values: dict[str, Any] = {
+        "nan": float("nan"),
+        "inf": float("inf"),
+        "huge": 10**5000,
+        "raw": b"\x00\xff",
+        "nested": {"x": [float("-inf"), 1]},
+        "text": "NaN",
+    }
+
+    def odd(which: str) -> Any:
+        """An output JSON has no value for."""
+        return values[which]
+
+    async with journals.new() as journal:
+        branch = await journal.branch()
+        branch.register_tools(Tool.from_function(odd, effect="pure"))
+        async with branch:
+            for which in values:
+                await branch.act({"function": "odd", "arguments": {"which": which}})
+        before = [branch.messages.to_openai(), branch.messages.to_anthropic()]
+        before.append(branch.messages.to_responses())
+        branch_id = branch.id
+    async with journals.new() as journal:
+        history = await journal.history(branch_id)
+        after = [history.to_openai(), history.to_anthropic(), history.to_responses()]
+    assert after == before
+    results = [m["content"] for m in before[0] if m["role"] == "tool"]
+    assert results[:2] == ["NaN", "Infinity"] and results[-1] == "NaN"
+
+
 async def test_text_with_every_kind_of_quoting_survives_a_restart(
     journals: JournalFactory,
 ) -> None:
