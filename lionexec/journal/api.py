@@ -312,6 +312,9 @@ class Journal:
             await trio.lowlevel.checkpoint()
             return sink.branch
         history = await self.history(name)
+        sink = self._live_sink(name)  # again: another task may have opened it meanwhile
+        if sink is not None and sink.branch is not None:
+            return sink.branch
         sink = JournalSink(self, name, history)
         extra = tuple(kwargs.pop("sinks", ()))
         if kwargs.get("policy") is not None:

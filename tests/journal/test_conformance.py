@@ -173,6 +173,29 @@ async def test_exports_of_outputs_json_has_no_value_for_are_the_same_after_a_res
     assert results[:2] == ["NaN", "Infinity"] and results[-1] == "NaN"
 
 
+async def test_a_branch_opened_twice_at_once_is_one_branch(journals: JournalFactory) -> None:
+    """Two tasks asking for the same branch together get the same Branch: two would be two
+    writers of one branch's history (the second one's commits refused)."""
+    async with journals.new() as journal:
+        branch_id = uuid.uuid4()
+        opened: list[Branch] = []
+
+        async def open_it() -> None:
+            opened.append(await journal.branch(branch_id))
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(open_it)
+                nursery.start_soon(open_it)
+        first, second = opened
+        assert first is second
+        first.register_tools(add)
+        async with first:
+            [response] = await first.act({"function": "add", "arguments": {"a": 1, "b": 2}})
+        assert response.content.output == 3
+        assert len(await journal.history(branch_id)) == 2
+
+
 async def test_text_with_every_kind_of_quoting_survives_a_restart(
     journals: JournalFactory,
 ) -> None:
