@@ -380,8 +380,9 @@ class Branch:
                 settled = self.messages.appended
                 for feed, accepted in [(feed, feed.accepted) for feed in durable]:
                     await feed.wait_settled(accepted)
-                if self.retain is not None:
-                    self._trim(self.retain, before=settled)
+                if self.retain is not None:  # only what every durable sink holds
+                    held = [getattr(feed.sink, "committed", settled) for feed in durable]
+                    self._trim(self.retain, before=min(settled, *held))
             return results
         except BaseException as exc:
             # first thing, one KI-protected step: nothing can come between stop and record

@@ -113,7 +113,11 @@ class EvidenceSink(Protocol):
 
     A sink with a true ``durable`` attribute (a journal) makes :meth:`Branch.act` wait, before
     it returns, until the records of its batch have been written: a response a caller has
-    seen is then one the sink holds. Other sinks (a log file) are written behind.
+    seen is then one the sink holds. Other sinks (a log file) are written behind. A durable
+    sink may also say, as an int attribute ``committed``, how many of the history's messages
+    (:attr:`MessageManager.appended <lionexec.conversation.MessageManager.appended>`) it
+    holds: a branch with ``retain=`` then trims only among those (a failed write keeps the
+    rest in memory for the sink's next one).
 
     A sink whose :meth:`write` may wait to batch records with later work (a journal's outcome
     commits linger for the next call's commit) may define a synchronous ``expedite()``: the

@@ -752,6 +752,7 @@ class Journal:
             self.committed_items += len(items)
         for sink in staged:
             sink._registered = True
+            sink.committed = sink._mirrored  # (nothing is staged for it while it commits)
         found = iter(claims)
         for item in items:
             if item.op is not None:
@@ -899,6 +900,9 @@ class JournalSink:
         self.history = history
         self.branch: Branch | None = None
         self._mirrored = history.appended
+        #: How many of the history's messages (``MessageManager.appended``) the journal holds:
+        #: a branch with ``retain=`` trims only among those.
+        self.committed = history.appended
         self._registered = len(history) > 0
 
     def __repr__(self) -> str:

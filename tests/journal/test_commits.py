@@ -806,3 +806,45 @@ def test_a_claim_on_a_taken_key_takes_the_long_way_and_counts_attempts(tmp_path:
         (True, 2, 1),  # the same request again: a second attempt
         (True, 1, 0),
     ]
+
+
+async def test_retain_keeps_what_a_failed_outcome_commit_left_for_the_next_one(
+    journals: JournalFactory,
+) -> None:
+    """A branch with ``retain=`` trims only what its journal holds: the responses of a
+    failed outcome commit stay in memory and go with the next commit, none is lost and the
+    branch keeps journaling (it trimmed them before, and every later commit was refused)."""
+
+    def work(n: int) -> int:
+        """Work."""
+        return n
+
+    failing = True
+    failed: list[Exception] = []
+    async with journals.new() as journal:
+        commit_batch = journal._commit_batch
+
+        async def outcomes_fail(batch: Any) -> Any:
+            if failing and batch.outcomes and not batch.requests:
+                failed.append(JournalConnectionError("the outcome commit failed (test)"))
+                raise failed[-1]
+            return await commit_batch(batch)
+
+        journal._commit_batch = outcomes_fail  # type: ignore[method-assign]
+        branch = await journal.branch(retain=1)
+        branch.register_tools(Tool.from_function(work, effect="pure"))
+        with trio.fail_after(10):
+            async with branch:
+                await branch.act([{"function": "work", "arguments": {"n": i}} for i in range(3)])
+                failing = False
+                assert failed  # the batch's outcome commits failed
+                assert len(branch.messages.responses()) == 3  # not trimmed: not journaled
+                for n in (10, 11):
+                    [response] = await branch.act({"function": "work", "arguments": {"n": n}})
+                    assert response.content.outcome is ActionOutcome.COMPLETED
+                assert branch.messages.calls <= 2  # trimmed once journaled
+        branch_id = branch.id
+    async with journals.new() as journal:
+        history = await journal.history(branch_id)
+        assert sorted(r.output for r in history.responses()) == [0, 1, 2, 10, 11]
+        assert history.unanswered() == []
