@@ -311,7 +311,7 @@ def _compile(source: str, kind: SubjectKind, basename: bool = False) -> _Pattern
             segments.append(None)
             in_base = False
         elif _WILDCARDS.search(part) is None:
-            segments.append(part.lower() if ignore_case else part)
+            segments.append(part.casefold() if ignore_case else part)
             base += in_base
         else:
             segments.append(re.compile(_segment_regex(part), flags))
@@ -425,7 +425,7 @@ def _path_matches(path: _Path, pattern: _Pattern) -> bool:
         return False
     segments = path.segments
     if pattern.ignore_case:
-        segments = tuple(s.lower() for s in segments)
+        segments = tuple(s.casefold() for s in segments)  # as re.IGNORECASE folds (ſ is s)
     return _segments_match(segments, pattern.segments)
 
 
@@ -454,7 +454,7 @@ def _segments_match(
 
 # -- commands -------------------------------------------------------------------------------
 
-_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")  # NAME=value, NAME+=value
 
 #: Commands that run another command given after their options: name → (the options that
 #: take a value, how many positional arguments precede the command, whether ``NAME=value``
@@ -543,9 +543,6 @@ _WRAPPERS: Final[Mapping[str, tuple[frozenset[str], int, bool]]] = {
                 "-a",
                 "--arg-file",
                 "--delimiter",
-                "--eof",
-                "--replace",
-                "--max-lines",
                 "--max-args",
                 "--max-procs",
                 "--max-chars",
@@ -556,9 +553,11 @@ _WRAPPERS: Final[Mapping[str, tuple[frozenset[str], int, bool]]] = {
         False,
     ),
 }
+#: env's options that take a value (a cluster of short options ends at one of them).
+_WRAPPER_ENV_VALUES: Final = _WRAPPERS["env"][0]
 #: Interpreters whose ``-c STRING`` is itself a command line.
 _SHELLS: Final = frozenset(
-    {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "su", "runuser", "flock"}
+    {"sh", "bash", "rbash", "dash", "zsh", "ksh", "mksh", "ash", "su", "runuser", "flock"}
 )
 _SPLIT_STRING: Final = frozenset({"-S", "--split-string"})
 
@@ -579,6 +578,7 @@ def _unquoted_expansion(command: str) -> str | None:
     quote = ""
     escaped = False
     word_start = True
+    after_equals = False  # bash expands ~ after = or : in a word too (x=~/a, PATH=a:~/b)
     for c in command:
         if escaped:
             escaped, word_start = False, False
@@ -597,10 +597,13 @@ def _unquoted_expansion(command: str) -> str | None:
             word_start = True
         elif c in "*?[":
             return "an unquoted glob (pathname expansion)"
-        elif c == "~" and word_start:
+        elif c == "~" and (word_start or after_equals):
             return "a tilde expansion"
         else:
             word_start = False
+            after_equals = c in "=:"
+            continue
+        after_equals = False
     return None
 
 
@@ -628,8 +631,8 @@ def _simple_commands(tokens: list[str]) -> Iterator[list[str]]:
         yield current
 
 
-#: Words after a wrapper that deny rules also read as a command, in case the wrapper's
-#: options were misread.
+#: Words after the ones a wrapper's options were read to span that deny rules also read as a
+#: command, in case those options were misread (so is every word they spanned).
 _SUSPECT_WORDS: Final = 8
 
 
@@ -680,40 +683,54 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
             result.deeper()
             _analyse(" ".join(argv[i + 1 :]), result, nested=True)
             return
-        if name in _SHELLS and any(
-            word == "--command" or (word[:1] == "-" and word[:2] != "--" and "c" in word)
-            for word in argv[i + 1 :]
-        ):
-            # Which operand is the command string depends on the shell's options: read
-            # every operand as one (only deny rules see these).
+        if name == "trap":  # trap STRING SIGNAL...: the shell runs STRING later
             for word in argv[i + 1 :]:
-                if word[:1] not in ("-", "+"):
+                if word[:1] != "-":
                     result.deeper()
                     _analyse(word, result, nested=True)
+                    break
+            return
+        if name in _SHELLS:
+            strings = [_long_value(word, _COMMAND_OPTIONS) for word in argv[i + 1 :]]
+            for string in strings:  # --command=STRING, --session-command=STRING
+                if string is not None:
+                    result.deeper()
+                    _analyse(string, result, nested=True)
+            if any(
+                word == "--command"
+                or word == "--session-command"
+                or (word[:1] == "-" and word[:2] != "--" and "c" in word)
+                for word in argv[i + 1 :]
+            ):
+                # Which operand is the command string depends on the shell's options: read
+                # every operand as one (only deny rules see these).
+                for word in argv[i + 1 :]:
+                    if word[:1] not in ("-", "+"):
+                        result.deeper()
+                        _analyse(word, result, nested=True)
         wrapper = _WRAPPERS.get(name)
         if wrapper is None:
             return
         takes_value, positional, assignments = wrapper
-        result.denied_forms.extend(
-            " ".join([_basename(argv[j]), *argv[j + 1 :]])
-            for j in range(i + 1, min(len(argv), i + 1 + _SUSPECT_WORDS))
-        )
+        first = i + 1
         i += 1
         while i < len(argv):
             word = argv[i]
             if word == "--":
                 i += 1
                 break
-            if name == "env" and (
-                word in _SPLIT_STRING or word.startswith(("-S", "--split-string="))
-            ):
-                if word in _SPLIT_STRING:
-                    value, rest = (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2 :]
-                else:
-                    value, rest = word.split("=", 1)[1] if "=" in word else word[2:], argv[i + 1 :]
+            split = _split_string(argv, i) if name == "env" else None
+            if split is not None:  # env -S STRING: its words are a command line too
+                _suspects(argv, first, i + 1, result)
+                value, rest = split
                 result.deeper()
+                # (env reads \_ as a space; shlex would not)
+                value = value.replace("\\_", " ")
                 _analyse(" ".join([value, *map(shlex.quote, rest)]), result, nested=True)
                 return
+            if name == "env" and word == "-":  # a lone "-" is env's -i
+                i += 1
+                continue
             if word.startswith("-") and len(word) > 1:
                 i += _option_words(word, takes_value)
                 continue
@@ -722,12 +739,69 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
                 continue
             break
         i += positional
+        _suspects(argv, first, i, result)
+        if name == "watch" and i < len(argv):  # runs its words with sh -c
+            result.deeper()
+            _analyse(" ".join(argv[i:]), result, nested=True)
+
+
+def _suspects(argv: list[str], first: int, program: int, result: _Command) -> None:
+    """Have deny rules also read as a command each word from *first* (after a wrapper) to
+    some words past *program* (where its options were read to end), but *program* itself:
+    in case the options were misread. Every word they were read to span is one, however
+    many: padding with options read right cannot push the real program out of reach."""
+    result.denied_forms.extend(
+        " ".join([_basename(argv[j]), *argv[j + 1 :]])
+        for j in range(first, min(len(argv), program + _SUSPECT_WORDS))
+        if j != program
+    )
+
+
+#: The long options of a shell (or su) whose value is a command line.
+_COMMAND_OPTIONS: Final = ("--command", "--session-command")
+
+
+def _long_value(word: str, options: tuple[str, ...]) -> str | None:
+    """The value of *word* if it is ``--OPTION=VALUE`` for one of *options* (abbreviated
+    as getopt allows: a prefix of at least three characters), else ``None``."""
+    if not word.startswith("--") or "=" not in word:
+        return None
+    option, value = word.split("=", 1)
+    return value if _abbreviates(option, options) else None
+
+
+def _abbreviates(option: str, options: Iterable[str]) -> bool:
+    """Whether *option* (``--xyz``) names one of *options*, in full or abbreviated."""
+    return len(option) >= 3 and any(full.startswith(option) for full in options)
+
+
+def _split_string(argv: list[str], i: int) -> tuple[str, list[str]] | None:
+    """``(string, the words after it)`` if ``argv[i]`` is env's ``-S``/``--split-string``
+    (also ``-S`` inside a cluster of short options, ``-iS...``, or ``--split=...``)."""
+    word = argv[i]
+    nxt, after = (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2 :]
+    if word.startswith("--"):
+        option = word.split("=", 1)[0]
+        if not _abbreviates(option, ("--split-string",)):
+            return None
+        return (word.split("=", 1)[1], argv[i + 1 :]) if "=" in word else (nxt, after)
+    if not word.startswith("-"):
+        return None
+    for k, letter in enumerate(word[1:], start=2):
+        if letter == "S":
+            return (word[k:], argv[i + 1 :]) if k < len(word) else (nxt, after)
+        if f"-{letter}" in _WRAPPER_ENV_VALUES:
+            return None  # the rest of the word is that option's value
+    return None
 
 
 def _option_words(word: str, takes_value: frozenset[str]) -> int:
-    """How many words the option *word* (and its value, if it takes one) spans."""
+    """How many words the option *word* (and its value, if it takes one) spans; a long
+    option may be abbreviated, as getopt allows."""
     if word.startswith("--"):
-        return 2 if word in takes_value else 1
+        if "=" in word:
+            return 1
+        return 2 if _abbreviates(word, [v for v in takes_value if v[:2] == "--"]) else 1
     for k, letter in enumerate(word[1:], start=2):
         if f"-{letter}" in takes_value:
             return 1 if k < len(word) else 2  # a value attached ("-uroot") or the next word
@@ -756,20 +830,23 @@ class PermissionPolicy:
         Tokenised with :mod:`shlex` (POSIX rules, ``punctuation_chars``) and compared as its
         words joined by single spaces (write patterns that way: ``"git status"``,
         ``"ls *"``). *Deny* rules see every program the line would run, each by its
-        basename (``/bin/rm`` is ``rm``): leading ``NAME=value`` words are skipped, wrappers
+        basename (``/bin/rm`` is ``rm``): leading ``NAME=value`` (and ``NAME+=value``) words are
+        skipped, wrappers
         (``command``, ``env``, ``sudo``, ``nice``, ``nohup``, ``time``, ``timeout N``,
-        ``xargs``, ``exec``, ``stdbuf``, ...) unwrapped with their options, ``sh -c``,
-        ``eval`` and ``env -S`` strings parsed in turn, and, in case a wrapper's options
-        were misread, the first words after a wrapper are tried as programs too: ``"rm *"``
+        ``xargs``, ``exec``, ``stdbuf``, ...) unwrapped with their options (read as getopt
+        reads them: clusters, abbreviated long options), ``sh -c``, ``su --command=``,
+        ``eval``, ``trap``, ``watch`` and ``env -S`` strings parsed in turn, and, in case a
+        wrapper's options were misread, every word they were read to span (and a few
+        after) is tried as a program too: ``"rm *"``
         denies ``sudo -u root /bin/rm -rf /``. *Allow* and *escalate* rules must match the
         whole line as written, wrappers, assignments and program paths included: ``"ls *"``
         admits neither ``sudo ls`` nor ``/tmp/x/ls``. A line containing any of
         ``; & | ` $ < > ( ) { }``, a newline, ``\\r`` or NUL, a glob where a program name
-        goes, or an unquoted ``*``, ``?``, ``[`` or word-initial ``~`` (pathname and tilde
-        expansion), that no deny rule matched, is denied unless an allow rule *without
-        wildcards* names the whole string exactly. A line that cannot be parsed (an
-        unbalanced quote), is empty, nests more than 32 programs, or is longer than 64 KiB is
-        denied.
+        goes, or an unquoted ``*``, ``?``, ``[`` or a ``~`` at a word's start or after ``=``
+        or ``:`` (pathname and tilde expansion), that no deny rule matched, is denied
+        unless an allow rule *without wildcards* names the whole string exactly. A line that
+        cannot be parsed (an unbalanced quote), is empty, nests more than 32 programs, or is
+        longer than 64 KiB is denied.
     ``"text"``
         A glob over the whole string (:func:`fnmatch.translate`: ``*`` matches anything). As
         for commands, a subject containing a shell control operator (:data:`SHELL_CONTROL`)
@@ -777,8 +854,8 @@ class PermissionPolicy:
 
     The pattern ``"*"`` (or ``"**"``) alone matches every well-formed subject of any kind.
     Matching is case-sensitive; a pattern marked with :data:`IGNORE_CASE` (see
-    :func:`ignoring_case`) matches ignoring case. Tool names in rules are compared exactly
-    with the registered name.
+    :func:`ignoring_case`) matches ignoring case (Unicode case folding: ``ſ`` is ``s``).
+    Tool names in rules are compared exactly with the registered name.
 
     The order: ``deny`` rules, then ``allow`` rules, then ``escalate`` rules; within each,
     the tool's own patterns before those under ``"*"`` (every tool). The first match decides;
@@ -970,7 +1047,7 @@ class PermissionPolicy:
         for key, pattern in self._patterns("allow", tool_name, "text"):
             if pattern.literal and (
                 pattern.body == action
-                or (pattern.ignore_case and pattern.body.lower() == action.lower())
+                or (pattern.ignore_case and pattern.body.casefold() == action.casefold())
             ):
                 return self._decision("allow", tool_name, action, key, pattern)
         reason = f"subject {action!r} contains {what} and no allow rule without wildcards names it"

@@ -529,6 +529,22 @@ SPELLINGS = [
     "su -c 'rm -rf /' root",
     "flock /tmp/lock -c 'rm -rf /'",
     "strace -f -o /dev/null rm -rf /",
+    # found by review: options env, su, nice, xargs... read as getopt reads them
+    "env -iS'/bin/rm -f /x'",  # -S inside a cluster of short options
+    "env --split='/bin/rm -f /x'",  # an abbreviated long option
+    "env -S 'rm\\_-f\\_/x'",  # env's own escape for a space
+    "env -u A -u B -u C -u D - /bin/rm -f /x",  # a lone "-" is -i
+    "su root --command='/bin/rm -f /x'",
+    "su root --session-command='/bin/rm -f /x'",
+    "nice -n 1 -n 1 -n 1 -n 1 --adj 1 /bin/rm -f /x",  # padding, then an abbreviation
+    "xargs -P 1 -P 1 -P 1 -P 1 --replace /bin/rm -f /x",  # --replace takes no next word
+    "stdbuf -o L -o L -o L -o L --ou L /bin/rm -f /x",
+    "ionice -c 2 -c 2 -c 2 -c 2 --classd 1 /bin/rm -f /x",
+    "timeout --sig KILL 5 /bin/rm -f /x",
+    "X+=1 /bin/rm -f /x",  # bash's append assignment
+    "trap '/bin/rm -f /x' EXIT",
+    "rbash -c 'rm -f /x'",
+    "watch -n 1 '/bin/rm -f /x'",
 ]
 
 
@@ -538,6 +554,25 @@ async def test_safe_denies_dangerous_commands_in_every_spelling(command: str) ->
     assert behavior(policy, "bash", command) == "deny"
     approving = PermissionPolicy.from_dict(policy.to_dict(), on_escalate=lambda d, c: True)
     assert (await approving.decide(call(command))).behavior == "deny"  # denied, not escalated
+
+
+@pytest.mark.parametrize("command", ["echo if=~/.ssh/id_rsa", "cp a PATH=x:~/b", "echo ~"])
+def test_a_tilde_bash_would_expand_is_denied_unless_named_exactly(command: str) -> None:
+    decision = PermissionPolicy(mode="rules", allow={"bash": ["*"]}).check("bash", command, {})
+    assert decision.behavior == "deny" and "tilde" in decision.reason
+    assert behavior(PermissionPolicy(mode="rules", allow={"bash": ["*"]}), "bash", "a=b~") == (
+        "allow"  # not after = or : (nor at a word's start): no expansion
+    )
+
+
+def test_ignoring_case_folds_as_the_file_system_may() -> None:
+    policy = PermissionPolicy(
+        mode="rules",
+        allow={"read": ["/**"]},
+        deny={"read": [ignoring_case("/data/keys/**")]},
+    )
+    for path in ("/data/KEYS/id_rsa", "/data/key\u017f/id_rsa"):  # ſ folds to s
+        assert policy.check("read", path, {}, kind="path").behavior == "deny"
 
 
 @pytest.mark.parametrize("command", ["ls -la", "git status", "env FOO=1 make", "grep x f"])
