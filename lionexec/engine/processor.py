@@ -451,12 +451,14 @@ class Processor:
         still pending, without taking capacity (unless the handler made it terminal, in which
         case it is treated as a terminal denial: a terminal event is never queued again).
 
-        The default marks the event ``skipped`` and returns ``True``; it is a checkpoint, and
-        if cancelled, it did not mark the event. Errors are treated as for
+        The default marks the event ``skipped`` (unless it was finished elsewhere meanwhile:
+        an outcome it did not produce is never rewritten) and returns ``True``; it is a
+        checkpoint, and if cancelled, it did not mark the event. Errors are treated as for
         :meth:`request_permission`.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        event.status = _SKIPPED
+        if event.execution.status not in TERMINAL_STATUSES:
+            event.status = _SKIPPED
         await trio.lowlevel.cancel_shielded_checkpoint()
         return True
 
@@ -507,6 +509,11 @@ class Processor:
                     if event.execution.status is not _PENDING:
                         self._discard(event)
                         continue
+                    # Its unit is taken now, before any await: a cycle running alongside
+                    # (while this one asks for permission) sees only what is left.
+                    seq = consumed
+                    self._available_capacity -= 1
+                    consumed += 1
                     if checks_permission:
                         in_hand = event
                         try:
@@ -516,25 +523,25 @@ class Processor:
                             failure = exc
                             break
                         in_hand = None
-                        if not allowed:
+                        if allowed:
+                            self._granted(event)
+                        else:
                             if terminal or event.execution.status in TERMINAL_STATUSES:
                                 if event.execution.status not in TERMINAL_STATUSES:
                                     event.status = _SKIPPED
                                 self._outcomes[event.execution.status] += 1
                                 queue.release()
                                 members.discard(id(event))
-                                self._available_capacity -= 1
-                                consumed += 1
-                            else:
+                            else:  # deferred: it takes no capacity
+                                self._available_capacity += 1
+                                consumed -= 1
                                 queue.give_back(event)
                                 self._deferrals += 1
                                 deferred += 1
                                 if deferred >= len(queue):
                                     break
                             continue
-                    nursery.start_soon(self._run, event, consumed, unstarted)
-                    self._available_capacity -= 1
-                    consumed += 1
+                    nursery.start_soon(self._run, event, seq, unstarted)
                     deferred = 0
         finally:
             self._cycles_running -= 1
@@ -544,6 +551,9 @@ class Processor:
         if failure is not None:
             raise failure
         return consumed
+
+    def _granted(self, event: Event) -> None:
+        """*event* was granted permission and starts now (a subclass's bookkeeping)."""
 
     def _discard(self, event: Event) -> None:
         """Drop a taken event that is no longer pending: it leaves without running."""

@@ -116,6 +116,9 @@ class RateLimitedProcessor(Processor):
         self._not_before[event] = trio.current_time() + refusal
         return False
 
+    def _granted(self, event: Event) -> None:
+        self._not_before.pop(event, None)  # no longer deferred (it may wait for a token)
+
     def _next_not_before(self) -> float | None:
         earliest = math.inf
         for event, when in list(self._not_before.items()):

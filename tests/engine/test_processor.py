@@ -870,3 +870,61 @@ async def test_statistics_is_a_frozen_snapshot_of_the_live_state(
     assert (after.executing, after.stopped, after.deferrals) == (False, False, 0)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         after.queued = 5  # type: ignore[misc]
+
+
+class _Sleeper(Event):
+    def __init__(self, n: int, seconds: float = 10) -> None:
+        super().__init__()
+        self.n, self.seconds = n, seconds
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return {"n": self.n}
+
+    async def _invoke(self) -> int:
+        await trio.sleep(self.seconds)
+        return self.n
+
+
+async def test_overlapping_cycles_never_take_more_than_the_capacity(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # A cycle takes an event's unit before asking permission: a cycle alongside sees only
+    # what is left (both took the last unit, and available_capacity went to -1).
+    class SlowPolicy(Processor):
+        async def request_permission(self, **_: Any) -> bool:
+            await trio.sleep(1)
+            return True
+
+    processor = SlowPolicy(queue_capacity=1, capacity_refresh_time=0.1, concurrency_limit=None)
+    await processor.enqueue_many([_Sleeper(i) for i in range(3)])
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(processor.process)
+            nursery.start_soon(processor.process)
+            await trio.sleep(2)
+            stats = processor.statistics()
+            assert stats.available_capacity == 0 and stats.running == 1
+    assert processor.statistics().available_capacity == 1
+
+
+async def test_the_default_denial_never_rewrites_an_outcome_made_elsewhere(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    class Refusing(Processor):
+        async def request_permission(self, **_: Any) -> bool:
+            await trio.sleep(1)  # (a remote policy service, say)
+            return False
+
+    processor = Refusing(queue_capacity=5, capacity_refresh_time=0.1, concurrency_limit=None)
+    ran_elsewhere, aborted = _Sleeper(1, seconds=0), _Sleeper(2, seconds=0)
+    await processor.enqueue_many([ran_elsewhere, aborted])
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(processor.join)
+            await trio.sleep(0.5)  # ran_elsewhere is being checked, and is run meanwhile
+            await ran_elsewhere.invoke()
+            await trio.sleep(1)  # now aborted is being checked, and its owner ends it
+            aborted.status = EventStatus.ABORTED
+    assert ran_elsewhere.status is EventStatus.COMPLETED and ran_elsewhere.response == 1
+    assert aborted.status is EventStatus.ABORTED

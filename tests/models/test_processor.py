@@ -195,3 +195,39 @@ async def test_an_executor_can_own_a_rate_limited_processor(
     # rate holds either way.
     assert sorted(e.started for e in events) == pytest.approx([0.0, 0.5, 1.0, 1.5])  # type: ignore[type-var]
     assert limiter.statistics().granted == 4
+
+
+async def test_a_granted_event_waiting_for_a_token_is_no_longer_deferred(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Its old not-before time made join() spin at one clock time, and deferred over-count.
+    checks = 0
+
+    class Job(Event):
+        def __init__(self, seconds: float) -> None:
+            super().__init__()
+            self.seconds = seconds
+
+        async def _invoke(self) -> None:
+            await trio.sleep(self.seconds)
+
+    class Counting(RateLimitedProcessor):
+        async def request_permission(self, **kwargs: Any) -> bool:
+            nonlocal checks
+            checks += 1
+            assert checks < 1000, f"spinning at t={trio.current_time()}"
+            return await super().request_permission(**kwargs)
+
+    processor = Counting(RateLimiter(requests=1, period=1.0, burst=1), concurrency_limit=1)
+    await processor.enqueue_many([Job(100), Job(1), Job(1)])
+    with trio.fail_after(500):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(processor.process)  # the first runs, holding the one token
+            await trio.sleep(1.5)
+            nursery.start_soon(processor.process)  # the second is granted, waits for it
+            await trio.sleep(0.1)
+            stats = processor.statistics()
+            assert (stats.queued, stats.deferred) == (1, 1)  # only the third is deferred
+            await processor.join()  # sleeps until the third's not-before time: no spinning
+            nursery.cancel_scope.cancel()
+    assert checks < 20
