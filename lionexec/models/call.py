@@ -486,6 +486,7 @@ def parse_chat(body: Mapping[str, Any]) -> ModelResponse:
             _tool_call(item.get("id"), function.get("name"), function.get("arguments"), body)
         )
     finish = choice.get("finish_reason")
+    _shape(finish is None or isinstance(finish, str), "finish reason string", body)
     if finish not in _CHAT_FINISH:
         raise UnknownFinishReasonError(finish)
     return ModelResponse(
@@ -561,6 +562,7 @@ def parse_anthropic(body: Mapping[str, Any]) -> ModelResponse:
                 _tool_call(block.get("id"), block.get("name"), block.get("input"), body)
             )
     finish = body.get("stop_reason")
+    _shape(finish is None or isinstance(finish, str), "stop reason string", body)
     if finish not in _ANTHROPIC_FINISH:
         raise UnknownFinishReasonError(finish)
     return ModelResponse(
@@ -651,7 +653,9 @@ class _Assembler:
         self.id = self.id or _str_or_none(chunk.get("id"))
         if chunk.get("usage") is not None:
             self.usage = _usage(chunk.get("usage"))
-        for choice in chunk.get("choices") or []:
+        choices = chunk.get("choices") or []
+        _shape(isinstance(choices, list), "list of choices", chunk)
+        for choice in choices:
             if not isinstance(choice, Mapping) or _int(choice.get("index")) != 0:
                 continue
             delta = choice.get("delta") or {}
@@ -659,7 +663,9 @@ class _Assembler:
             content = delta.get("content")
             if isinstance(content, str):
                 self.text.append(content)
-            for item in delta.get("tool_calls") or []:
+            calls = delta.get("tool_calls") or []
+            _shape(isinstance(calls, list), "list of tool call deltas", chunk)
+            for item in calls:
                 _shape(isinstance(item, Mapping), "tool call delta", chunk)
                 partial = self.calls.setdefault(_int(item.get("index")), _PartialCall())
                 if isinstance(item.get("id"), str):
@@ -690,7 +696,9 @@ class _Assembler:
             if isinstance(message, Mapping):
                 self.model = _str_or_none(message.get("model"))
                 self.id = _str_or_none(message.get("id"))
-                self.input_tokens = _int((message.get("usage") or {}).get("input_tokens"))
+                usage = message.get("usage")
+                if isinstance(usage, Mapping):
+                    self.input_tokens = _int(usage.get("input_tokens"))
         elif kind == "content_block_start":
             block: Any = chunk.get("content_block")
             _shape(isinstance(block, Mapping), "content block", chunk)
@@ -738,6 +746,7 @@ class _Assembler:
             raise StreamTruncatedError(
                 f"stream ended after {self.chunks} chunks without {marker}", chunks=self.chunks
             )
+        _shape(self.finish is None or isinstance(self.finish, str), "finish reason string", {})
         if self.finish not in finishes:
             raise UnknownFinishReasonError(self.finish)
         calls = tuple(

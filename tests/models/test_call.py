@@ -282,3 +282,67 @@ async def test_a_response_over_the_size_limit_is_refused(
     assert call.status is EventStatus.FAILED
     error = error_of(call)
     assert isinstance(error, MalformedResponseError) and "exceeds 2000" in str(error)
+
+
+def _chat_body(**choice: Any) -> dict[str, Any]:
+    first = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "hi"},
+        "finish_reason": "stop",
+    }
+    return {"id": "x", "choices": [{**first, **choice}]}
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        ("chat", _chat_body(finish_reason=["stop"])),  # unhashable: was a TypeError
+        ("chat", _chat_body(finish_reason={"a": 1})),
+        ("anthropic", {"content": [{"type": "text", "text": "x"}], "stop_reason": ["end_turn"]}),
+    ],
+)
+def test_a_body_of_the_wrong_shape_is_malformed_never_a_type_error(
+    api: Any, body: dict[str, Any]
+) -> None:
+    from lionexec.models.call import parse_body
+
+    with pytest.raises(MalformedResponseError, match="reason string"):
+        parse_body(api, json.dumps(body))
+
+
+@pytest.mark.parametrize(
+    ("api", "chunks", "what"),
+    [
+        ("chat", [{"choices": 5}, "[DONE]"], "list of choices"),
+        ("chat", [{"choices": [{"index": 0, "delta": {}, "finish_reason": ["stop"]}]}, "[DONE]"],
+         "finish reason string"),
+        ("chat", [{"choices": [{"index": 0, "delta": {"tool_calls": 3}}]}, "[DONE]"],
+         "list of tool call deltas"),
+        ("anthropic", [{"type": "message_delta", "delta": {"stop_reason": ["end_turn"]}},
+                       {"type": "message_stop"}], "finish reason string"),
+    ],
+)  # fmt: skip
+def test_a_stream_of_the_wrong_shape_is_malformed_never_a_type_error(
+    api: Any, chunks: list[Any], what: str
+) -> None:
+    from lionexec.models.call import _Assembler
+
+    assembler = _Assembler(api)
+    with pytest.raises(MalformedResponseError, match=what):
+        for chunk in chunks:
+            assembler.feed(chunk)
+        assembler.result()
+
+
+def test_an_anthropic_stream_whose_usage_is_not_an_object_still_assembles() -> None:
+    from lionexec.models.call import _Assembler
+
+    assembler = _Assembler("anthropic")
+    chunks = [
+        {"type": "message_start", "message": {"usage": 5, "id": "m1"}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+        {"type": "message_stop"},
+    ]
+    for chunk in chunks:
+        assembler.feed(chunk)
+    assert assembler.result().finish_reason == "stop"
