@@ -310,8 +310,9 @@ class Event:
         """A new pending event of the same class doing the same work.
 
         It has a new id, creation time and execution. Other fields are deep-copied where
-        possible (those a subclass names in ``_fresh_shared`` are shared). With *copy_meta* the
-        metadata is deep-copied (best effort); either way it gains
+        possible (those a subclass names in ``_fresh_shared`` are shared), and so are the
+        attributes of a subclass that is not an attrs class (its ``__init__`` is not called).
+        With *copy_meta* the metadata is deep-copied (best effort); either way it gains
         ``{"original": {"id": ..., "created_at": ...}}``.
         """
         kwargs: dict[str, Any] = {}
@@ -323,7 +324,18 @@ class Event:
             kwargs[field.alias] = value if shared else _best_effort_copy(value)
         metadata = _best_effort_copy(self.metadata) if copy_meta else {}
         metadata["original"] = {"id": str(self.id), "created_at": self.created_at}
-        return type(self)(metadata=metadata, **kwargs)
+        cls = type(self)
+        declared = next(c for c in cls.__mro__ if "__attrs_attrs__" in c.__dict__)
+        if declared is cls:
+            return cls(metadata=metadata, **kwargs)
+        # A subclass with an __init__ of its own (not an attrs class): built without calling
+        # it (its parameters are unknown here), its own attributes copied as fields are.
+        fresh = object.__new__(cls)
+        declared.__init__(fresh, metadata=metadata, **kwargs)  # type: ignore[misc]
+        for name, value in getattr(self, "__dict__", {}).items():
+            shared = name in self._fresh_shared
+            fresh.__dict__[name] = value if shared else _best_effort_copy(value)
+        return fresh
 
 
 def _converter() -> JsonConverter:

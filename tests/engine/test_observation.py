@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -225,6 +226,28 @@ async def test_as_fresh_event_is_a_new_pending_event_of_the_same_class() -> None
     assert fresh.metadata == {"original": {"id": str(old.id), "created_at": old.created_at}}
     await fresh.invoke()
     assert fresh.response == 3
+
+
+async def test_as_fresh_event_of_a_plain_subclass_with_its_own_init() -> None:
+    # The events guide's own example: an __init__ with parameters the base cannot know.
+    class Divide(Event):
+        def __init__(self, a: float, b: list[float]) -> None:
+            super().__init__()
+            self.a, self.b = a, b
+
+        async def _invoke(self) -> float:
+            await trio.lowlevel.checkpoint()
+            return self.a / sum(self.b)
+
+    old = Divide(6, [1, 2])
+    await old.invoke()
+    fresh = old.as_fresh_event()
+    assert type(fresh) is Divide and fresh.id != old.id
+    assert fresh.status is EventStatus.PENDING and fresh.execution is not old.execution
+    assert (fresh.a, fresh.b) == (6, [1, 2]) and fresh.b is not old.b
+    assert fresh.metadata["original"]["id"] == str(old.id)
+    await fresh.invoke()
+    assert fresh.response == 2
 
 
 def test_as_fresh_event_copy_meta_deep_copies_metadata() -> None:
