@@ -165,6 +165,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
 from lionexec import ActionOutcome, ActionRequest, ActionResponse, Branch, HookPoint
+from lionexec._jsonable import is_unicode, utf8_text
 from lionexec.act import read_proposal
 from lionexec.conversation import ErrorInfo, Message, MessageManager, result_text, to_openai
 from lionexec.errors import DuplicateCallError
@@ -176,6 +177,7 @@ from lionexec.journal import (
     JournalError,
     open_journal,
 )
+from lionexec.journal.api import canonical_json
 from lionexec.journal.approvals import Approval
 from lionexec.journal.queue import load_request
 from lionexec.serialization import converter
@@ -440,7 +442,9 @@ def dumps(value: object) -> bytes:
 def _strict(value: Any, depth: int) -> Any:
     if depth > 200:
         return "<max depth exceeded>"
-    if isinstance(value, str | bool) or value is None:
+    if isinstance(value, str):
+        return utf8_text(value)  # a lone surrogate cannot be sent as UTF-8: U+FFFD
+    if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, float):
         if math.isfinite(value):
@@ -453,7 +457,7 @@ def _strict(value: Any, depth: int) -> Any:
             return f"<int with {value.bit_length()} bits>"
         return value
     if isinstance(value, Mapping):
-        return {str(k): _strict(v, depth + 1) for k, v in value.items()}
+        return {utf8_text(str(k)): _strict(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_strict(v, depth + 1) for v in value]
     return f"<unserializable {type(value).__name__}>"
@@ -1270,7 +1274,7 @@ class App:
                 fresh.append(index)
                 continue
             content = previous.content
-            if content.function != call.function or content.arguments != (call.arguments or {}):
+            if not _same_call(content.function, content.arguments, call):
                 return HTTPError(
                     409,
                     f"tool call id {call.call_id!r} is already recorded in this conversation "
@@ -1365,7 +1369,7 @@ class App:
             if call is None or row.request is None:
                 continue
             content = load_request(row.request).content
-            if content.function != call.function or content.arguments != (call.arguments or {}):
+            if not _same_call(content.function, content.arguments, call):
                 return HTTPError(
                     409,
                     f"tool call id {call.call_id!r} is already queued in this conversation "
@@ -1716,7 +1720,7 @@ def _decision_body(body: bytes, config: ServerConfig) -> tuple[str, str | None, 
         raise HTTPError(400, f"body must be a JSON object, got {_json_type(data)}")
     unknown = set(data) - {"decision", "reason", "by"}
     if unknown:
-        raise HTTPError(400, f"unknown fields: {', '.join(sorted(unknown))[:200]}")
+        raise HTTPError(400, f"unknown fields: {', '.join(map(repr, sorted(unknown)))[:200]}")
     decision = data.get("decision", "approve")
     if decision not in ("approve", "reject"):
         raise HTTPError(400, f"decision must be 'approve' or 'reject', got {_preview(decision)}")
@@ -1724,6 +1728,8 @@ def _decision_body(body: bytes, config: ServerConfig) -> tuple[str, str | None, 
     for name, value in (("reason", reason), ("by", by)):
         if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 1000):
             raise HTTPError(400, f"{name} must be a string of 1-1000 characters")
+        if value is not None and not is_unicode(value):
+            raise HTTPError(400, f"{name} must be valid Unicode (no lone surrogates)")
     if decision == "reject" and reason is None:
         raise HTTPError(400, "a rejection needs a reason")
     return decision, reason, by
@@ -1811,6 +1817,14 @@ def _parsed_arguments(tool_call: object, index: int, config: ServerConfig) -> ob
     if holder is spec:
         return {**tool_call, "function": {**spec, key: parsed}}
     return {**tool_call, key: parsed}
+
+
+def _same_call(function: str, arguments: dict[str, Any], call: Call) -> bool:
+    """Whether a recorded request is *call* again: the same function, and arguments equal as
+    JSON (``false`` is not ``0``, nor ``1.0`` ``1``), not merely as Python values."""
+    return function == call.function and canonical_json(arguments) == canonical_json(
+        call.arguments or {}
+    )
 
 
 def _json_type(value: object) -> str:

@@ -29,7 +29,6 @@ runs on anyio, so it runs on trio.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
@@ -38,6 +37,7 @@ import attrs
 import mcp
 import mcp.types
 
+from lionexec.conversation.export import dumps as strict_dumps
 from lionexec.errors import ConfigurationError, LionexecError, SchemaError
 from lionexec.tools import TOOL_NAME_PATTERN, Tool
 
@@ -239,7 +239,9 @@ def mcp_output(result: mcp.types.CallToolResult) -> Any:
         if all(part["type"] == "text" for part in parts):
             return structured
         if not any(part["type"] == "text" for part in parts):
-            parts.append({"type": "text", "text": json.dumps(structured, allow_nan=False)})
+            # strict JSON text (a NaN the SDK read becomes "NaN"), never a ValueError that
+            # would turn a successful call into a failed one
+            parts.append({"type": "text", "text": strict_dumps(structured)})
         return parts
     if not parts:
         return None
@@ -275,4 +277,4 @@ def _part(block: Any) -> dict[str, Any]:
             "uri": str(block.uri),
         }
     dump = block.model_dump(mode="json") if hasattr(block, "model_dump") else repr(block)
-    return {"type": "text", "text": json.dumps(dump, default=str)}
+    return {"type": "text", "text": strict_dumps(dump)}

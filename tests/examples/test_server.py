@@ -60,6 +60,13 @@ def explode(reason: str) -> None:
     raise RuntimeError(reason)
 
 
+def odd_text(fail: bool) -> str:
+    """Text with a lone surrogate (a file name read with surrogateescape, say)."""
+    if fail:
+        raise ValueError("bad \udc80 name")
+    return "a\udc80b"
+
+
 @attrs.frozen
 class Running:
     app: Any
@@ -75,7 +82,8 @@ def gates() -> Gates:
 @pytest.fixture
 async def running(gates: Gates) -> AsyncIterator[Running]:
     app = server.App(
-        server.ServerConfig(port=0), tools=[*server.DEMO_TOOLS, gates.tool(), explode]
+        server.ServerConfig(port=0),
+        tools=[*server.DEMO_TOOLS, gates.tool(), explode, odd_text],
     )
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
@@ -153,6 +161,42 @@ async def test_act_replies_with_openai_tool_messages_and_statuses(running: Runni
     failed = json.loads(messages[2]["content"])
     assert failed == {"error": "RuntimeError", "message": "boom", "outcome": "failed"}
     assert json.loads(messages[3]["content"])["error"] == "ToolNotFoundError"
+
+
+async def test_text_that_is_not_valid_unicode_is_sent_as_valid_utf8(running: Running) -> None:
+    # A lone surrogate in a tool's output or error made every body holding it a 500.
+    with trio.fail_after(BUDGET):
+        body = {
+            "conversation_id": "odd",
+            "tool_calls": [
+                call("odd_text", {"fail": False}, "a"),
+                call("odd_text", {"fail": True}, "b"),
+            ],
+        }
+        reply = await running.client.post("/v1/act", json=body)
+        history = await running.client.get("/v1/conversations/odd")
+    for response in (reply, history):
+        assert response.status_code == 200, response.text
+        response.content.decode("utf-8")  # strict UTF-8
+        json.loads(response.content)
+    ok, failed = reply.json()["messages"]
+    assert ok["content"] == "a\ufffdb" and ok["outcome"] == "completed"
+    assert json.loads(failed["content"])["message"] == "bad \ufffd name"
+
+
+async def test_a_retried_call_id_must_have_the_same_arguments_as_json(running: Running) -> None:
+    # Python's 0 == False made {"text": "a", "n": false} a replay of {"text": "a", "n": 0}.
+    with trio.fail_after(BUDGET):
+        first = {"conversation_id": "r", "tool_calls": [call("word_count", {"text": "a b"}, "x")]}
+        assert (await running.client.post("/v1/act", json=first)).status_code == 200
+        again = await running.client.post("/v1/act", json=first)
+        assert again.status_code == 200  # the same call again: its recorded answer
+        other = {"conversation_id": "r", "tool_calls": [call("word_count", {"text": 1}, "y")]}
+        assert (await running.client.post("/v1/act", json=other)).status_code == 200
+        changed = {"conversation_id": "r", "tool_calls": [call("word_count", {"text": True}, "y")]}
+        reply = await running.client.post("/v1/act", json=changed)
+    assert reply.status_code == 409, reply.text
+    assert "'y'" in reply.json()["error"]
 
 
 async def test_sequential_strategy(running: Running) -> None:
@@ -541,3 +585,19 @@ async def test_shutdown_ends_event_streams(gates: Gates) -> None:
                 assert await anext(lines) == ": subscribed"
                 stop.set()
                 assert [line async for line in lines] == [""]  # then the stream ends
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"decision": "reject", "reason": "no \\ud800"}',
+        b'{"by": "\\udc80"}',
+        b'{"\\ud800": 1}',
+    ],
+)
+def test_an_approval_decision_with_text_that_is_not_valid_unicode_is_a_400(body: bytes) -> None:
+    # It reached the journal (a 500) or the error message (a 500 writing it).
+    with pytest.raises(server.HTTPError) as caught:
+        server._decision_body(body, server.ServerConfig())
+    assert caught.value.status == 400
+    server.dumps({"error": str(caught.value)}).decode("utf-8")

@@ -353,3 +353,16 @@ def test_output_rules_for_results_built_by_hand() -> None:
     )
     assert mcp_output(image_only)[-1] == {"type": "text", "text": '{"w": 1}'}
     assert mcp_output(mcp.types.CallToolResult(content=[])) is None
+
+
+def test_non_finite_structured_content_beside_an_image_is_strict_json_text() -> None:
+    # The SDK reads NaN and 1e400 as floats: a successful call was recorded failed
+    # (json.dumps(allow_nan=False) raised ValueError in mcp_output).
+    result = mcp.types.CallToolResult(
+        content=[mcp.types.ImageContent(data="AA==", mime_type="image/png")],
+        structured_content={"mean": float("nan"), "max": float("inf")},
+    )
+    assert mcp_output(result)[-1] == {
+        "type": "text",
+        "text": '{"mean": "NaN", "max": "Infinity"}',
+    }
