@@ -559,7 +559,6 @@ _WRAPPER_ENV_VALUES: Final = _WRAPPERS["env"][0]
 _SHELLS: Final = frozenset(
     {"sh", "bash", "rbash", "dash", "zsh", "ksh", "mksh", "ash", "su", "runuser", "flock"}
 )
-_SPLIT_STRING: Final = frozenset({"-S", "--split-string"})
 
 
 class _Refused(Exception):
@@ -634,6 +633,9 @@ def _simple_commands(tokens: list[str]) -> Iterator[list[str]]:
 #: Words after the ones a wrapper's options were read to span that deny rules also read as a
 #: command, in case those options were misread (so is every word they spanned).
 _SUSPECT_WORDS: Final = 8
+#: A wrapper whose options span more words than this is not read (the line is denied): each
+#: suspect is a copy of the rest of the line, and a line holds up to 64 KiB.
+_MAX_SUSPECTS: Final = 128
 
 
 @attrs.define
@@ -750,10 +752,11 @@ def _suspects(argv: list[str], first: int, program: int, result: _Command) -> No
     some words past *program* (where its options were read to end), but *program* itself:
     in case the options were misread. Every word they were read to span is one, however
     many: padding with options read right cannot push the real program out of reach."""
+    stop = min(len(argv), program + _SUSPECT_WORDS)
+    if stop - first > _MAX_SUSPECTS:
+        raise _Refused(f"has a wrapper with more than {_MAX_SUSPECTS} words of options")
     result.denied_forms.extend(
-        " ".join([_basename(argv[j]), *argv[j + 1 :]])
-        for j in range(first, min(len(argv), program + _SUSPECT_WORDS))
-        if j != program
+        " ".join([_basename(argv[j]), *argv[j + 1 :]]) for j in range(first, stop) if j != program
     )
 
 

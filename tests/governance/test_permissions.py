@@ -556,6 +556,16 @@ async def test_safe_denies_dangerous_commands_in_every_spelling(command: str) ->
     assert (await approving.decide(call(command))).behavior == "deny"  # denied, not escalated
 
 
+def test_a_wrapper_with_endless_options_is_denied_not_read_at_length() -> None:
+    # Every word a wrapper's options span is a suspect program, a copy of the rest of the
+    # line each: bounded, so a 64 KiB line of options cannot cost gigabytes.
+    policy = PermissionPolicy(mode="rules", allow={"bash": ["*"]}, deny={"bash": ["rm *"]})
+    command = "sudo " + "-u x " * 6000 + "ls"
+    decision = policy.check("bash", command, {})
+    assert decision.behavior == "deny" and "more than 128 words of options" in decision.reason
+    assert policy.check("bash", "sudo " + "-u x " * 50 + "ls", {}).behavior == "allow"
+
+
 @pytest.mark.parametrize("command", ["echo if=~/.ssh/id_rsa", "cp a PATH=x:~/b", "echo ~"])
 def test_a_tilde_bash_would_expand_is_denied_unless_named_exactly(command: str) -> None:
     decision = PermissionPolicy(mode="rules", allow={"bash": ["*"]}).check("bash", command, {})
