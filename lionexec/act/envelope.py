@@ -428,10 +428,7 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
     if type(raw) is dict and _flat(raw):  # the usual arguments: one pass, a shallow copy
         return raw.copy(), None
     if type(raw) is dict or isinstance(raw, Mapping):
-        for key in raw:
-            if not isinstance(key, str):
-                return None, f"argument names must be strings, got {_shown(key)}"
-        problem = _hostile(raw)
+        problem = _hostile(raw)  # (its names too: non-strings are refused at every level)
         if problem is not None:
             return None, problem
         arguments = dict(raw)

@@ -281,16 +281,15 @@ class CallTransaction:
                 self.call_id,
             )
         try:
+            phases = self._phases()  # (resolve is synchronous: no deadline can cut it)
             deadline = self.params.call_timeout
-            if deadline is None:
-                phases = self._phases()
-                if phases is not None:
-                    await phases
+            if phases is None:
+                pass  # resolve ended the call
+            elif deadline is None:
+                await phases
             else:
                 with trio.move_on_after(deadline):
-                    phases = self._phases()
-                    if phases is not None:
-                        await phases
+                    await phases
                 if self.response is None:
                     self._cut_short(
                         ActionOutcome.TIMED_OUT,
