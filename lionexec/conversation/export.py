@@ -169,7 +169,7 @@ def _result(response: ActionResponse | None) -> _Result:
         if isinstance(converted, str):  # a value JSON has no scalar for (NaN, a huge int,
             # bytes, ...): its text as it is, which is what a journal keeps and reloads
             return _Result(converted, None, False)
-        return _Result(json.dumps(converted, ensure_ascii=False, allow_nan=False), None, False)
+        return _Result(_json_text(converted), None, False)
     error = content.error
     record = {
         "error": error.type if error is not None else "UnknownError",
@@ -559,4 +559,9 @@ def _anthropic_part(part: ContentPart) -> dict[str, Any] | None:
 
 def dumps(value: object) -> str:
     """Strict JSON text of *value* (see :func:`lionexec._jsonable.jsonable`), non-ASCII kept."""
-    return json.dumps(strict_json(value), ensure_ascii=False, allow_nan=False)
+    return _json_text(strict_json(value))
+
+
+def _json_text(converted: object) -> str:
+    """:func:`dumps` of a value :func:`~lionexec._jsonable.jsonable` has converted already."""
+    return json.dumps(converted, ensure_ascii=False, allow_nan=False)
