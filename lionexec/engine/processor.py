@@ -518,11 +518,18 @@ class Processor:
                         in_hand = event
                         try:
                             allowed = await self.request_permission(**event.request)
-                            terminal = False if allowed else await self.handle_denied(event)
+                            elsewhere = event.execution.status is not _PENDING
+                            if not (allowed or elsewhere):
+                                terminal = await self.handle_denied(event)
                         except Exception as exc:
                             failure = exc
                             break
                         in_hand = None
+                        if elsewhere:  # started or finished elsewhere while it was asked for
+                            self._available_capacity += 1
+                            consumed -= 1
+                            self._discard(event)
+                            continue
                         if allowed:
                             self._granted(event)
                         else:

@@ -206,6 +206,36 @@ async def test_an_event_finished_elsewhere_while_waiting_for_a_token_is_discarde
     assert waiting.runs == 0 and waiting not in processor
 
 
+@pytest.mark.parametrize("allowed", [True, False])
+async def test_an_event_finished_elsewhere_during_its_permission_check_is_discarded(
+    autojump_clock: trio.testing.MockClock, allowed: bool
+) -> None:
+    """Whatever the policy answers (deny: whatever the denial handler says), an event that
+    its owner finished while the processor asked is discarded: not run, not counted among
+    the outcomes, its unit of capacity given back."""
+    asked = trio.Event()
+    answer = trio.Event()
+
+    class Asking(Processor):
+        async def request_permission(self, **kwargs: Any) -> bool:
+            asked.set()
+            await answer.wait()
+            return allowed
+
+    processor = Asking(5, 1.0, None)
+    [job] = jobs("a")
+    await processor.enqueue(job)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(processor.process)
+        await asked.wait()
+        job.status = EventStatus.ABORTED  # its owner gives up on it
+        answer.set()
+    stats = processor.statistics()
+    assert (stats.aborted, stats.skipped, stats.discarded) == (0, 0, 1)
+    assert (stats.taken, stats.available_capacity) == (0, 5)
+    assert job.runs == 0 and job not in processor
+
+
 async def test_wrong_type_is_refused_by_every_enqueue() -> None:
     class JobProcessor(Processor):
         event_type = Job
