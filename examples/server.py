@@ -168,7 +168,7 @@ from lionexec import ActionOutcome, ActionRequest, ActionResponse, Branch, HookP
 from lionexec._jsonable import is_unicode, utf8_text
 from lionexec.act import read_proposal
 from lionexec.conversation import ErrorInfo, Message, MessageManager, result_text, to_openai
-from lionexec.errors import DuplicateCallError
+from lionexec.errors import DuplicateCallError, NotDurableError
 from lionexec.governance import PermissionPolicy
 from lionexec.journal import (
     ApprovalClosed,
@@ -1675,16 +1675,20 @@ async def _submit(journal: Journal, branch_id: uuid.UUID, envelopes: list[object
 
 
 def _journal_refusal(exc: BaseException) -> JournalError | None:
-    """The :class:`JournalError` that *exc* is (or is only made of), else ``None``."""
+    """The :class:`JournalError` that *exc* is (or is only made of), else ``None``. A
+    :class:`NotDurableError` (the calls ran, their outcomes were not committed) counts as
+    the journal error that caused it."""
+    if isinstance(exc, NotDurableError) and isinstance(exc.__cause__, JournalError):
+        return exc.__cause__
     if isinstance(exc, JournalError):
         return exc
     if isinstance(exc, BaseExceptionGroup):
-        match, rest = exc.split(JournalError)
+        match, rest = exc.split((JournalError, NotDurableError))
         if match is not None and rest is None:
             leaf: BaseException = match
             while isinstance(leaf, BaseExceptionGroup):
                 leaf = leaf.exceptions[0]
-            return leaf if isinstance(leaf, JournalError) else None
+            return _journal_refusal(leaf)
     return None
 
 

@@ -45,6 +45,7 @@ from .errors import EventTypeError as EventTypeError
 from .errors import HistoryError as HistoryError
 from .errors import LionexecError as LionexecError
 from .errors import MessageNotFoundError as MessageNotFoundError
+from .errors import NotDurableError as NotDurableError
 from .errors import NotInTrioError as NotInTrioError
 from .errors import ProcessorBusyError as ProcessorBusyError
 from .errors import SchemaError as SchemaError
@@ -103,6 +104,7 @@ __all__ = [
     "LionexecError",
     "MessageManager",
     "MessageNotFoundError",
+    "NotDurableError",
     "NotInTrioError",
     "PermissionDecision",
     "PermissionPolicy",

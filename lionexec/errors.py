@@ -8,6 +8,8 @@ derives from the builtin a Python user would expect (``ValueError``, ``TypeError
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "HistoryError",
     "LionexecError",
     "MessageNotFoundError",
+    "NotDurableError",
     "NotInTrioError",
     "ProcessorBusyError",
     "SchemaError",
@@ -178,6 +181,27 @@ class DuplicateCallError(LionexecError, ValueError):
     def __init__(self, message: str, *, call_id: str) -> None:
         super().__init__(message)
         self.call_id = call_id
+
+
+class NotDurableError(LionexecError):
+    """:meth:`~lionexec.act.Branch.act` ran its batch, but a durable sink (a journal) does
+    not hold the batch's record: its write failed (the sink's error is the ``__cause__``).
+
+    Raised instead of returning: a response a caller has seen is one the durable sinks
+    hold. Every call was answered and is recorded in the branch's history. A journal writes
+    what it missed with its next commit (``await journal.flush()``); a crash before that
+    recovers the calls as their effect classes say (a journal holds their write-aheads).
+
+    Attributes:
+        responses: what ``act()`` would have returned, recorded in memory only (a caller
+            that can act on responses not yet durable finds them here).
+        sink: the ``repr`` of the sink that does not hold them.
+    """
+
+    def __init__(self, message: str, *, responses: list[Any], sink: str) -> None:
+        super().__init__(message)
+        self.responses = responses
+        self.sink = sink
 
 
 class NotInTrioError(LionexecError, RuntimeError):

@@ -17,7 +17,12 @@ from lionexec import _unstructure
 from lionexec._failures import FailureLog, FailureStatistics
 from lionexec.conversation import ActionRequest, ActionResponse, AssistantResponse, MessageManager
 from lionexec.conversation.history import running
-from lionexec.errors import ConfigurationError, DuplicateCallError, require_trio
+from lionexec.errors import (
+    ConfigurationError,
+    DuplicateCallError,
+    NotDurableError,
+    require_trio,
+)
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
 
@@ -364,6 +369,7 @@ class Branch:
             # the transaction's own coroutine, not one around it (act rows of nox -s bench)
             return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
 
+        lost = [feed.lost for feed in durable] if durable else []
         try:
             self._admit(batch.turn, requests, made_here)
             results = await fan_out(
@@ -380,6 +386,7 @@ class Branch:
                 settled = self.messages.appended
                 for feed, accepted in [(feed, feed.accepted) for feed in durable]:
                     await feed.wait_settled(accepted)
+                self._check_held(requests, results, lost)
                 if self.retain is not None:  # only what every durable sink holds
                     held = [getattr(feed.sink, "committed", settled) for feed in durable]
                     self._trim(self.retain, before=min(settled, *held))
@@ -398,6 +405,44 @@ class Branch:
             # what it settled may go, so such a branch trims above, on success only.
             if self.retain is not None and not durable:
                 self._trim(self.retain, before=None)
+
+    def _check_held(
+        self, requests: list[ActionRequest], responses: list[Any], lost: list[int]
+    ) -> None:
+        """Raise :class:`NotDurableError` unless every durable sink holds the record of
+        *requests* (written, after :meth:`SinkFeed.wait_settled`).
+
+        A sink that says how much of the history it holds (``committed``) is asked whether
+        the batch's messages are among those: a write of it that failed may have been made
+        good by a later one (a journal's next commit carries what the failed one missed).
+        Of another, any record lost since the batch began (*lost*: each feed's count then)
+        counts, the batch's own or not.
+        """
+        for feed, before in zip(self._durable, lost, strict=True):
+            committed = getattr(feed.sink, "committed", None)
+            if type(committed) is int:
+                ours = {request.id for request in requests}
+                unheld = any(
+                    message.id in ours
+                    or (
+                        isinstance(message, ActionResponse)
+                        and message.content.action_request_id in ours
+                    )
+                    for message in self.messages.appended_since(committed)
+                )
+            else:
+                unheld = feed.lost > before
+            if unheld:
+                error = feed.last_error
+                why = "records dropped" if error is None else f"a write failed: {error!r}"
+                raise NotDurableError(
+                    f"the {len(requests)} call(s) of this act() were answered and are recorded "
+                    f"in branch {self.name}, but the durable sink {feed.sink!r} does not hold "
+                    f"them ({why}); a journal writes them with its next commit "
+                    "(await journal.flush())",
+                    responses=responses,
+                    sink=repr(feed.sink),
+                ) from error
 
     @trio.lowlevel.enable_ki_protection
     def _admit(

@@ -113,11 +113,14 @@ class EvidenceSink(Protocol):
 
     A sink with a true ``durable`` attribute (a journal) makes :meth:`Branch.act` wait, before
     it returns, until the records of its batch have been written: a response a caller has
-    seen is then one the sink holds. Other sinks (a log file) are written behind. A durable
-    sink may also say, as an int attribute ``committed``, how many of the history's messages
-    (:attr:`MessageManager.appended <lionexec.conversation.MessageManager.appended>`) it
-    holds: a branch with ``retain=`` then trims only among those (a failed write keeps the
-    rest in memory for the sink's next one).
+    seen is then one the sink holds (if the write fails, ``act()`` raises
+    :class:`~lionexec.errors.NotDurableError` instead of returning). Other sinks (a log
+    file) are written behind. A durable sink may also say, as an int attribute
+    ``committed``, how many of the history's messages (:attr:`MessageManager.appended
+    <lionexec.conversation.MessageManager.appended>`) it holds: ``act()`` then asks it
+    whether the batch is among those (a write that failed may have been made good by a later
+    one), and a branch with ``retain=`` trims only among those (a failed write keeps the rest
+    in memory for the sink's next one).
 
     A sink whose :meth:`write` may wait to batch records with later work (a journal's outcome
     commits linger for the next call's commit) may define a synchronous ``expedite()``: the
@@ -193,6 +196,8 @@ class SinkFeed:
         self._written = 0
         self._dropped = 0
         self._failed = 0
+        #: The exception of the latest write that failed, if any.
+        self.last_error: Exception | None = None
         self._serving = False
         self._closed = False
         self._settle_waiters = 0  # tasks in wait_settled
@@ -228,6 +233,11 @@ class SinkFeed:
     def accepted(self) -> int:
         """How many records were ever put in the buffer."""
         return self._accepted
+
+    @property
+    def lost(self) -> int:
+        """How many records were ever dropped, or given to a write that failed."""
+        return self._dropped + self._failed
 
     async def wait_settled(self, mark: int) -> None:
         """Wait until the first *mark* records accepted have been written (or failed).
@@ -309,6 +319,7 @@ class SinkFeed:
                         await self.sink.write(batch)
                     except Exception as exc:
                         self._failed += len(batch)
+                        self.last_error = exc
                         self._report(self.sink, batch[0].request.call_id, exc)
                     else:
                         self._written += len(batch)

@@ -12,6 +12,7 @@ import trio.testing
 
 from lionexec import ActionOutcome, Branch, Tool
 from lionexec.act import EventLog, EvidenceRecord, JsonlSink, WriteAhead
+from lionexec.errors import NotDurableError
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
 
@@ -231,6 +232,60 @@ async def test_act_waits_for_a_durable_sink_before_returning() -> None:
             sink.release.set()
         assert returned.is_set()
         assert sum(sink.batches) == 2
+
+
+class FailingSink(RecordingSink):
+    """A sink whose writes fail while ``failing`` is set."""
+
+    def __init__(self, *, durable: bool) -> None:
+        super().__init__()
+        self.durable = durable
+        self.failing = True
+
+    async def write(self, records: Sequence[EvidenceRecord]) -> None:
+        await trio.lowlevel.checkpoint()
+        if self.failing:
+            raise OSError("the disk is gone")
+        await super().write(records)
+
+
+async def test_act_raises_not_durable_when_a_durable_sink_does_not_hold_its_record() -> None:
+    """A response a caller sees is one the durable sinks hold: when their write fails,
+    ``act()`` raises instead of returning, the responses recorded and on the error."""
+    sink = FailingSink(durable=True)
+
+    async def ok(n: int) -> int:
+        return n
+
+    with trio.fail_after(5):
+        async with Branch(sinks=[sink]) as branch:
+            branch.register_tools(Tool.from_function(ok))
+            with pytest.raises(NotDurableError) as caught:
+                await branch.act([call("ok", n=1), call("ok", n=2)])
+            assert isinstance(caught.value.__cause__, OSError)
+            assert caught.value.sink == "RecordingSink()"
+            assert "the durable sink RecordingSink() does not hold them" in str(caught.value)
+            assert [r.output for r in caught.value.responses] == [1, 2]
+            recorded = {r.id for r in branch.messages.responses()}
+            assert recorded == {r.id for r in caught.value.responses}
+            sink.failing = False
+            [response] = await branch.act(call("ok", n=3))  # written: returned
+            assert response.output == 3
+    assert_consistent(branch)
+
+
+async def test_a_failed_write_of_a_sink_that_is_not_durable_is_reported_not_raised() -> None:
+    sink = FailingSink(durable=False)
+
+    async def ok(n: int) -> int:
+        return n
+
+    with trio.fail_after(5):
+        async with Branch(sinks=[sink]) as branch:
+            branch.register_tools(Tool.from_function(ok))
+            [response] = await branch.act(call("ok", n=1))
+    assert response.output == 1
+    assert any(isinstance(f.error, OSError) and f.where == "sink" for f in branch.failures)
 
 
 async def test_a_sink_whose_expedite_raises_is_reported_not_raised() -> None:

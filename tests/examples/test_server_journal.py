@@ -21,7 +21,7 @@ import httpx
 import pytest
 import trio
 
-from lionexec.journal import open_journal
+from lionexec.journal import JournalConnectionError, open_journal
 from lionexec.journal.worker import Worker
 from lionexec.tools import Tool
 
@@ -686,3 +686,26 @@ async def test_a_journaled_conversation_is_capped_at_max_history(tmp_path: Path)
             assert (await history_of(client, "cap"))["total"] == 4
     with pytest.raises(ValueError, match="max_history"):
         server.ServerConfig(max_history=0)
+
+
+async def test_a_call_whose_outcome_the_journal_refuses_is_a_503(tmp_path: Path) -> None:
+    """The call ran but the journal refused its outcome: the client gets a 503, never a
+    200 with a response the journal does not hold."""
+    runs: list[str] = []
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "o.db"))
+    body = {"conversation_id": "o", "tool_calls": [call("note", {"text": "x"}, "n")]}
+    with trio.fail_after(BUDGET):
+        async with running_server(config, counted_tools(runs)) as (app, client):
+            journal = app.journal
+            commit_batch = journal._commit_batch
+
+            async def outcomes_refused(batch: Any) -> Any:
+                if batch.outcomes:
+                    raise JournalConnectionError("the outcome commit was refused (test)")
+                return await commit_batch(batch)
+
+            journal._commit_batch = outcomes_refused
+            reply = await client.post("/v1/act", json=body)
+    assert reply.status_code == 503, reply.text
+    assert "the outcome commit was refused (test)" in reply.json()["error"]
+    assert runs == ["x"]

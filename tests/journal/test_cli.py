@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
+from lionexec.errors import NotDurableError
 from lionexec.journal import SqliteJournal
 from lionexec.journal.cli import main
 from lionexec.tools import Tool
@@ -47,12 +49,13 @@ def crashed_journal(path: Path) -> str:
             ]
         )
         async with branch:
-            await branch.act(
-                [
-                    {"function": "safe", "arguments": {"n": 1}},
-                    {"function": "unsafe", "arguments": {"n": 2}},
-                ]
-            )
+            with pytest.raises(NotDurableError):  # the outcome commit never happens
+                await branch.act(
+                    [
+                        {"function": "safe", "arguments": {"n": 1}},
+                        {"function": "unsafe", "arguments": {"n": 2}},
+                    ]
+                )
         return branch.name
 
     return trio.run(build)

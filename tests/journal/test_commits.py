@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lionexec.conversation import ActionOutcome, Instruction
+from lionexec.errors import NotDurableError
 from lionexec.journal import Journal, JournalConnectionError, MemoryJournal, SqliteJournal
 from lionexec.journal.backend import MemoryBackend
 from lionexec.tools import Tool
@@ -360,11 +361,15 @@ async def test_a_hung_sqlite_commit_fails_past_commit_timeout(tmp_path: Path) ->
             holder = sqlite3.connect(path, isolation_level=None)
             holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
             try:
-                with trio.fail_after(30):  # (the bound is on the wall clock)
-                    [response] = await branch.act({"function": "record", "arguments": {"n": 1}})
+                # (the bound is on the wall clock) The outcome commit times out too: act()
+                # raises, its response is not one the journal holds.
+                with trio.fail_after(30), pytest.raises(NotDurableError) as caught:
+                    await branch.act({"function": "record", "arguments": {"n": 1}})
             finally:
                 holder.execute("ROLLBACK")
                 holder.close()
+            assert isinstance(caught.value.__cause__, JournalConnectionError)
+            [response] = caught.value.responses
             assert response.outcome is ActionOutcome.FAILED
             assert response.error is not None
             assert "did not answer within 0.5 s" in response.error.message
@@ -373,6 +378,13 @@ async def test_a_hung_sqlite_commit_fails_past_commit_timeout(tmp_path: Path) ->
             [again] = await branch.act({"function": "record", "arguments": {"n": 2}})
             assert again.outcome is ActionOutcome.COMPLETED
     assert ran == [0, 2]
+    async with SqliteJournal(path) as journal:  # the next commit carried the failed call
+        history = await journal.history(branch.id)
+        assert [r.outcome for r in history.responses()] == [
+            ActionOutcome.COMPLETED,
+            ActionOutcome.FAILED,
+            ActionOutcome.COMPLETED,
+        ]
 
 
 async def test_a_group_commit_past_commit_timeout_is_a_named_connection_error() -> None:
@@ -432,8 +444,11 @@ async def test_a_hung_postgres_commit_is_cancelled_on_the_server_past_commit_tim
             holder = psycopg.connect(url)  # another session locks the calls table
             holder.execute("LOCK TABLE lionexec_calls IN ACCESS EXCLUSIVE MODE")
             try:
-                with trio.fail_after(30):  # (the bound is on the wall clock)
-                    [response] = await branch.act(calls(1)[0] | {"call_id": "call_hung"})
+                # (the bound is on the wall clock) The outcome commit times out too: act()
+                # raises, its response is not one the journal holds.
+                with trio.fail_after(30), pytest.raises(NotDurableError) as caught:
+                    await branch.act(calls(1)[0] | {"call_id": "call_hung"})
+                [response] = caught.value.responses
                 assert response.outcome is ActionOutcome.FAILED
                 assert response.error is not None
                 assert "did not answer within 0.5 s" in response.error.message
@@ -835,7 +850,11 @@ async def test_retain_keeps_what_a_failed_outcome_commit_left_for_the_next_one(
         branch.register_tools(Tool.from_function(work, effect="pure"))
         with trio.fail_after(10):
             async with branch:
-                await branch.act([{"function": "work", "arguments": {"n": i}} for i in range(3)])
+                batch = [{"function": "work", "arguments": {"n": i}} for i in range(3)]
+                with pytest.raises(NotDurableError) as caught:
+                    await branch.act(batch)
+                assert caught.value.__cause__.__cause__ is failed[-1]  # (the group's, then ours)
+                assert [r.output for r in caught.value.responses] == [0, 1, 2]
                 failing = False
                 assert failed  # the batch's outcome commits failed
                 assert len(branch.messages.responses()) == 3  # not trimmed: not journaled

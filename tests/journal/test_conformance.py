@@ -11,6 +11,7 @@ import trio.testing
 
 from lionexec.act import Branch
 from lionexec.conversation import ActionOutcome, AssistantResponse, Instruction, System
+from lionexec.errors import NotDurableError
 from lionexec.governance import CallContext, PermissionPolicy
 from lionexec.journal import Applied, Journal, JournalError, NotApplied
 from lionexec.journal.backend import MemoryBackend
@@ -450,7 +451,8 @@ async def crashed_call(
     branch = await journal.branch()
     branch.register_tools(stand_in)
     async with branch:
-        await branch.act({"function": tool.name, "arguments": arguments, "call_id": "call_x"})
+        with pytest.raises(NotDurableError):  # the outcome commit never happens
+            await branch.act({"function": tool.name, "arguments": arguments, "call_id": "call_x"})
     return branch.id, "call_x"
 
 
@@ -693,7 +695,11 @@ async def test_a_branch_that_cannot_be_written_fails_alone(journals: JournalFact
         answers: dict[str, Any] = {}
 
         async def act(branch: Branch, who: str) -> None:
-            [answers[who]] = await branch.act({"function": "note", "arguments": {"who": who}})
+            try:
+                [answers[who]] = await branch.act({"function": "note", "arguments": {"who": who}})
+            except NotDurableError as exc:  # its outcome could not be committed either
+                assert branch is bad
+                [answers[who]] = exc.responses
 
         async with good, bad:
             async with trio.open_nursery() as nursery:
@@ -783,7 +789,9 @@ async def test_two_writers_of_one_branch_are_refused_by_name(journals: JournalFa
         answers = []
         with pytest.raises(BaseException) as closing:  # it cannot commit what it holds
             async with two_b:
-                answers += await two_b.act({"function": "add", "arguments": {"a": 3, "b": 3}})
+                with pytest.raises(NotDurableError) as unheld:  # nor its outcome
+                    await two_b.act({"function": "add", "arguments": {"a": 3, "b": 3}})
+                answers += unheld.value.responses
         assert "another writer" in repr(closing.value) or "another writer" in str(
             getattr(closing.value, "exceptions", "")
         )

@@ -8,8 +8,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
+from lionexec.errors import NotDurableError
 from lionexec.journal import SqliteJournal
 from lionexec.journal.cli import main
 from lionexec.journal.jsonl import call_records, write_jsonl
@@ -82,7 +84,8 @@ async def test_a_call_answered_by_recovery_is_in_the_log(tmp_path: Path) -> None
     branch = await journal.branch()
     branch.register_tools(Tool.from_function(dies, name="pay"))
     async with branch:
-        await branch.act(call("pay", {"n": 1}, "p"))
+        with pytest.raises(NotDurableError):  # the outcome commit never happens
+            await branch.act(call("pay", {"n": 1}, "p"))
 
     async with SqliteJournal(path) as restarted:
         before = [r async for r in call_records(restarted)]

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lionexec.conversation import ActionOutcome
+from lionexec.errors import NotDurableError
 from lionexec.governance import PermissionPolicy
 from lionexec.journal import ApprovalClosed, Journal, SqliteJournal
 from lionexec.journal.backend import MemoryBackend
@@ -223,9 +224,13 @@ async def replay(operations: list[tuple[Any, ...]], open_journal: Any) -> None:
         branch = await journal.branch(policy=POLICY)
         branch.register_tools(tool)
         async with branch:
-            [response] = await branch.act(
-                {"function": tool.name, "arguments": {"key": k, "value": value}}
-            )
+            try:
+                [response] = await branch.act(
+                    {"function": tool.name, "arguments": {"key": k, "value": value}}
+                )
+            except NotDurableError as exc:  # the journal "died" before the outcome commit
+                assert dies
+                [response] = exc.responses
         if known is None:
             model.ran(k)
             model.keys[k] = Key(value, effect)
