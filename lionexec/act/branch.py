@@ -384,9 +384,10 @@ class Branch:
             # accepted so far, which is everything appended so far that has been answered.
             if durable:
                 settled = self.messages.appended
-                for feed, accepted in [(feed, feed.accepted) for feed in durable]:
-                    await feed.wait_settled(accepted)
-                self._check_held(requests, results, lost)
+                accepted = [feed.accepted for feed in durable]
+                for feed, mark in zip(durable, accepted, strict=True):
+                    await feed.wait_settled(mark)
+                self._check_held(requests, results, lost, accepted)
                 if self.retain is not None:  # only what every durable sink holds
                     held = [getattr(feed.sink, "committed", settled) for feed in durable]
                     self._trim(self.retain, before=min(settled, *held))
@@ -407,7 +408,11 @@ class Branch:
                 self._trim(self.retain, before=None)
 
     def _check_held(
-        self, requests: list[ActionRequest], responses: list[Any], lost: list[int]
+        self,
+        requests: list[ActionRequest],
+        responses: list[Any],
+        lost: list[int],
+        accepted: list[int],
     ) -> None:
         """Raise :class:`NotDurableError` unless every durable sink holds the record of
         *requests* (written, after :meth:`SinkFeed.wait_settled`).
@@ -416,9 +421,10 @@ class Branch:
         the batch's messages are among those: a write of it that failed may have been made
         good by a later one (a journal's next commit carries what the failed one missed).
         Of another, any record lost since the batch began (*lost*: each feed's count then)
-        counts, the batch's own or not.
+        counts, the batch's own or not, and so does one not written when the wait ended (the
+        feed's service stopped: *accepted*, each feed's count the wait was for).
         """
-        for feed, before in zip(self._durable, lost, strict=True):
+        for feed, before, mark in zip(self._durable, lost, accepted, strict=True):
             committed = getattr(feed.sink, "committed", None)
             if type(committed) is int:
                 ours = {request.id for request in requests}
@@ -431,10 +437,15 @@ class Branch:
                     for message in self.messages.appended_since(committed)
                 )
             else:
-                unheld = feed.lost > before
+                unheld = feed.lost > before or feed.settled < mark
             if unheld:
                 error = feed.last_error
-                why = "records dropped" if error is None else f"a write failed: {error!r}"
+                if feed.settled < mark:
+                    why, error = "its service stopped before writing them", None
+                elif error is None:
+                    why = "records dropped"
+                else:
+                    why = f"a write failed: {error!r}"
                 raise NotDurableError(
                     f"the {len(requests)} call(s) of this act() were answered and are recorded "
                     f"in branch {self.name}, but the durable sink {feed.sink!r} does not hold "

@@ -235,6 +235,11 @@ class SinkFeed:
         return self._accepted
 
     @property
+    def settled(self) -> int:
+        """How many records were ever written, or given to a write that failed."""
+        return self._settled
+
+    @property
     def lost(self) -> int:
         """How many records were ever dropped, or given to a write that failed."""
         return self._dropped + self._failed

@@ -274,6 +274,42 @@ async def test_act_raises_not_durable_when_a_durable_sink_does_not_hold_its_reco
     assert_consistent(branch)
 
 
+async def test_act_raises_not_durable_when_the_durable_sinks_service_stops_first() -> None:
+    sink = RecordingSink()
+    sink.durable = True  # type: ignore[attr-defined]
+    sink.release = trio.Event()  # its write never ends
+    branch = Branch(sinks=[sink])
+
+    async def ok() -> int:
+        return 1
+
+    branch.register_tools(Tool.from_function(ok))
+    service = trio.CancelScope()
+    caught: list[NotDurableError] = []
+
+    async def serve(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with service:
+            await branch.serve(task_status=task_status)
+
+    async def act() -> None:
+        with pytest.raises(NotDurableError) as raised:
+            await branch.act(call("ok"))
+        caught.append(raised.value)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve)
+            nursery.start_soon(act)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not caught  # act() waits for the write
+            service.cancel()  # the service stops first: the record is never written
+    [error] = caught
+    assert "its service stopped before writing them" in str(error)
+    assert error.__cause__ is None
+    assert [r.output for r in error.responses] == [1]
+    assert sink.batches == []
+
+
 async def test_a_failed_write_of_a_sink_that_is_not_durable_is_reported_not_raised() -> None:
     sink = FailingSink(durable=False)
 
