@@ -61,9 +61,14 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     target: str = args.target
-    if "://" not in target and target != ":memory:" and not os.path.exists(target):
-        print(f"error: no journal at {target}", file=sys.stderr)
-        return 1
+    if "://" not in target and target != ":memory:":
+        # Each command reads an existing journal: opening a file would write the schema into it.
+        if not os.path.exists(target):
+            print(f"error: no journal at {target}", file=sys.stderr)
+            return 1
+        if os.path.isfile(target) and os.path.getsize(target) == 0:
+            print(f"error: {target} is empty, not a journal", file=sys.stderr)
+            return 1
     try:
         tools = _load(args.tools) if getattr(args, "tools", None) else None
     except (ImportError, AttributeError, ValueError) as exc:

@@ -118,6 +118,12 @@ def test_bad_targets_are_named_errors(tmp_path: Path, capsys: Any) -> None:
     assert run("show", str(garbage))[0] == 1
     assert "NotAJournalError" in capsys.readouterr().err
     assert run("frobnicate", str(garbage))[0] == 2
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for command in ("show", "export", "recover"):
+        assert run(command, str(empty))[0] == 1
+        assert "is empty, not a journal" in capsys.readouterr().err
+    assert empty.stat().st_size == 0  # left as it was: no schema written into it
     assert run("recover", str(garbage), "--tools", "nonexistent_module_xyz:tools")[0] == 2
 
 
