@@ -335,8 +335,13 @@ class Branch:
         Always a checkpoint. Cancellation: every call not yet answered is recorded
         ``cancelled`` synchronously, then ``trio.Cancelled`` propagates.
 
+        On a branch with a durable sink (a journal), returns once the sink holds the batch's
+        record (see :class:`~lionexec.act.EvidenceSink`).
+
         Raises:
             NotInTrioError: called outside trio (nothing is recorded).
+            NotDurableError: a durable sink does not hold the batch's record (its write
+                failed): every call was answered and recorded, the responses are on the error.
         """
         require_trio("Branch.act()")
         if strategy not in _STRATEGIES:
