@@ -448,7 +448,7 @@ class Branch:
                 if feed.settled < mark:
                     why, error = "its service stopped before writing them", None
                 elif error is None:
-                    why = "records dropped"
+                    why = "records dropped: its service stopped, or the branch closed"
                 else:
                     why = f"a write failed: {error!r}"
                 raise NotDurableError(

@@ -28,6 +28,7 @@ the in-memory log always hold every record.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -184,14 +185,17 @@ class SinkFeed:
         self.sink = sink
         self.capacity = capacity
         self._report = report
-        self._send, self._receive = trio.open_memory_channel[EvidenceRecord](capacity)
+        #: Whether :meth:`Branch.act` waits for its records to be written before returning.
+        self.durable: bool = bool(getattr(sink, "durable", False))
+        # A durable sink's records are never dropped (act() waits for them, so the buffer
+        # holds no more than the calls in flight): only reservations count against capacity.
+        size = math.inf if self.durable else capacity
+        self._send, self._receive = trio.open_memory_channel[EvidenceRecord](size)
         self._room = trio.lowlevel.ParkingLot()
         self._settled_lot = trio.lowlevel.ParkingLot()
         self._accepted = 0  # records put in the buffer
         self._taken = 0  # records the service took out of it
         self._settled = 0  # records whose write returned (or raised)
-        #: Whether :meth:`Branch.act` waits for its records to be written before returning.
-        self.durable: bool = bool(getattr(sink, "durable", False))
         self._reserved: set[uuid.UUID] = set()
         self._written = 0
         self._dropped = 0
@@ -213,18 +217,21 @@ class SinkFeed:
 
     def offer(self, record: EvidenceRecord) -> bool:
         """Put *record* in the buffer without waiting; on overflow count, report, drop it.
+        Never raises: a record that cannot be buffered (the feed closed, its service
+        stopped) is dropped the same way.
 
-        A record of a call that reserved room (:meth:`wait_writable`) always fits.
+        A record of a call that reserved room (:meth:`wait_writable`) always fits, and so
+        does every record of a durable sink.
         """
         request_id = record.request.id
         reserved = request_id in self._reserved
         if reserved:
             self._reserved.discard(request_id)
-        elif self._used() >= self.capacity:
+        elif self._used() >= self.capacity and not self.durable:
             return self._drop(record, full=True)
         try:
             self._send.send_nowait(record)
-        except trio.ClosedResourceError:
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
             return self._drop(record, full=False)
         self._accepted += 1
         return True
@@ -288,7 +295,7 @@ class SinkFeed:
         The reservation holds until that call's record is offered. Always a checkpoint.
         """
         if request_id not in self._reserved:
-            while self._used() >= self.capacity and not self._closed:
+            while self._used() >= self.capacity and not self._closed and self._serving:
                 await self._room.park()
             self._reserved.add(request_id)
         await trio.lowlevel.checkpoint()
@@ -364,7 +371,7 @@ def _combine(first: WriteAheadReply, second: WriteAheadReply) -> WriteAheadReply
 
 class _Overflow(Exception):
     def __init__(self, full: bool, capacity: int) -> None:
-        what = "full" if full else "closed"
+        what = "full" if full else "closed (its branch closed, or its service stopped)"
         super().__init__(f"evidence sink buffer {what} (capacity {capacity}); record dropped")
 
 

@@ -41,6 +41,7 @@ statement running interrupted; PostgreSQL: its query cancelled on the server).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -308,6 +309,9 @@ class Journal:
         bid = _branch_uuid(branch_id)
         name = str(bid)
         sink = self._live_sink(name)
+        while sink is not None and sink.closing:  # its last commit first: then its history
+            await sink._gone.wait()
+            sink = self._live_sink(name)
         if sink is not None and sink.branch is not None:
             await trio.lowlevel.checkpoint()
             return sink.branch
@@ -325,12 +329,13 @@ class Journal:
         return branch
 
     def _live_sink(self, name: str) -> JournalSink | None:
-        """The sink of branch *name* if that branch is open here. A branch left with an error
-        never closes its sink (its drain service was cancelled): it is forgotten here."""
+        """The sink of branch *name* if that branch is open here, or still closing (see
+        :attr:`JournalSink.closing`). A branch left with an error never closes its sink (its
+        drain service was cancelled): it is forgotten here."""
         sink = self._sinks.get(name)
         if sink is None or sink.branch is None:
             return sink
-        if any(feed.closed for feed in sink.branch._feeds if feed.sink is sink):
+        if any(f.closed and not f.serving for f in sink.branch._feeds if f.sink is sink):
             del self._sinks[name]
             return None
         return sink
@@ -769,7 +774,12 @@ class Journal:
                     event.set()
 
     async def _wait_done(self, key: str) -> CallRow:
-        """Wait until key *key* has an outcome (held here: its event; elsewhere: polling)."""
+        """Wait until key *key* has an outcome (held here: its event; elsewhere: polling).
+
+        A key held here whose outcome is recorded but not committed (its outcome commit
+        failed: nothing else may commit that branch soon) is committed by the waiter, once
+        per poll, until it is.
+        """
         delay = 0.01
         while True:
             if key in self._held:
@@ -779,15 +789,32 @@ class Journal:
                 self._key_waiters += 1
                 self._expedite()  # its outcome may be lingering
                 try:
-                    await event.wait()
+                    with trio.move_on_after(delay):
+                        await event.wait()
                 finally:
                     self._key_waiters -= 1
+                if not event.is_set():
+                    await self._commit_holder(key)
+                    delay = min(delay * 2, _POLL_MAX)
+                    continue
             else:
                 await trio.sleep(delay)
                 delay = min(delay * 2, _POLL_MAX)
             row = await self._run(lambda store: store.call(key))
             if row is not None and row.state == DONE:
                 return row
+
+    async def _commit_holder(self, key: str) -> None:
+        """Commit what the branch of the call holding *key* here recorded since its last
+        commit, if anything (its outcome, once known). A commit that fails is left for the
+        next poll."""
+        for (branch_id, _), held in list(self._inflight.items()):
+            sink = self._sinks.get(branch_id)
+            if held == key and sink is not None and sink.history.appended > sink._mirrored:
+                with contextlib.suppress(JournalError):
+                    await sink.flush()
+                return
+        await trio.lowlevel.checkpoint()
 
 
 class _Watchdog:
@@ -904,6 +931,7 @@ class JournalSink:
         #: a branch with ``retain=`` trims only among those.
         self.committed = history.appended
         self._registered = len(history) > 0
+        self._gone = trio.Event()  # set once closed: this journal forgot it
 
     def __repr__(self) -> str:
         return f"JournalSink({self.journal.target!r}, branch={self.branch_id})"
@@ -989,6 +1017,19 @@ class JournalSink:
         finally:
             if self.journal._sinks.get(self.branch_id) is self:
                 del self.journal._sinks[self.branch_id]
+            self._gone.set()
+
+    @property
+    def closing(self) -> bool:
+        """Whether its branch was left and its last commit has not ended yet (until then,
+        :meth:`Journal.branch` waits to reopen the branch: the history it loads must hold
+        that commit)."""
+        branch = self.branch
+        return (
+            branch is not None
+            and not self._gone.is_set()
+            and any(f.closed and f.serving for f in branch._feeds if f.sink is self)
+        )
 
     # -- staging (on the trio thread, by the commit's leader) ---------------------------------
 

@@ -31,6 +31,7 @@ With several processes on one database, recover only when no other process is ru
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -144,38 +145,61 @@ async def recover(
 
     registry = _registry(tools)
     resolutions: list[Resolution] = list(await resume(journal, registry, **branch_kwargs))
+    # Two passes: a safe call that holds no key of its own (it never reached its write-ahead,
+    # or it waited for a key another call held) is re-run once every branch's calls that
+    # hold keys are resolved: its key's holder may be a lost call of a later branch.
+    later: list[uuid.UUID] = []
     for branch_id in await journal.branch_ids():
-        name = str(branch_id)
-        if name in journal._sinks:
-            continue
-        history = await journal.history(name)
-        if not history.unanswered():
-            continue
-        kwargs = dict(branch_kwargs)
-        if registry is not None:
-            kwargs["registry"] = registry
-        branch = await journal.branch(branch_id, **kwargs)
-        rows = {
-            row.call_id: row
-            for row in await journal._run(
-                lambda store, n=name: store.calls(n, True)  # type: ignore[misc]
-            )
-        }
-        approvals = {
-            row.call_id: row
-            for row in await journal._run(
-                lambda store, n=name: store.approvals(n, None)  # type: ignore[misc]
-            )
-        }
-        used = [row.approval_id for row in approvals.values() if row.state == USED]
-        journal._consumed_here.update(dict.fromkeys(used))
-        try:
-            async with branch:
-                resolutions.extend(await _recover_branch(branch, rows, registry, approvals))
-        finally:
-            for approval_id in used:
-                journal._consumed_here.pop(approval_id, None)
+        if await _recover_pass(journal, branch_id, registry, branch_kwargs, resolutions, False):
+            later.append(branch_id)
+    for branch_id in later:
+        await _recover_pass(journal, branch_id, registry, branch_kwargs, resolutions, True)
     return RecoveryReport(tuple(resolutions))
+
+
+async def _recover_pass(
+    journal: Journal,
+    branch_id: uuid.UUID,
+    registry: ActionManager | None,
+    branch_kwargs: dict[str, Any],
+    resolutions: list[Resolution],
+    keyless: bool,
+) -> bool:
+    """Recover the unanswered calls of one branch: those that hold a key (and the unsafe
+    ones), or with *keyless* the safe ones that hold none; add their resolutions. Returns
+    whether the branch has keyless safe calls left for the second pass."""
+    name = str(branch_id)
+    if name in journal._sinks:
+        return False
+    history = await journal.history(name)
+    if not history.unanswered():
+        return False
+    kwargs = dict(branch_kwargs)
+    if registry is not None:
+        kwargs["registry"] = registry
+    branch = await journal.branch(branch_id, **kwargs)
+    rows = {
+        row.call_id: row
+        for row in await journal._run(
+            lambda store, n=name: store.calls(n, True)  # type: ignore[misc]
+        )
+    }
+    approvals = {
+        row.call_id: row
+        for row in await journal._run(
+            lambda store, n=name: store.approvals(n, None)  # type: ignore[misc]
+        )
+    }
+    used = [row.approval_id for row in approvals.values() if row.state == USED]
+    journal._consumed_here.update(dict.fromkeys(used))
+    try:
+        async with branch:
+            found, left = await _recover_branch(branch, rows, registry, approvals, keyless)
+            resolutions.extend(found)
+    finally:
+        for approval_id in used:
+            journal._consumed_here.pop(approval_id, None)
+    return left
 
 
 async def _recover_branch(
@@ -183,9 +207,13 @@ async def _recover_branch(
     rows: dict[str, CallRow],
     registry: ActionManager | None,
     approvals: dict[str, ApprovalRow],
-) -> list[Resolution]:
+    keyless: bool,
+) -> tuple[list[Resolution], bool]:
+    """The resolutions of *branch*'s unanswered calls but its safe calls that hold no key
+    (with *keyless*: of those only), and whether it has such calls left."""
     resolutions: list[Resolution] = []
     rerun: list[ActionRequest] = []
+    left = False
     for request in branch.messages.unanswered():
         row = rows.get(request.call_id)
         tool = _tool(registry, request.function)
@@ -193,11 +221,15 @@ async def _recover_branch(
         attempts = row.attempts if row is not None else 0
         note = _Note(branch.name, request, effect, resolutions)
         approval = approvals.get(request.call_id)
-        if approval is not None and approval.state != USED:
+        parked = approval is not None and approval.state != USED
+        if keyless != (row is None and effect in _SAFE and not parked):
+            left = left or not keyless
+            continue
+        if parked:
             note("awaiting_approval", None, 0)  # parked: its approval decides, not recovery
             continue
         if effect in _SAFE:
-            if registry is None:
+            if tool is None:  # no tool to re-run it with: for a recovery that has one
                 note("left", None, attempts)
             else:
                 rerun.append(request)
@@ -243,7 +275,7 @@ async def _recover_branch(
         flush = getattr(sink, "flush", None)
         if flush is not None:
             await flush()
-    return resolutions
+    return resolutions, left
 
 
 @attrs.frozen
