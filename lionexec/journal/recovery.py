@@ -94,7 +94,7 @@ class Resolution:
         function: the tool name.
         effect: the effect class it was judged by.
         action: ``rerun``, ``interrupted``, ``reconciled``, ``not_started``, or ``left``
-            (no tools were given to re-run it); for a call parked for approval
+            (no tool was given to re-run it); for a call parked for approval
             (:mod:`lionexec.journal.approvals`): ``approved`` (run now), ``rejected`` or
             ``expired`` (answered ``denied``), or ``awaiting_approval`` (left waiting).
         outcome: the outcome of its response (``None`` when left).
@@ -131,8 +131,9 @@ async def recover(
 ) -> RecoveryReport:
     """Resolve every unanswered journaled request (see the module docs).
 
-    *tools*: the registry (or tools) to re-run calls with; ``None`` resolves only what needs
-    no tool (``unsafe`` calls) and leaves the rest unanswered (``left``). *branch_kwargs* go
+    *tools*: the registry (or tools) to re-run calls with; a safe call whose tool is not
+    among them is left unanswered (``left``) for a recovery that has it (``None``: every
+    safe call; ``unsafe`` ones need no tool). *branch_kwargs* go
     to :meth:`Journal.branch` (``policy=``, ``hooks=``, ...). Branches open in this journal
     are skipped (their calls are running, not lost).
 
