@@ -266,6 +266,13 @@ class SinkFeed:
             self._settle_waiters -= 1
         await trio.lowlevel.checkpoint()
 
+    async def wait_stopped(self) -> None:
+        """Wait until the service is not running (it was never started, or it ended).
+        Always a checkpoint."""
+        while self._serving:
+            await self._settled_lot.park()
+        await trio.lowlevel.checkpoint()
+
     def _expedite(self) -> None:
         """Tell a sink that batches its writes (``expedite()``) that someone waits.
 

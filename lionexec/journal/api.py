@@ -56,7 +56,7 @@ import trio
 from lionexec import _unstructure
 from lionexec._jsonable import compact_encoder, jsonable, utf8_text
 from lionexec.act import Branch, read_batch
-from lionexec.act.evidence import EvidenceRecord, WriteAhead, WriteAheadReply
+from lionexec.act.evidence import EvidenceRecord, SinkFeed, WriteAhead, WriteAheadReply
 from lionexec.conversation import (
     ActionRequest,
     ActionResponse,
@@ -310,7 +310,7 @@ class Journal:
         name = str(bid)
         sink = self._live_sink(name)
         while sink is not None and sink.closing:  # its last commit first: then its history
-            await sink._gone.wait()
+            await sink.wait_closed()
             sink = self._live_sink(name)
         if sink is not None and sink.branch is not None:
             await trio.lowlevel.checkpoint()
@@ -335,7 +335,7 @@ class Journal:
         sink = self._sinks.get(name)
         if sink is None or sink.branch is None:
             return sink
-        if any(f.closed and not f.serving for f in sink.branch._feeds if f.sink is sink):
+        if any(f.closed and not f.serving for f in sink._feeds()):
             del self._sinks[name]
             return None
         return sink
@@ -796,7 +796,6 @@ class Journal:
                 if not event.is_set():
                     await self._commit_holder(key)
                     delay = min(delay * 2, _POLL_MAX)
-                    continue
             else:
                 await trio.sleep(delay)
                 delay = min(delay * 2, _POLL_MAX)
@@ -931,7 +930,6 @@ class JournalSink:
         #: a branch with ``retain=`` trims only among those.
         self.committed = history.appended
         self._registered = len(history) > 0
-        self._gone = trio.Event()  # set once closed: this journal forgot it
 
     def __repr__(self) -> str:
         return f"JournalSink({self.journal.target!r}, branch={self.branch_id})"
@@ -1017,19 +1015,22 @@ class JournalSink:
         finally:
             if self.journal._sinks.get(self.branch_id) is self:
                 del self.journal._sinks[self.branch_id]
-            self._gone.set()
 
     @property
     def closing(self) -> bool:
-        """Whether its branch was left and its last commit has not ended yet (until then,
-        :meth:`Journal.branch` waits to reopen the branch: the history it loads must hold
-        that commit)."""
+        """Whether its branch was left and its drain service, which makes the last commit,
+        has not ended yet (until then, :meth:`Journal.branch` waits to reopen the branch:
+        the history it loads must hold that commit)."""
+        return any(f.closed and f.serving for f in self._feeds())
+
+    async def wait_closed(self) -> None:
+        """Wait until its drain service has ended (see :attr:`closing`)."""
+        for feed in self._feeds():
+            await feed.wait_stopped()
+
+    def _feeds(self) -> list[SinkFeed]:
         branch = self.branch
-        return (
-            branch is not None
-            and not self._gone.is_set()
-            and any(f.closed and f.serving for f in branch._feeds if f.sink is self)
-        )
+        return [] if branch is None else [f for f in branch._feeds if f.sink is self]
 
     # -- staging (on the trio thread, by the commit's leader) ---------------------------------
 

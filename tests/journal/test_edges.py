@@ -146,6 +146,40 @@ async def test_a_branch_reopened_while_it_closes_waits_for_its_last_commit() -> 
             assert len(await journal.history(branch.id)) == 3
 
 
+async def test_a_branch_reopened_while_its_close_is_cancelled_holds_the_last_commit() -> None:
+    """Cancelling the close does not cut its last commit short (a commit is bounded by
+    ``commit_timeout``, not by cancellation): the reopened branch is loaded after it."""
+    backend = GatedBackend()
+    with trio.fail_after(10):
+        async with Journal(backend) as journal:
+            branch = await journal.branch()
+            reopened: list[Any] = []
+            closing = trio.CancelScope()
+
+            async def close() -> None:
+                with closing:
+                    async with branch:
+                        branch.messages.add_message(Instruction(content="note"))
+                        backend.armed = True
+
+            async def reopen() -> None:
+                reopened.append(await journal.branch(branch.id))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(close)
+                await backend.waiting.wait()  # the closing commit is in flight
+                nursery.start_soon(reopen)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not reopened
+                closing.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                assert not reopened  # the commit still runs
+                backend.gate.set()
+            [again] = reopened
+            assert again is not branch
+            assert [m.content for m in again.messages] == ["note"]
+
+
 async def test_a_key_waiter_is_answered_after_its_holders_outcome_commit_failed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
