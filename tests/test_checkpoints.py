@@ -254,6 +254,7 @@ CASES: dict[str, list[Case]] = {
         ("nothing to wait for", lambda: _feed().wait_settled(0)),
         ("the service is not running", lambda: _feed().wait_settled(5)),
     ],
+    "SinkFeed.wait_stopped": [("the service is not running", lambda: _feed().wait_stopped())],
 }
 
 
