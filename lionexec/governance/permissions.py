@@ -378,11 +378,12 @@ def _segment_regex(glob: str) -> str:
 
 
 def _command_pattern(body: str, basename: bool) -> str:
-    """A command pattern as commands are compared: single spaces (argv[0] by basename)."""
+    """A command pattern as commands are compared: a deny pattern's words joined by single
+    spaces (argv[0] by basename), an allow or escalate pattern's by :data:`_WORD_BREAK`."""
     words = [w for w in re.split(r"[ \t]+", body) if w]
     if basename and words and "/" in words[0] and _WILDCARDS.search(words[0]) is None:
         words[0] = _basename(words[0])
-    return " ".join(words)
+    return (" " if basename else _WORD_BREAK).join(words)
 
 
 # -- paths ----------------------------------------------------------------------------------
@@ -455,110 +456,165 @@ def _segments_match(
 # -- commands -------------------------------------------------------------------------------
 
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")  # NAME=value, NAME+=value
+#: What allow and escalate rules see between two words of a command (never in a command they
+#: are compared with: NUL is refused), so that one word holding a space is not two words.
+_WORD_BREAK: Final = "\x00"
 
-#: Commands that run another command given after their options: name → (the options that
-#: take a value, how many positional arguments precede the command, whether ``NAME=value``
-#: words may precede it).
-_WRAPPERS: Final[Mapping[str, tuple[frozenset[str], int, bool]]] = {
-    "!": (frozenset(), 0, False),
-    "builtin": (frozenset(), 0, False),
-    "command": (frozenset(), 0, False),
-    "coproc": (frozenset(), 0, False),
-    "exec": (frozenset({"-a"}), 0, False),
-    "nohup": (frozenset(), 0, False),
-    "setsid": (frozenset(), 0, False),
-    "unbuffer": (frozenset(), 0, False),
-    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0, False),
-    "nice": (frozenset({"-n", "--adjustment"}), 0, False),
-    "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}), 0, False),
-    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0, False),
-    "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1, False),
-    "chroot": (frozenset({"--userspec", "--groups"}), 1, False),
-    "chrt": (frozenset(), 1, False),
-    "taskset": (frozenset(), 1, False),
-    "watch": (frozenset({"-n", "-d", "--interval", "--differences"}), 0, False),
-    "doas": (frozenset({"-u", "-C"}), 0, False),
-    "env": (
-        frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
-        0,
-        True,
+
+class _Assignment(str):
+    """A word the shell reads as an assignment: ``NAME=`` or ``NAME+=`` written bare (not
+    quoted nor escaped: ``'A=/x/rm'`` is a program, a relative path)."""
+
+
+def _shell_assignment(word: str) -> bool:
+    return isinstance(word, _Assignment)
+
+
+def _env_assignment(word: str) -> bool:
+    """env (and sudo) read any word holding ``=`` as an assignment (``1=1``, ``a.b=1``),
+    after ``--`` too."""
+    return "=" in word
+
+
+#: How a wrapper reads its arguments: the options that take a value (in the next word unless
+#: attached; ``None``: not modelled, so every word after it may be the program), how many
+#: positional arguments precede the program (options may follow each), and which words
+#: before the program are assignments, if any.
+_Wrapper: TypeAlias = tuple[frozenset[str] | None, int, Callable[[str], bool] | None]
+
+
+def _wrapper(
+    values: str | None = "", positional: int = 0, assignment: Callable[[str], bool] | None = None
+) -> _Wrapper:
+    return (None if values is None else frozenset(values.split()), positional, assignment)
+
+
+#: env's options that take a value (a cluster of short options ends at one of them).
+_ENV_VALUES: Final = frozenset(
+    {"-a", "-u", "-C", "-S", "--argv0", "--unset", "--chdir", "--split-string"}
+)
+_SETARCH_ALIASES: Final = ("linux32", "linux64", "uname26", "i386", "x86_64", "aarch64")
+#: Commands that run another command given after their options (each is looked up by its
+#: basename, case folded; see :func:`_program`). Options are listed as the programs' manuals
+#: give them (coreutils, util-linux, procps, strace, sudo...); a wrapper whose options are
+#: too many or too irregular to list is not modelled (``None``).
+_WRAPPERS: Final[Mapping[str, _Wrapper]] = {
+    # bash keywords: the simple command after them may start with NAME=value words
+    "!": _wrapper(assignment=_shell_assignment),
+    "coproc": _wrapper(assignment=_shell_assignment),
+    "time": _wrapper("-f -o --format --output", assignment=_shell_assignment),
+    "builtin": _wrapper(),
+    "command": _wrapper(),
+    "exec": _wrapper("-a"),
+    "nohup": _wrapper(),
+    "setsid": _wrapper(),
+    "unbuffer": _wrapper(),
+    "catchsegv": _wrapper(),
+    "valgrind": _wrapper(),  # its options take values as --name=value only
+    "busybox": _wrapper(),
+    "toybox": _wrapper(),
+    "nice": _wrapper("-n --adjustment"),
+    "ionice": _wrapper("-c -n -p -P -u --class --classdata --pid --pgid --uid"),
+    "stdbuf": _wrapper("-i -o -e --input --output --error"),
+    "timeout": _wrapper("-s -k --signal --kill-after", 1),
+    "chroot": _wrapper("--userspec --groups", 1),
+    "chrt": _wrapper("-T -P -D --sched-runtime --sched-period --sched-deadline", 1),
+    "taskset": _wrapper("", 1),
+    "setarch": _wrapper("", 1),
+    **dict.fromkeys(_SETARCH_ALIASES, _wrapper()),
+    "prlimit": _wrapper("-p -o --pid --output"),  # its limits take attached values only
+    # -d/--differences takes an optional value, attached only
+    "watch": _wrapper("-n -q -s --interval --equexit --shotsdir"),
+    "doas": _wrapper("-u -C"),
+    "env": (_ENV_VALUES, 0, _env_assignment),
+    "sudo": _wrapper(
+        "-a -c -u -g -C -D -h -p -r -t -U -T -R --auth-type --login-class --user --group"
+        " --close-from --chdir --host --prompt --role --type --other-user --command-timeout"
+        " --chroot",
+        assignment=_env_assignment,
     ),
-    "sudo": (
-        frozenset(
-            {
-                "-u",
-                "-g",
-                "-C",
-                "-D",
-                "-h",
-                "-p",
-                "-r",
-                "-t",
-                "-U",
-                "-T",
-                "-R",
-                "--user",
-                "--group",
-                "--close-from",
-                "--chdir",
-                "--host",
-                "--prompt",
-                "--role",
-                "--type",
-                "--other-user",
-                "--command-timeout",
-                "--chroot",
-            }
-        ),
-        0,
-        True,
+    "pkexec": _wrapper("--user"),
+    "run0": _wrapper(
+        "-u -g -D --user --group --chdir --unit --property --description --slice --nice"
+        " --setenv --background --machine --shell-prompt-prefix --lightweight --area",
+        assignment=_env_assignment,
     ),
-    "busybox": (frozenset(), 0, False),
-    "toybox": (frozenset(), 0, False),
-    "pkexec": (frozenset({"--user"}), 0, False),
-    "run0": (frozenset({"-u", "-g", "-D", "--user", "--group", "--chdir"}), 0, True),
-    "runuser": (
-        frozenset(
-            {"-u", "-g", "-G", "-s", "-w", "-c", "--user", "--group", "--shell", "--command"}
-        ),
-        0,
-        False,
+    "runuser": _wrapper(
+        "-u -g -G -s -w -c --user --group --supp-group --shell --command --session-command"
+        " --whitelist-environment"
     ),
-    "su": (frozenset({"-c", "-s", "-g", "-G", "-w", "--command", "--shell"}), 0, False),
-    "setpriv": (frozenset({"--reuid", "--regid", "--groups"}), 0, False),
-    "unshare": (frozenset(), 0, False),
-    "flock": (frozenset({"-w", "-E", "-c", "--timeout", "--conflict-exit-code"}), 1, False),
-    "strace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-E"}), 0, False),
-    "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u"}), 0, False),
-    "xargs": (
-        frozenset(
-            {
-                "-I",
-                "-L",
-                "-n",
-                "-P",
-                "-s",
-                "-d",
-                "-E",
-                "-a",
-                "--arg-file",
-                "--delimiter",
-                "--max-args",
-                "--max-procs",
-                "--max-chars",
-                "--process-slot-var",
-            }
+    "su": _wrapper(
+        "-c -s -g -G -w --command --session-command --shell --group --supp-group"
+        " --whitelist-environment"
+    ),
+    "setpriv": _wrapper(
+        "--ruid --euid --rgid --egid --reuid --regid --groups --inh-caps --ambient-caps"
+        " --bounding-set --securebits --pdeathsig --selinux-label --apparmor-profile"
+        " --landlock-access --landlock-rule --seccomp-filter"
+    ),
+    # the namespace options take optional values, attached only
+    "unshare": _wrapper(
+        "-R -w -S -G --root --wd --setuid --setgid --map-user --map-group --map-users"
+        " --map-groups --propagation --setgroups --monotonic --boottime"
+    ),
+    "nsenter": _wrapper("-t -S -G -W --target --setuid --setgid --wdns"),
+    "flock": _wrapper("-w -E -c --wait --timeout --conflict-exit-code --command", 1),
+    "strace": _wrapper(
+        "-a -b -e -E -I -o -O -p -P -s -S -u -U -X --columns --detach-on --trace --trace-fds"
+        " --signal --status --quiet --abbrev --verbose --raw --read --write --fault --inject"
+        " --kvm --trace-path --output --env --interruptible --attach --string-limit --user"
+        " --summary-sort-by --summary-columns --const-print-style --summary-syscall-overhead"
+        " --argv0 --decode-pids --decode-fds"
+    ),
+    "ltrace": _wrapper(
+        "-a -A -D -e -F -l -n -o -p -s -u -w -x --align --debug --config --library --indent"
+        " --output --where"
+    ),
+    "xargs": _wrapper(
+        "-I -L -n -P -s -d -E -a -J -R -S --arg-file --delimiter --max-args --max-procs"
+        " --max-chars --process-slot-var"
+    ),
+    "fakeroot": _wrapper("-l -i -s -b --lib --faked --fd-base"),
+    "ssh-agent": _wrapper("-a -E -O -P -t"),
+    "dbus-run-session": _wrapper("--config-file --dbus-daemon"),
+    "ld.so": _wrapper(
+        "--library-path --inhibit-rpath --audit --preload --argv0 --glibc-hwcaps-prefix"
+        " --glibc-hwcaps-mask"
+    ),
+    "proxychains": _wrapper("-f"),
+    "proxychains4": _wrapper("-f"),
+    "torsocks": _wrapper("-u -p -a -P --user --pass --address --port"),
+    "caffeinate": _wrapper("-t -w"),
+    "daemonize": _wrapper("-c -e -o -p -l -u -E"),
+    **dict.fromkeys(
+        (
+            "perf",
+            "ip",
+            "bwrap",
+            "firejail",
+            "proot",
+            "numactl",
+            "cgexec",
+            "systemd-run",
+            "start-stop-daemon",
         ),
-        0,
-        False,
+        _wrapper(None),
     ),
 }
-#: env's options that take a value (a cluster of short options ends at one of them).
-_WRAPPER_ENV_VALUES: Final = _WRAPPERS["env"][0]
-#: Interpreters whose ``-c STRING`` is itself a command line.
-_SHELLS: Final = frozenset(
-    {"sh", "bash", "rbash", "dash", "zsh", "ksh", "mksh", "ash", "su", "runuser", "flock"}
-)
+#: Programs that run a string as a command line: name → the short option that says so (its
+#: value, or an operand, is the string; ``""``: every operand may be one).
+_STRING_RUNNERS: Final[Mapping[str, str]] = {
+    **dict.fromkeys(
+        ("sh", "bash", "rbash", "dash", "zsh", "ksh", "ksh93", "mksh", "oksh", "ash", "yash"),
+        "c",
+    ),
+    **dict.fromkeys(("posh", "fish", "csh", "tcsh", "su", "runuser", "flock", "script"), "c"),
+    "compgen": "C",  # bash builtins: compgen runs the string now, complete when completing
+    "complete": "C",
+    "sg": "",  # sg GROUP [-c] STRING
+}
+#: The dynamic loader run as a program (``/lib64/ld-linux-x86-64.so.2 PROGRAM``).
+_LOADER: Final = re.compile(r"ld(?:64)?(?:-[\w.-]+)?\.so(?:\.[\d.]+)?")
 
 
 class _Refused(Exception):
@@ -606,21 +662,84 @@ def _unquoted_expansion(command: str) -> str | None:
     return None
 
 
+def _program(word: str) -> str:
+    """How *word*, in a program's place, is looked up among wrappers and shells: by its
+    basename, case folded (a case-insensitive file system runs ``ENV`` as ``env``)."""
+    name = _basename(word).casefold()
+    return "ld.so" if _LOADER.fullmatch(name) else name
+
+
+#: shlex's blanks, and the characters :func:`_tokens` makes control operators of.
+_BLANKS: Final = " \t\r\n"
+_PUNCTUATION: Final = "();<>|&"
+
+
+def _words(command: str) -> Iterator[tuple[str, int]]:
+    """The words of *command* as :func:`_tokens` reads them (shlex's POSIX rules), each with
+    how many of its first characters were written bare (not quoted, not escaped)."""
+    i, n = 0, len(command)
+    while i < n:
+        if command[i] in _BLANKS:
+            i += 1
+            continue
+        if command[i] in _PUNCTUATION:
+            start = i
+            while i < n and command[i] in _PUNCTUATION:
+                i += 1
+            yield command[start:i], 0
+            continue
+        chars: list[str] = []
+        bare: int | None = None  # set at the first quote or escape
+        while i < n and command[i] not in _BLANKS and command[i] not in _PUNCTUATION:
+            c = command[i]
+            if bare is None and c in "'\"\\":
+                bare = len(chars)
+            if c == "'":
+                end = command.index("'", i + 1)
+                chars.append(command[i + 1 : end])
+                i = end + 1
+            elif c == '"':
+                i += 1
+                while command[i] != '"':
+                    if command[i] == "\\" and command[i + 1] in '"\\':
+                        i += 1
+                    chars.append(command[i])
+                    i += 1
+                i += 1
+            elif c == "\\":
+                chars.append(command[i + 1])
+                i += 2
+            else:
+                chars.append(c)
+                i += 1
+        word = "".join(chars)
+        yield word, len(word) if bare is None else bare
+
+
 def _tokens(command: str) -> list[str]:
+    """The words of *command* (control operators apart), each shell assignment an
+    :class:`_Assignment`."""
     lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
     try:
-        return list(lexer)
-    except ValueError as exc:
+        tokens = list(lexer)
+        words = list(_words(command))
+    except (ValueError, IndexError) as exc:
         raise _Refused(f"cannot be parsed ({exc})") from None
+    if [word for word, _ in words] != tokens:  # pragma: no cover - both read it alike
+        raise _Refused("cannot be parsed (its quoting reads two ways)")
+    return [
+        _Assignment(word) if (m := _ASSIGNMENT.match(word)) and m.end() <= bare else word
+        for word, bare in words
+    ]
 
 
 def _simple_commands(tokens: list[str]) -> Iterator[list[str]]:
     """*tokens* split at control operators (the tokens made only of ``();<>|&``)."""
     current: list[str] = []
     for token in tokens:
-        if token and all(c in "();<>|&" for c in token):
+        if token and all(c in _PUNCTUATION for c in token):
             if current:
                 yield current
             current = []
@@ -642,7 +761,7 @@ _MAX_SUSPECTS: Final = 128
 class _Command:
     """What a command line runs: as written, and every command it would run."""
 
-    #: each top-level simple command, its words joined by single spaces, as written
+    #: each top-level simple command, its words joined by _WORD_BREAK, as written
     written: list[str] = attrs.field(factory=list)
     #: what deny rules see: every command (wrapped, nested, any program by its basename)
     denied_forms: list[str] = attrs.field(factory=list)
@@ -660,27 +779,32 @@ class _Command:
 def _analyse(command: str, into: _Command | None = None, nested: bool = False) -> _Command:
     result = _Command() if into is None else into
     for argv in _simple_commands(_tokens(command)):
-        basenamed = list(argv)
-        for start in _command_positions(argv, result):
-            result.deeper()
-            if _WILDCARDS.search(argv[start]):
-                result.globbed = True
-            basenamed[start] = _basename(argv[start])
-            result.denied_forms.append(" ".join([basenamed[start], *argv[start + 1 :]]))
-        result.denied_forms.append(" ".join(basenamed))
+        _analyse_words(argv, result)
         if not nested:
-            result.written.append(" ".join(argv))
+            result.written.append(_WORD_BREAK.join(argv))
     return result
+
+
+def _analyse_words(argv: list[str], result: _Command) -> None:
+    """Have deny rules see each program the simple command *argv* runs."""
+    basenamed = list(argv)
+    for start in _command_positions(argv, result):
+        result.deeper()
+        if _WILDCARDS.search(argv[start]):
+            result.globbed = True
+        basenamed[start] = _basename(argv[start])
+        result.denied_forms.append(" ".join([basenamed[start], *argv[start + 1 :]]))
+    result.denied_forms.append(" ".join(basenamed))
 
 
 def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
     """The index of each program *argv* runs (a wrapper's program, then its program's...)."""
     i = 0
-    while i < len(argv) and _ASSIGNMENT.match(argv[i]):
+    while i < len(argv) and _shell_assignment(argv[i]):
         i += 1
     while i < len(argv):
         yield i
-        name = _basename(argv[i])
+        name = _program(argv[i])
         if name == "eval":
             result.deeper()
             _analyse(" ".join(argv[i + 1 :]), result, nested=True)
@@ -692,59 +816,51 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
                     _analyse(word, result, nested=True)
                     break
             return
-        if name in _SHELLS:
-            strings = [_long_value(word, _COMMAND_OPTIONS) for word in argv[i + 1 :]]
-            for string in strings:  # --command=STRING, --session-command=STRING
-                if string is not None:
-                    result.deeper()
-                    _analyse(string, result, nested=True)
-            if any(
-                word == "--command"
-                or word == "--session-command"
-                or (word[:1] == "-" and word[:2] != "--" and "c" in word)
-                for word in argv[i + 1 :]
-            ):
-                # Which operand is the command string depends on the shell's options: read
-                # every operand as one (only deny rules see these).
-                for word in argv[i + 1 :]:
-                    if word[:1] not in ("-", "+"):
-                        result.deeper()
-                        _analyse(word, result, nested=True)
+        letter = _STRING_RUNNERS.get(name)
+        if letter is not None:
+            _command_strings(argv[i + 1 :], letter, result)
         wrapper = _WRAPPERS.get(name)
         if wrapper is None:
             return
-        takes_value, positional, assignments = wrapper
+        values, positional, assignment = wrapper
         first = i + 1
-        i += 1
+        if values is None:
+            _each_word(argv, first, result)
+            return
+        i = first
+        options = True  # until "--"
         while i < len(argv):
             word = argv[i]
-            if word == "--":
-                i += 1
-                break
-            split = _split_string(argv, i) if name == "env" else None
-            if split is not None:  # env -S STRING: its words are a command line too
+            split = _split_string(argv, i) if options and name == "env" else None
+            if split is not None:  # env -S STRING: its words are env's arguments again
                 _suspects(argv, first, i + 1, result)
                 value, rest = split
                 result.deeper()
-                # (env reads \_ as a space; shlex would not)
-                value = value.replace("\\_", " ")
-                _analyse(" ".join([value, *map(shlex.quote, rest)]), result, nested=True)
+                # env splits at \v and \f too, and reads \_ as a space (shlex does neither)
+                value = re.sub(r"\\_|[\v\f]", " ", value)
+                _analyse(" ".join(["env", value, *map(shlex.quote, rest)]), result, nested=True)
                 return
-            if name == "env" and word == "-":  # a lone "-" is env's -i
+            if options and word == "--":
+                options = False
                 i += 1
-                continue
-            if word.startswith("-") and len(word) > 1:
-                i += _option_words(word, takes_value)
-                continue
-            if assignments and _ASSIGNMENT.match(word):
+            elif options and name == "env" and word == "-":  # a lone "-" is env's -i
                 i += 1
-                continue
-            break
-        i += positional
+            elif options and word.startswith("-") and len(word) > 1:
+                i += _option_words(word, values)
+            elif assignment is not None and assignment(word):
+                i += 1
+            elif positional:  # (setarch ARCH -R PROGRAM: options may follow)
+                positional -= 1
+                i += 1
+            else:
+                break
         _suspects(argv, first, i, result)
-        if name == "watch" and i < len(argv):  # runs its words with sh -c
-            result.deeper()
-            _analyse(" ".join(argv[i:]), result, nested=True)
+        if name == "watch":  # runs its words with sh -c, from where its options end (or,
+            # were they misread, from another word near there that is not an option)
+            for j in range(first, min(len(argv), i + _SUSPECT_WORDS)):
+                if j == i or argv[j][:1] != "-":
+                    result.deeper()
+                    _analyse(" ".join(argv[j:]), result, nested=True)
 
 
 def _suspects(argv: list[str], first: int, program: int, result: _Command) -> None:
@@ -758,6 +874,47 @@ def _suspects(argv: list[str], first: int, program: int, result: _Command) -> No
     result.denied_forms.extend(
         " ".join([_basename(argv[j]), *argv[j + 1 :]]) for j in range(first, stop) if j != program
     )
+
+
+def _each_word(argv: list[str], first: int, result: _Command) -> None:
+    """For a wrapper whose options are not modelled: analyse each word from *first* on (and
+    the value of each ``--option=VALUE`` or ``-oVALUE``) as the program, run with the words
+    after it. (Each costs a layer: a long line behind such a wrapper is denied.)"""
+    if len(argv) - first > _MAX_SUSPECTS:
+        raise _Refused(f"has a wrapper with more than {_MAX_SUSPECTS} words of arguments")
+    for j in range(first, len(argv)):
+        word = argv[j]
+        if word[:2] == "--":
+            word = word.partition("=")[2]
+        elif word[:1] == "-":
+            word = word[2:]
+        if word:
+            _analyse_words([str(word), *argv[j + 1 :]], result)  # (a program, not NAME=)
+
+
+def _command_strings(words: list[str], letter: str, result: _Command) -> None:
+    """Analyse what a shell (or su, flock, compgen, sg...) given *words* runs as a command
+    line: a ``--command=STRING`` (``--session-command``, abbreviated too), a value attached
+    to the option *letter* (``su -c'...'``), and, once that option (or ``--command``) is
+    there, or for an empty *letter*, every operand: which one is the string depends on the
+    options."""
+    strings: list[str] = []
+    every = not letter
+    for word in words:
+        value = _long_value(word, _COMMAND_OPTIONS)
+        if value is not None:
+            strings.append(value)
+        elif _abbreviates(word, _COMMAND_OPTIONS):
+            every = True
+        elif letter and word[:1] == "-" and word[:2] != "--" and letter in word:
+            every = True
+            strings.append(word.partition(letter)[2])
+    if every:
+        strings.extend(word for word in words if word[:1] not in ("-", "+"))
+    for string in strings:
+        if string:
+            result.deeper()
+            _analyse(string, result, nested=True)
 
 
 #: The long options of a shell (or su) whose value is a command line.
@@ -793,7 +950,7 @@ def _split_string(argv: list[str], i: int) -> tuple[str, list[str]] | None:
     for k, letter in enumerate(word[1:], start=2):
         if letter == "S":
             return (word[k:], argv[i + 1 :]) if k < len(word) else (nxt, after)
-        if f"-{letter}" in _WRAPPER_ENV_VALUES:
+        if f"-{letter}" in _ENV_VALUES:
             return None  # the rest of the word is that option's value
     return None
 
@@ -830,20 +987,25 @@ class PermissionPolicy:
         the rule's literal base (``/data`` for ``/data/*``): ``/data/a/../b`` is under
         ``/data/*``, ``/data/../data/b`` is not. Deny rules match the normalised path.
     ``"command"``
-        Tokenised with :mod:`shlex` (POSIX rules, ``punctuation_chars``) and compared as its
-        words joined by single spaces (write patterns that way: ``"git status"``,
-        ``"ls *"``). *Deny* rules see every program the line would run, each by its
-        basename (``/bin/rm`` is ``rm``): leading ``NAME=value`` (and ``NAME+=value``) words are
-        skipped, wrappers
-        (``command``, ``env``, ``sudo``, ``nice``, ``nohup``, ``time``, ``timeout N``,
-        ``xargs``, ``exec``, ``stdbuf``, ...) unwrapped with their options (read as getopt
-        reads them: clusters, abbreviated long options), ``sh -c``, ``su --command=``,
-        ``eval``, ``trap``, ``watch`` and ``env -S`` strings parsed in turn, and, in case a
-        wrapper's options were misread, every word they were read to span (and a few
-        after) is tried as a program too: ``"rm *"``
-        denies ``sudo -u root /bin/rm -rf /``. *Allow* and *escalate* rules must match the
-        whole line as written, wrappers, assignments and program paths included: ``"ls *"``
-        admits neither ``sudo ls`` nor ``/tmp/x/ls``. A line containing any of
+        Tokenised with :mod:`shlex` (POSIX rules, ``punctuation_chars``) and compared word by
+        word, a space or tab in a pattern standing for the break between two words (write
+        patterns that way: ``"git status"``, ``"ls *"``). *Deny* rules see every program the
+        line would run, each by its basename (``/bin/rm`` is ``rm``): leading ``NAME=value``
+        (and ``NAME+=value``) words written bare are skipped (a quoted ``'A=/x/rm'`` is a
+        program), the wrappers the analysis knows (``command``, ``env``, ``sudo``, ``nice``,
+        ``nohup``, ``time``, ``timeout N``, ``xargs``, ``exec``, ``stdbuf``, ``setarch``,
+        ``unshare``, ``strace``, ``fakeroot``, the dynamic loader...: the table ``_WRAPPERS``
+        in this module) unwrapped with their options (read as getopt reads them: clusters,
+        abbreviated long options; for a few whose options are not listed, ``perf``, ``ip``,
+        ``bwrap``, ``systemd-run``..., every later word is tried as the program), ``sh -c``,
+        ``su -c``/``--command``, ``sg``, ``script -c``, ``compgen -C``, ``eval``, ``trap``,
+        ``watch`` and ``env -S`` strings parsed in turn, and, in case a wrapper's options were
+        misread, every word they were read to span (and a few after) is tried as a program
+        too: ``"rm *"`` denies ``sudo -u root /bin/rm -rf /``. Wrapper and shell names are
+        compared case folded (a case-insensitive file system runs ``ENV`` as ``env``).
+        *Allow* and *escalate* rules must match the whole line as written, wrappers,
+        assignments and program paths included: ``"ls *"`` admits neither ``sudo ls``, nor
+        ``/tmp/x/ls``, nor ``'ls /x' y`` (one word holding a space). A line containing any of
         ``; & | ` $ < > ( ) { }``, a newline, ``\\r`` or NUL, a glob where a program name
         goes, or an unquoted ``*``, ``?``, ``[`` or a ``~`` at a word's start or after ``=``
         or ``:`` (pathname and tilde expansion), that no deny rule matched, is denied
@@ -910,8 +1072,10 @@ class PermissionPolicy:
     def safe(cls) -> PermissionPolicy:
         """Reading, searching and editing allowed; ``bash`` asks first, and never runs
         ``rm``, ``sudo``, ``chmod``, ``kill`` or ``mkfs`` (in any case, by any path, behind
-        any wrapper), nor anything with a shell control operator or expansion. Other tools
-        are denied.
+        the wrappers and shells the analysis knows: see :class:`PermissionPolicy`), nor
+        anything with a shell control operator or expansion. Other tools are denied. A
+        program that runs another in a way the analysis does not know (``find -exec``,
+        ``python -c``...) is only escalated: approve with care.
 
         The ``bash`` tool's subject must be read as a command (a subject parameter named
         ``command`` or ``cmd``, a tool named ``bash``, or ``subject_kind="command"``).

@@ -585,7 +585,22 @@ def test_ignoring_case_folds_as_the_file_system_may() -> None:
         assert policy.check("read", path, {}, kind="path").behavior == "deny"
 
 
-@pytest.mark.parametrize("command", ["ls -la", "git status", "env FOO=1 make", "grep x f"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls -la",
+        "git status",
+        "env FOO=1 make",
+        "grep x f",
+        "A='x y' make",
+        "time A=1 make",
+        "env -S 'A=1 make'",
+        "watch -n 1 -d -t -b -c -e -g -p -w ls -la /a /b /c /d /e /f",
+        "perf stat -e cycles -e instructions -o out.txt make -j4 test",
+        "perf record -g ./prog a b c d e f g h i j k l m n o p q r s t u v w x y z",
+        "Make test",
+    ],
+)
 def test_safe_still_escalates_ordinary_commands(command: str) -> None:
     assert behavior(PermissionPolicy.safe(), "bash", command) == "escalate"
 
