@@ -14,7 +14,7 @@ and loads back through its constructor, which checks every link.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Union
 
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
@@ -33,7 +33,7 @@ from .messages import (
     Message,
     System,
 )
-from .parts import content_parts, part_json
+from .parts import ContentPart, content_parts, part_json
 
 _MESSAGE_CLASSES: tuple[type[Message], ...] = (
     System,
@@ -103,14 +103,20 @@ def configure(converter: JsonConverter) -> None:
 
 
 def _output_json(output: Any) -> Any:
-    """A tool's output as strict JSON; content parts (images, files) in their JSON form."""
+    """A tool's output as strict JSON; content parts (images, files) in their JSON form,
+    except those already in a JSON form (a mapping: an MCP or Anthropic image, say), which
+    are kept as they are, so that a saved history loads with the output it recorded."""
     if type(output) is not str:
         parts = content_parts(output)
         if parts is not None:
             if isinstance(output, list | tuple):
-                return [part_json(part) for part in parts]
-            return part_json(parts[0])
+                return [_part_json(item, part) for item, part in zip(output, parts, strict=True)]
+            return _part_json(output, parts[0])
     return strict_json(output)
+
+
+def _part_json(item: object, part: ContentPart) -> Any:
+    return strict_json(item) if isinstance(item, Mapping) else part_json(part)
 
 
 def _kind(cls: type) -> str:

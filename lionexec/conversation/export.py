@@ -28,6 +28,10 @@ The three exports follow one plan, so they agree on what the model is shown:
 * Chat Completions ``tool`` messages hold text only. An image or file a tool returned is
   named in the tool message (``[image/png image: attached below]``) and sent in one ``user``
   message after the turn's tool messages (``image_url`` and ``file`` parts, as data URLs).
+* Anthropic accepts tool-use ids of letters, digits, ``_`` and ``-`` only: another call id
+  (``functions.add:0``, as some OpenAI-compatible models send) is exported there as
+  :func:`anthropic_tool_id` maps it, the same in ``tool_use.id`` and ``tool_result.tool_use_id``.
+  Anthropic also refuses text blocks of whitespace only: they are left out like empty ones.
 * Everything is strict JSON (``json.dumps(..., allow_nan=False)`` succeeds) and valid
   UTF-8 (a lone surrogate in a recorded string becomes U+FFFD): a non-finite
   float in an output becomes ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, an int too long to
@@ -43,7 +47,9 @@ never imports an SDK.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict
@@ -180,10 +186,11 @@ def _result(response: ActionResponse | None) -> _Result:
 
 
 def _parts_text(parts: list[ContentPart]) -> str:
-    return "\n".join(_part_text(part) for part in parts)
+    return "\n".join(part_text(part) for part in parts)
 
 
-def _part_text(part: ContentPart, note: str = "attached below") -> str:
+def part_text(part: ContentPart, note: str = "attached below") -> str:
+    """*part* as text: a text part's text; an image or file named, with *note*."""
     if isinstance(part, TextPart):
         return part.text
     kind = "image" if isinstance(part, ImagePart) else "file"
@@ -291,7 +298,7 @@ def to_openai(history: Iterable[Message]) -> list[ChatMessageParam]:
                 sent = [_chat_part(part) for part in result.parts]
                 carried = [p for p in sent if p is not None]
                 text = "\n".join(
-                    _part_text(part, "attached below" if p is not None else "not sent")
+                    part_text(part, "attached below" if p is not None else "not sent")
                     for part, p in zip(result.parts, sent, strict=True)
                 )
                 if carried:
@@ -327,7 +334,8 @@ def to_responses(history: Iterable[Message]) -> list[ResponsesInputItem]:
 
     System text becomes a ``system`` message, user text a ``user`` message; each call a
     ``function_call`` item and each result a ``function_call_output`` item (content parts as
-    ``input_text``, ``input_image`` and ``input_file``). A turn recorded from the Responses API
+    ``input_text``, ``input_image`` and ``input_file``; an image or file type OpenAI does not
+    take is named in text). A turn recorded from the Responses API
     replays its ``reasoning`` and output ``message`` items verbatim, in their order.
     """
     out: list[dict[str, Any]] = []
@@ -360,7 +368,7 @@ def to_responses(history: Iterable[Message]) -> list[ResponsesInputItem]:
             result = _result(response)
             output: Any = result.text
             if result.parts is not None:
-                output = [_responses_part(part) for part in result.parts]
+                output = [responses_part(part) for part in result.parts]
             out.append(
                 {"type": "function_call_output", "call_id": call.content.call_id, "output": output}
             )
@@ -433,11 +441,21 @@ def _output_message(block: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _responses_part(part: ContentPart) -> dict[str, Any]:
+#: Media types ``input_file`` refuses (it takes documents: PDF, text, office files).
+_NOT_DOCUMENTS = ("audio/", "video/", "image/")
+
+
+def responses_part(part: ContentPart) -> dict[str, Any]:
+    """*part* as a Responses input content part (``input_text``, ``input_image``,
+    ``input_file``); an image or file type OpenAI does not take is named in text instead."""
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text}
     if isinstance(part, ImagePart):
+        if part.media_type not in _OPENAI_IMAGES:
+            return {"type": "input_text", "text": part_text(part, "not sent: unsupported type")}
         return {"type": "input_image", "image_url": part.data_url(), "detail": "auto"}
+    if part.media_type.startswith(_NOT_DOCUMENTS):
+        return {"type": "input_text", "text": part_text(part, "not sent: unsupported type")}
     return {
         "type": "input_file",
         "file_data": part.data_url(),
@@ -453,9 +471,11 @@ def to_anthropic(history: Iterable[Message]) -> AnthropicExport:
 
     Returns ``{"messages": [...]}``, plus ``"system"`` (every system message's text, joined by
     a blank line) when there is any. Consecutive messages of one role are merged, so results
-    precede the next user text in one user turn. Empty text blocks are left out, and so is a
-    message left with no blocks. A turn recorded from Anthropic replays its blocks in their
-    order: ``thinking`` and ``redacted_thinking`` (with signatures), ``text``, ``tool_use``.
+    precede the next user text in one user turn. Empty text blocks (and blocks of whitespace
+    only, which Anthropic refuses) are left out, and so is a message left with no blocks.
+    Call ids are exported as :func:`anthropic_tool_id` maps them. A turn recorded from
+    Anthropic replays its blocks in their order: ``thinking`` and ``redacted_thinking`` (with
+    signatures), ``text``, ``tool_use``.
     """
     system: list[str] = []
     turns: list[dict[str, Any]] = []
@@ -469,7 +489,7 @@ def to_anthropic(history: Iterable[Message]) -> AnthropicExport:
             turns.append({"role": role, "content": blocks})
 
     def text_blocks(text: str) -> list[dict[str, Any]]:
-        return [{"type": "text", "text": text}] if text else []
+        return [{"type": "text", "text": text}] if text.strip() else []
 
     for item in _plan(history):
         if isinstance(item, _Text):
@@ -509,11 +529,11 @@ def to_anthropic(history: Iterable[Message]) -> AnthropicExport:
             result = _result(response)
             content: Any = result.text
             if result.parts is not None:
-                content = [b for b in map(_anthropic_part, result.parts) if b is not None] or ""
+                content = [b for b in map(anthropic_part, result.parts) if b is not None] or ""
             results.append(
                 {
                     "type": "tool_result",
-                    "tool_use_id": call.content.call_id,
+                    "tool_use_id": anthropic_tool_id(call.content.call_id),
                     "content": content,
                     "is_error": result.is_error,
                 }
@@ -528,15 +548,35 @@ def to_anthropic(history: Iterable[Message]) -> AnthropicExport:
 def _tool_use(call: ActionRequest) -> dict[str, Any]:
     return {
         "type": "tool_use",
-        "id": call.content.call_id,
+        "id": anthropic_tool_id(call.content.call_id),
         "name": call.content.function,
         "input": strict_json(call.content.arguments),
     }
 
 
-def _anthropic_part(part: ContentPart) -> dict[str, Any] | None:
+_ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
+_NOT_ANTHROPIC_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def anthropic_tool_id(call_id: str) -> str:
+    """*call_id* as a valid Anthropic tool-use id (``^[a-zA-Z0-9_-]+$``).
+
+    A valid id is kept. Another (``functions.add:0``) has every other character replaced by
+    ``_`` and gets ``_`` and 8 hex digits of its SHA-256 (``functions_add_0_1a2b3c4d``), so
+    ids that differ only in those characters stay apart; the mapping depends on the id alone,
+    so a call and its result always agree.
+    """
+    if _ANTHROPIC_ID.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{_NOT_ANTHROPIC_ID.sub('_', call_id)}_{digest[:8]}"
+
+
+def anthropic_part(part: ContentPart) -> dict[str, Any] | None:
+    """*part* as an Anthropic content block (``None`` for blank text, which Anthropic
+    refuses); an image or file type Anthropic does not take is named in text instead."""
     if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text} if part.text else None
+        return {"type": "text", "text": part.text} if part.text.strip() else None
     encoded = base64.b64encode(part.data).decode("ascii")
     if isinstance(part, ImagePart) and part.media_type in _ANTHROPIC_IMAGES:
         source = {"type": "base64", "media_type": part.media_type, "data": encoded}
@@ -551,10 +591,10 @@ def _anthropic_part(part: ContentPart) -> dict[str, Any] | None:
         try:
             text = part.data.decode("utf-8")
         except UnicodeDecodeError:
-            return {"type": "text", "text": _part_text(part, "not valid UTF-8, not sent")}
+            return {"type": "text", "text": part_text(part, "not valid UTF-8, not sent")}
         source = {"type": "text", "media_type": "text/plain", "data": text}
         return {"type": "document", "source": source}
-    return {"type": "text", "text": _part_text(part, "not sent: unsupported type")}
+    return {"type": "text", "text": part_text(part, "not sent: unsupported type")}
 
 
 def dumps(value: object) -> str:

@@ -8,7 +8,11 @@ A tool may return, and the exports then render as each provider's own blocks:
 * the JSON form of a part, as a serialized history holds it: ``{"type": "text", "text"}``,
   ``{"type": "image", "media_type", "data"}`` or ``{"type": "file", "media_type", "data",
   "filename"}`` with base64 ``data``; and the image shapes of Anthropic (``{"type": "image",
-  "source": {"type": "base64", ...}}``) and MCP (``{"type": "image", "data", "mimeType"}``).
+  "source": {"type": "base64", ...}}``) and MCP (``{"type": "image", "data", "mimeType"}``);
+* the content parts :func:`lionexec.mcp.mcp_output` records: ``{"type": "image" | "audio",
+  "data", "mime_type"}`` (an image, an audio file), ``{"type": "file", "data", "mime_type",
+  "uri"}`` (a file named after the last segment of its URI) and ``{"type": "text", "text",
+  "uri"}`` (a text resource or resource link: text that names its URI).
 
 Any other output is JSON, as before. :func:`content_parts` says which applies.
 """
@@ -17,12 +21,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
 import attrs
 
-__all__ = ["ContentPart", "FilePart", "ImagePart", "TextPart", "content_parts", "part_json"]
+__all__ = [
+    "ContentPart",
+    "FilePart",
+    "ImagePart",
+    "TextPart",
+    "content_parts",
+    "parse_data_url",
+    "part_json",
+]
 
 
 @attrs.frozen
@@ -92,6 +105,19 @@ def _data_url(media_type: str, data: bytes) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
+_DATA_URL: Final = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+
+
+def parse_data_url(url: object) -> tuple[str, bytes] | None:
+    """The media type and bytes of a base64 ``data:`` URL (as :meth:`ImagePart.data_url`
+    makes), or ``None`` for anything else."""
+    match = _DATA_URL.fullmatch(url) if isinstance(url, str) else None
+    if match is None:
+        return None
+    data = _b64(match.group(2))
+    return None if data is None else (match.group(1), data)
+
+
 def content_parts(output: object) -> list[ContentPart] | None:
     """*output* as content parts, or ``None`` if it is an ordinary (JSON) output.
 
@@ -132,29 +158,60 @@ def _one(value: object) -> ContentPart | None:
     return None
 
 
+#: The keys besides ``type`` and ``text`` a text part may have: an MCP resource's.
+_RESOURCE_KEYS: Final = frozenset({"uri", "mime_type", "mimeType"})
+
+
 def _from_json(value: Mapping[Any, Any]) -> ContentPart | None:
     kind = value.get("type")
     if kind == "text":
-        text = value.get("text")
-        return TextPart(text) if isinstance(text, str) and len(value) == 2 else None
+        return _text_part(value)
     if kind == "image":
         source = value.get("source")
         if isinstance(source, Mapping) and source.get("type") == "base64":  # Anthropic
             media_type, data = source.get("media_type"), source.get("data")
-        elif "mimeType" in value:  # MCP ImageContent
-            media_type, data = value.get("mimeType"), value.get("data")
         else:
-            media_type, data = value.get("media_type"), value.get("data")
+            media_type, data = _media_type(value), value.get("data")
         decoded = _b64(data)
         if isinstance(media_type, str) and decoded is not None:
             return ImagePart(decoded, media_type)
         return None
-    if kind == "file":
-        media_type, filename = value.get("media_type"), value.get("filename")
+    if kind in ("file", "audio"):  # audio: MCP AudioContent
+        media_type, filename = _media_type(value), value.get("filename")
         decoded = _b64(value.get("data"))
         if isinstance(media_type, str) and decoded is not None:
-            return FilePart(decoded, media_type, filename if isinstance(filename, str) else None)
+            if not isinstance(filename, str):
+                filename = _uri_name(value.get("uri"))
+            return FilePart(decoded, media_type, filename)
     return None
+
+
+def _text_part(value: Mapping[Any, Any]) -> TextPart | None:
+    """A text part; an MCP resource's (with its ``uri``) names the URI in its text."""
+    text, uri = value.get("text"), value.get("uri")
+    extra = value.keys() - {"type", "text"}
+    if not isinstance(text, str) or not extra <= _RESOURCE_KEYS:
+        return None
+    if not extra:
+        return TextPart(text)
+    if not isinstance(uri, str):
+        return None
+    return TextPart(text if uri in text else f"[resource {uri}]\n{text}")
+
+
+def _media_type(value: Mapping[Any, Any]) -> object:
+    """The media type of a part, under lionexec's key or MCP's (the wire's or the SDK's)."""
+    for key in ("media_type", "mimeType", "mime_type"):
+        if key in value:
+            return value[key]
+    return None
+
+
+def _uri_name(uri: object) -> str | None:
+    """The last segment of a resource's URI, as a file name (``None`` if there is none)."""
+    if not isinstance(uri, str):
+        return None
+    return uri.rstrip("/").rsplit("/", 1)[-1] or None
 
 
 def _b64(data: object) -> bytes | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, ClassVar, Final, Literal
@@ -18,6 +19,22 @@ import attrs
 import httpx
 import trio
 
+from lionexec._jsonable import jsonable as strict_json
+from lionexec.conversation import MessageManager
+from lionexec.conversation.export import (
+    anthropic_part,
+    anthropic_tool_id,
+    dumps,
+    part_text,
+    responses_part,
+)
+from lionexec.conversation.parts import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    TextPart,
+    parse_data_url,
+)
 from lionexec.engine import NOT_SERIALIZED, Event
 
 from .errors import (
@@ -509,7 +526,10 @@ def parse_responses(body: Mapping[str, Any]) -> ModelResponse:
         _shape(isinstance(item, Mapping), "output item object", body)
         kind = item.get("type")
         if kind == "message":
-            for part in item.get("content") or []:
+            content: Any = item.get("content")
+            content = [] if content is None else content
+            _shape(isinstance(content, list), "message content list", body)
+            for part in content:
                 if isinstance(part, Mapping) and part.get("type") == "output_text":
                     text: Any = part.get("text")
                     _shape(isinstance(text, str), "output text", body)
@@ -791,38 +811,57 @@ def text_delta(chunk: Any) -> str:
 def build_payload(
     api: Api,
     model: str,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]] | MessageManager,
     *,
     tools: Sequence[Mapping[str, Any]] = (),
     **params: Any,
 ) -> dict[str, Any]:
-    """A request body for *api* from OpenAI chat *messages* and OpenAI chat *tools*.
+    """A request body for *api* from a history or OpenAI chat *messages*, and OpenAI chat
+    *tools*.
 
-    For ``"responses"`` the messages become ``input`` items (assistant tool calls become
-    ``function_call`` items, tool results ``function_call_output`` items) and the tools are
-    flattened. For ``"anthropic"`` system messages become ``system``, assistant tool calls
-    ``tool_use`` blocks, tool results ``tool_result`` blocks of a user turn, and
-    ``max_tokens`` defaults to :data:`ANTHROPIC_MAX_TOKENS`. *params* (``temperature``,
-    ``max_tokens``, ...) are passed through.
+    A :class:`~lionexec.conversation.MessageManager` (what :func:`~lionexec.models.run`
+    passes) is exported for *api* by its own exports: ``to_openai()``, ``to_responses()``,
+    or ``to_anthropic()`` (its messages, and its system text as ``system``).
+
+    OpenAI chat *messages* are converted. For ``"responses"`` they become ``input`` items
+    (assistant tool calls become ``function_call`` items, tool results
+    ``function_call_output`` items, a user message's content parts ``input_text``,
+    ``input_image`` and ``input_file`` parts). For ``"anthropic"`` system messages become
+    ``system``, assistant tool calls ``tool_use`` blocks (arguments that are not a strict JSON
+    object are sent as ``{}``; call ids as
+    :func:`~lionexec.conversation.export.anthropic_tool_id` maps them), tool results
+    ``tool_result`` blocks of a user turn, a user message's content parts ``text``, ``image``
+    and ``document`` blocks; blank text is left out. A part that cannot be sent is named in
+    text, never dropped. (Chat messages do not say which calls failed, so ``tool_result``
+    blocks carry no ``is_error``: pass the history for that.)
+
+    For ``"anthropic"``, ``max_tokens`` defaults to :data:`ANTHROPIC_MAX_TOKENS`. *params*
+    (``temperature``, ``max_tokens``, ...) are passed through.
     """
     payload: dict[str, Any] = {"model": model}
-    if api == "chat":
+    if isinstance(messages, MessageManager):
+        payload.update(_exported(api, messages))
+    elif api == "chat":
         payload["messages"] = [dict(m) for m in messages]
-        if tools:
-            payload["tools"] = [dict(t) for t in tools]
     elif api == "responses":
         payload["input"] = _responses_input(messages)
-        if tools:
-            payload["tools"] = [_responses_tool(t) for t in tools]
     else:
-        system, payload["messages"] = _anthropic_messages(messages)
-        if system:
-            payload["system"] = system
-        if tools:
-            payload["tools"] = [_anthropic_tool(t) for t in tools]
+        payload.update(_anthropic_messages(messages))
+    if tools:
+        payload["tools"] = [_tool(api, t) for t in tools]
+    if api == "anthropic":
         payload["max_tokens"] = ANTHROPIC_MAX_TOKENS
     payload.update(params)
     return payload
+
+
+def _exported(api: Api, history: MessageManager) -> dict[str, Any]:
+    """The conversation part of a request for *api*: *history* exported by its own exports."""
+    if api == "chat":
+        return {"messages": history.to_openai()}
+    if api == "responses":
+        return {"input": history.to_responses()}
+    return dict(history.to_anthropic())
 
 
 def _responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -835,23 +874,35 @@ def _responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                 {
                     "type": "function_call_output",
                     "call_id": message.get("tool_call_id"),
-                    "output": content if isinstance(content, str) else json.dumps(content),
+                    "output": _text(content),
                 }
             )
             continue
-        if content:
-            items.append({"role": role, "content": content})
+        if role == "user" and isinstance(content, list):
+            items.append({"role": role, "content": [_responses_part(p) for p in _parts(content)]})
+        elif content:
+            items.append({"role": role, "content": _text(content)})
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
+            arguments = function.get("arguments", "{}")
             items.append(
                 {
                     "type": "function_call",
                     "call_id": call.get("id"),
                     "name": function.get("name"),
-                    "arguments": function.get("arguments", "{}"),
+                    "arguments": arguments if isinstance(arguments, str) else dumps(arguments),
                 }
             )
     return items
+
+
+def _tool(api: Api, tool: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat *tool* in *api*'s shape."""
+    if api == "responses":
+        return _responses_tool(tool)
+    if api == "anthropic":
+        return _anthropic_tool(tool)
+    return dict(tool)
 
 
 def _responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -861,13 +912,14 @@ def _responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     return dict(tool)
 
 
-def _anthropic_messages(
-    messages: Sequence[Mapping[str, Any]],
-) -> tuple[str, list[dict[str, Any]]]:
+def _anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``messages`` (and ``system``, if any) for Anthropic, from OpenAI chat *messages*."""
     system: list[str] = []
     out: list[dict[str, Any]] = []
 
     def put(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
@@ -876,40 +928,132 @@ def _anthropic_messages(
     for message in messages:
         role, content = message.get("role"), message.get("content")
         if role == "system":
-            system.append(content if isinstance(content, str) else json.dumps(content))
+            system.append(_text(content))
         elif role == "tool":
-            text = content if isinstance(content, str) else json.dumps(content)
-            put(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.get("tool_call_id"),
-                        "content": text,
-                    }
-                ],
-            )
-        else:
-            blocks: list[dict[str, Any]] = []
-            if isinstance(content, str) and content:
-                blocks.append({"type": "text", "text": content})
+            call_id = message.get("tool_call_id")
+            result = {
+                "type": "tool_result",
+                "tool_use_id": anthropic_tool_id(call_id) if isinstance(call_id, str) else call_id,
+                "content": _text(content),
+            }
+            put("user", [result])
+        elif role == "assistant":
+            blocks = _anthropic_blocks([TextPart(_text(content))])
             for call in message.get("tool_calls") or []:
                 function = call.get("function", {})
-                try:
-                    arguments = json.loads(function.get("arguments") or "{}")
-                except ValueError:
-                    arguments = {}
+                call_id = call.get("id")
                 blocks.append(
                     {
                         "type": "tool_use",
-                        "id": call.get("id"),
+                        "id": anthropic_tool_id(call_id) if isinstance(call_id, str) else call_id,
                         "name": function.get("name"),
-                        "input": arguments if isinstance(arguments, dict) else {},
+                        "input": _arguments_object(function.get("arguments")),
                     }
                 )
-            if blocks:
-                put("assistant" if role == "assistant" else "user", blocks)
-    return "\n\n".join(system), out
+            put("assistant", blocks)
+        else:
+            put("user", _anthropic_blocks(_parts(content)))
+    if system:
+        return {"messages": out, "system": "\n\n".join(system)}
+    return {"messages": out}
+
+
+@attrs.frozen
+class _ImageUrl:
+    """An image a chat message names by its (``http``) URL."""
+
+    url: str
+
+
+def _parts(content: object) -> list[ContentPart | _ImageUrl]:
+    """The content of a chat message as content parts (a remote image as its URL).
+
+    Images and files sent as ``data:`` URLs become :class:`ImagePart` and :class:`FilePart`;
+    a part that cannot be read is a text part naming it, so nothing is silently dropped.
+    """
+    if content is None:
+        return []
+    if not isinstance(content, list):
+        return [TextPart(content if isinstance(content, str) else dumps(content))]
+    parts: list[ContentPart | _ImageUrl] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        inner = part.get(kind) if isinstance(part, Mapping) and isinstance(kind, str) else None
+        if kind in ("text", "refusal") and isinstance(inner, str):
+            parts.append(TextPart(inner))
+            continue
+        if kind == "image_url" and isinstance(inner, Mapping):
+            url = inner.get("url")
+            decoded = parse_data_url(url)
+            if decoded is not None:
+                parts.append(ImagePart(decoded[1], decoded[0]))
+                continue
+            if isinstance(url, str) and url.startswith(("https://", "http://")):
+                parts.append(_ImageUrl(url))
+                continue
+        if kind == "file" and isinstance(inner, Mapping):
+            decoded = parse_data_url(inner.get("file_data"))
+            filename = inner.get("filename")
+            if decoded is not None:
+                name = filename if isinstance(filename, str) else None
+                parts.append(FilePart(decoded[1], decoded[0], name))
+                continue
+        parts.append(TextPart(f"[{kind if isinstance(kind, str) else 'content'} part: not sent]"))
+    return parts
+
+
+def _text(content: object) -> str:
+    """The content of a chat message as text (parts joined, an attachment named)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        f"[image {part.url}: not sent]"
+        if isinstance(part, _ImageUrl)
+        else part_text(part, "not sent")
+        for part in _parts(content)
+    )
+
+
+def _responses_part(part: ContentPart | _ImageUrl) -> dict[str, Any]:
+    if isinstance(part, _ImageUrl):
+        return {"type": "input_image", "image_url": part.url, "detail": "auto"}
+    return responses_part(part)
+
+
+def _anthropic_blocks(parts: list[ContentPart | _ImageUrl]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, _ImageUrl):
+            blocks.append({"type": "image", "source": {"type": "url", "url": part.url}})
+        else:
+            block = anthropic_part(part)
+            if block is not None:
+                blocks.append(block)
+    return blocks
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _arguments_object(raw: object) -> dict[str, Any]:
+    """A replayed call's arguments as strict JSON for ``tool_use.input``: ``{}`` unless they
+    are a JSON object (not NaN, Infinity, a number past the float range, nesting past the
+    stack: a model may send any of those, and ``act()`` answered the call ``invalid``)."""
+    if raw is None or isinstance(raw, str):
+        try:
+            raw = json.loads(
+                raw or "{}", parse_constant=_reject_constant, parse_float=_finite_float
+            )
+        except (ValueError, RecursionError):
+            return {}
+    if not isinstance(raw, Mapping):
+        return {}
+    converted = strict_json(raw)
+    return converted if isinstance(converted, dict) else {}
 
 
 def _anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from lionexec.conversation import (
     ActionResponse,
     AssistantResponse,
     Instruction,
+    MessageManager,
     System,
     new_call_id,
 )
@@ -77,12 +78,16 @@ class Model:
 
     def call(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, Any]] | MessageManager,
         *,
         tools: Sequence[Mapping[str, Any]] = (),
         streaming: bool = False,
     ) -> ModelCall:
-        """A pending :class:`ModelCall` for *messages* (OpenAI chat format) and *tools*."""
+        """A pending :class:`ModelCall` for *messages* and *tools* (OpenAI chat format).
+
+        *messages* is a history (exported for the endpoint's API by its own exports) or
+        OpenAI chat messages (converted); see :func:`~lionexec.models.call.build_payload`.
+        """
         payload = build_payload(self.endpoint.api, self.name, messages, tools=tools, **self.params)
         return ModelCall(
             endpoint=self.endpoint,
@@ -93,9 +98,14 @@ class Model:
         )
 
     async def complete(
-        self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] = ()
+        self,
+        messages: Sequence[Mapping[str, Any]] | MessageManager,
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> ModelResponse:
         """Send one request and return the response, through :attr:`processor` if set.
+
+        *messages* as for :meth:`call`.
 
         Raises the error the call captured (:class:`~lionexec.models.ProviderError`, ...).
         Cancellation: a call still waiting in the processor's queue is marked ``cancelled`` (it
@@ -205,7 +215,8 @@ async def run(
     a call is parked for a durable approval (``stop_reason`` ``"awaiting_approval"``).
 
     Records *system* (when the history has no system message yet) and *instruction* (a user
-    turn), then repeats: send ``branch.messages.to_openai()`` with the branch's tools; record
+    turn), then repeats: send the history with the branch's tools (exported for the endpoint's
+    API: ``to_openai()``, ``to_responses()`` or ``to_anthropic()``); record
     the whole assistant turn (its text and its tool calls, as an
     :class:`~lionexec.conversation.AssistantResponse` with linked requests); run the calls
     through :meth:`Branch.act` with all its governance (a call naming no registered tool, or
@@ -274,9 +285,8 @@ async def _loop(
     responses: list[ModelResponse] = []
     for index in range(max_turns):
         tools = branch.registry.schemas("openai")
-        messages = history.to_openai()
         if stream:
-            call = model.call(messages, tools=tools, streaming=True)
+            call = model.call(history, tools=tools, streaming=True)
             # Closed (the call cancelled, its connection dropped) if this generator is.
             body = cast(AsyncGenerator[Any, None], call.stream())
             async with aclosing(body) as chunks:
@@ -286,7 +296,7 @@ async def _loop(
                         yield TextDelta(delta)
             response = _result(call)
         else:
-            response = await model.complete(messages, tools=tools)
+            response = await model.complete(history, tools=tools)
         responses.append(response)
         if not response.tool_calls:
             history.add_message(
