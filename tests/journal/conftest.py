@@ -7,9 +7,11 @@ registered by ``tests/conftest.py``); each test gets a fresh database on it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
+import trio
 
 from lionexec.journal import Journal, MemoryJournal, SqliteJournal
 from lionexec.journal.backend import MemoryBackend
@@ -60,3 +62,19 @@ def durable(request: pytest.FixtureRequest, tmp_path: Path) -> JournalFactory:
 
 
 __all__ = ["BACKENDS", "JournalFactory", "MemoryJournal", "PostgresServer"]
+
+
+class GatedBackend(MemoryBackend):
+    """A memory backend whose transactions wait for a gate once armed (a slow database)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.gate = trio.Event()
+        self.waiting = trio.Event()
+
+    async def run(self, fn: Any, *, cancellable: bool = True) -> Any:
+        if self.armed:
+            self.waiting.set()
+            await self.gate.wait()
+        return await super().run(fn, cancellable=cancellable)

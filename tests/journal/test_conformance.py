@@ -14,10 +14,9 @@ from lionexec.conversation import ActionOutcome, AssistantResponse, Instruction,
 from lionexec.errors import NotDurableError
 from lionexec.governance import CallContext, PermissionPolicy
 from lionexec.journal import Applied, Journal, JournalError, NotApplied
-from lionexec.journal.backend import MemoryBackend
 from lionexec.tools import Tool
 
-from .conftest import JournalFactory
+from .conftest import GatedBackend, JournalFactory
 
 
 def add(a: int, b: int) -> int:
@@ -726,22 +725,6 @@ async def test_flush_commits_what_open_branches_recorded(journals: JournalFactor
                 [call] = await reader.calls()
                 assert (call.done, call.outcome) == (True, "completed")
                 assert len(await reader.history(branch.id)) == 2
-
-
-class GatedBackend(MemoryBackend):
-    """A memory backend whose transactions wait for a gate once armed (a slow database)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed = False
-        self.gate = trio.Event()
-        self.waiting = trio.Event()
-
-    async def run(self, fn: Any, *, cancellable: bool = True) -> Any:
-        if self.armed:
-            self.waiting.set()
-            await self.gate.wait()
-        return await super().run(fn, cancellable=cancellable)
 
 
 async def test_a_call_cancelled_at_the_write_ahead_never_runs_and_is_answered() -> None:

@@ -17,6 +17,8 @@ from lionexec.journal import Journal, JournalConnectionError, MemoryJournal
 from lionexec.journal.backend import MemoryBackend
 from lionexec.tools import Tool
 
+from .conftest import GatedBackend
+
 
 def add(a: int, b: int) -> int:
     """Add."""
@@ -93,23 +95,6 @@ async def test_a_record_beyond_a_durable_sinks_capacity_is_kept() -> None:
             history = await journal.history(branch.id)
             request_id = response.content.action_request_id
             assert request_id is not None and history.response_for(request_id) is not None
-
-
-class GatedBackend(MemoryBackend):
-    """A memory backend whose next transaction, once armed, waits for :attr:`gate`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed = False
-        self.gate = trio.Event()
-        self.waiting = trio.Event()
-
-    async def run(self, fn: Any, *, cancellable: bool = True) -> Any:
-        if self.armed:
-            self.armed = False
-            self.waiting.set()
-            await self.gate.wait()
-        return await super().run(fn, cancellable=cancellable)
 
 
 async def test_a_branch_reopened_while_it_closes_waits_for_its_last_commit() -> None:

@@ -7,11 +7,7 @@ import base64
 import json
 from typing import Any
 
-import anthropic.types
 import mcp.types
-import openai.types.chat
-import openai.types.responses
-from pydantic import TypeAdapter
 
 from lionexec.conversation import (
     ActionRequest,
@@ -26,13 +22,11 @@ from lionexec.conversation.parts import content_parts
 from lionexec.mcp import mcp_output
 from lionexec.serialization import converter
 
-CHAT = TypeAdapter(list[openai.types.chat.ChatCompletionMessageParam])
-ANTHROPIC = TypeAdapter(list[anthropic.types.MessageParam])
-RESPONSES = TypeAdapter(list[openai.types.responses.ResponseInputItemParam])
-PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
-    "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
-)
+from ..interop.conftest import ANTHROPIC_MESSAGES as ANTHROPIC
+from ..interop.conftest import CHAT_MESSAGES as CHAT
+from ..interop.conftest import PNG
+from ..interop.conftest import RESPONSES_INPUT as RESPONSES
+
 PDF = b"%PDF-1.4 tiny"
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
 
