@@ -989,7 +989,7 @@ class App:
         self.conversations: OrderedDict[str, Conversation] = OrderedDict()
         self.limiter = trio.CapacityLimiter(self.config.max_concurrent_calls)
         token = self.config.token
-        self._authorization = None if token is None else b"Bearer " + token.encode()
+        self._authorization = None if token is None else token.encode()
 
     # -- conversations, eviction ------------------------------------------------------------
 
@@ -1115,9 +1115,11 @@ class App:
     def _authorize(self, scope: HTTPScope) -> None:
         if self._authorization is None:
             return
-        presented = _header(scope, b"authorization") or b""
-        # Constant time: how much of a guess matches must not show in the response time.
-        if not hmac.compare_digest(presented, self._authorization):
+        scheme, _, presented = (_header(scope, b"authorization") or b"").partition(b" ")
+        # The scheme in any case (RFC 9110); the token in constant time: how much of a
+        # guess matches must not show in the response time.
+        matches = hmac.compare_digest(presented.strip(b" "), self._authorization)
+        if not (matches and scheme.lower() == b"bearer"):
             raise HTTPError(
                 401,
                 "missing or wrong bearer token (send Authorization: Bearer <token>)",
@@ -1407,7 +1409,7 @@ class App:
     def _existing(self, conversation_id: str) -> Conversation:
         conversation = self.find(conversation_id)
         if conversation is None:
-            raise HTTPError(404, f"no conversation {conversation_id!r}")
+            raise HTTPError(404, f"no conversation {_preview(conversation_id)}")
         return conversation
 
     async def history(
@@ -1476,10 +1478,16 @@ class App:
         if self.journal is None:
             return self._existing(conversation_id).branch.messages
         if CONVERSATION_ID.fullmatch(conversation_id):
-            history = await self.journal.history(branch_id_of(conversation_id))
+            try:
+                history = await self.journal.history(branch_id_of(conversation_id))
+            except JournalError as exc:
+                raise HTTPError(
+                    503, f"the journal could not read conversation {conversation_id!r} ({exc}); "
+                    "try again"
+                ) from None
             if len(history):
                 return history
-        raise HTTPError(404, f"no conversation {conversation_id!r}")
+        raise HTTPError(404, f"no conversation {_preview(conversation_id)}")
 
     # -- approvals ------------------------------------------------------------------------------
 
@@ -1700,7 +1708,11 @@ def _is_cancellation(exc: BaseException) -> bool:
 
 def _allow(method: str, allowed: str) -> None:
     if method != allowed:
-        raise HTTPError(405, f"method {method} not allowed here; use {allowed}")
+        raise HTTPError(
+            405,
+            f"method {_preview(method)} not allowed here; use {allowed}",
+            [(b"allow", allowed.encode())],
+        )
 
 
 def _cursor(query: dict[str, list[str]], name: str, default: int) -> int:

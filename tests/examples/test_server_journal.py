@@ -709,3 +709,20 @@ async def test_a_call_whose_outcome_the_journal_refuses_is_a_503(tmp_path: Path)
     assert reply.status_code == 503, reply.text
     assert "the outcome commit was refused (test)" in reply.json()["error"]
     assert runs == ["x"]
+
+
+@pytest.mark.parametrize("path", ["/v1/conversations/c1", "/v1/conversations/c1/records"])
+async def test_a_history_the_journal_cannot_read_is_a_503(tmp_path: Path, path: str) -> None:
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "h.db"))
+    body = {"conversation_id": "c1", "tool_calls": [call("word_count", {"text": "a b"}, "w1")]}
+    with trio.fail_after(BUDGET):
+        async with running_server(config, list(server.DEMO_TOOLS)) as (app, client):
+            assert (await client.post("/v1/act", json=body)).status_code == 200
+
+            async def lost(*args: Any, **kwargs: Any) -> Any:
+                raise JournalConnectionError("the connection was lost (test)")
+
+            app.journal.history = lost
+            reply = await client.get(path)
+    assert reply.status_code == 503, (reply.status_code, reply.content)
+    assert "the connection was lost (test)" in reply.json()["error"]

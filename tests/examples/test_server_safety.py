@@ -469,9 +469,48 @@ async def test_bearer_token_is_required_and_compared_in_constant_time(
         assert refused.json()["error"].startswith("missing or wrong bearer token")
     assert runs["auth"] == 1  # only the authorized request ran its call
     assert right.status_code == 200 and history_ok.status_code == 200
-    assert (b"Bearer s3cret-tokeN", b"Bearer s3cret-token") in compared
-    assert (b"", b"Bearer s3cret-token") in compared
+    assert (b"s3cret-tokeN", b"s3cret-token") in compared
+    assert (b"", b"s3cret-token") in compared
     assert "s3cret" not in repr(app.config)
+
+
+async def test_the_bearer_scheme_is_read_in_any_case_the_token_exactly() -> None:
+    app = make_app(token="s3cret")
+    with trio.fail_after(BUDGET):
+        async with serving(app) as client:
+            statuses = {
+                header: (
+                    await client.get("/v1/conversations/x", headers={"Authorization": header})
+                ).status_code
+                for header in (
+                    "Bearer s3cret",
+                    "bearer s3cret",
+                    "BEARER s3cret",
+                    "Basic s3cret",
+                    "Bearer S3CRET",
+                    "Bearers3cret",
+                    "s3cret",
+                )
+            }
+    assert statuses == {
+        "Bearer s3cret": 404,  # (no such conversation: past the token check)
+        "bearer s3cret": 404,
+        "BEARER s3cret": 404,
+        "Basic s3cret": 401,
+        "Bearer S3CRET": 401,
+        "Bearers3cret": 401,
+        "s3cret": 401,
+    }
+
+
+async def test_a_405_names_the_allowed_method_and_a_404_cuts_a_long_id() -> None:
+    app = make_app()
+    with trio.fail_after(BUDGET):
+        async with serving(app) as client:
+            wrong = await client.get("/v1/act")
+            long = await client.get("/v1/conversations/" + "a" * 8000)
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert long.status_code == 404 and len(long.content) < 200, long.content[:300]
 
 
 def test_token_comes_from_the_flag_or_the_environment() -> None:
