@@ -1710,7 +1710,7 @@ def _allow(method: str, allowed: str) -> None:
     if method != allowed:
         raise HTTPError(
             405,
-            f"method {_preview(method)} not allowed here; use {allowed}",
+            f"method {method[:20]} not allowed here; use {allowed}",
             [(b"allow", allowed.encode())],
         )
 
