@@ -130,15 +130,16 @@ class RateLimitedProcessor(Processor):
 
     def _idle_until(self) -> float:
         """After a cycle that took nothing: the earliest not-before time of a deferred event
-        (``capacity_refresh_time`` if none is known, e.g. when other cycles hold the
-        capacity); with nothing queued, only the next enqueue or :meth:`stop` (never
-        polling deferred events)."""
+        still ahead (``capacity_refresh_time`` from now if none is, e.g. when other cycles
+        hold the capacity: a time already passed would wake the cycle at once, again and
+        again); with nothing queued, only the next enqueue or :meth:`stop` (never polling
+        deferred events)."""
         if not self._queue:
             return math.inf
-        earliest = self._next_not_before()
-        if earliest is None:
-            return trio.current_time() + self.capacity_refresh_time
-        return max(earliest, trio.current_time())
+        earliest, now = self._next_not_before(), trio.current_time()
+        if earliest is None or earliest <= now:
+            return now + self.capacity_refresh_time
+        return earliest
 
     # -- statistics -------------------------------------------------------------------------
 

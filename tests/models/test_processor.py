@@ -231,3 +231,63 @@ async def test_a_granted_event_waiting_for_a_token_is_no_longer_deferred(
             await processor.join()  # sleeps until the third's not-before time: no spinning
             nursery.cancel_scope.cancel()
     assert checks < 20
+
+
+class _Timed(Event):
+    """An event that runs *duration* seconds of trio's clock and costs *cost* tokens."""
+
+    def __init__(self, duration: float = 0.0, cost: int = 0) -> None:
+        super().__init__()
+        self.duration, self.cost = duration, cost
+
+    async def _invoke(self) -> float:
+        await trio.sleep(self.duration)
+        return trio.current_time()
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return {"cost": self.cost}
+
+
+class _Cycles(RateLimitedProcessor):
+    """Counts its cycles; past 10,000 it is spinning."""
+
+    __slots__ = ("cycles",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cycles = 0
+
+    async def _cycle(self) -> int:
+        self.cycles += 1
+        if self.cycles > 10_000:
+            raise AssertionError(f"spinning: 10,000 cycles, the clock at {trio.current_time()}")
+        return await super()._cycle()
+
+
+@pytest.mark.parametrize("second", ["join", "execute"])
+async def test_a_deferred_event_whose_time_passed_while_capacity_is_held_is_not_a_spin(
+    autojump_clock: trio.testing.MockClock, second: str
+) -> None:
+    """One cycle defers b (not before 0.5 s) and runs a for 10 s on the only unit of
+    capacity. A second join() (or the execute() service) takes nothing: it waited until
+    b's time, which then stays in the past (nothing asks for b again until a ends), and every
+    wait after it ended at once."""
+    limiter = RateLimiter(tokens=10, period=1.0)
+    assert limiter.try_acquire(10) == 0.0  # the token budget spent: b (cost 5) waits 0.5 s
+    processor = _Cycles(limiter, queue_capacity=1)
+    b, a = _Timed(cost=5), _Timed(duration=10.0)
+    await processor.enqueue_many([b, a])
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(processor.process)  # defers b, runs a
+            await trio.testing.wait_all_tasks_blocked()
+            assert processor.statistics().next_not_before == pytest.approx(0.5)
+            if second == "join":
+                await processor.join()
+            else:
+                await nursery.start(processor.execute)
+                await b.wait_completed()
+                processor.stop()
+    assert (a.status, b.status) == (EventStatus.COMPLETED, EventStatus.COMPLETED)
+    assert processor.cycles < 1_000
