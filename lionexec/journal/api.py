@@ -243,7 +243,8 @@ class Journal:
         #: Keys held by calls running here; the event once someone waits for the outcome.
         self._held: dict[str, trio.Event | None] = {}
         self._inflight: dict[tuple[str, str], str] = {}
-        self._submitted: dict[str, str] = {}  # call id -> branch, of calls submitted here
+        # call id -> branch, of calls submitted here ("": to more than one branch)
+        self._submitted: dict[str, str] = {}
         #: Transactions committed, and the write-aheads and outcome writes they carried.
         self.commits = 0
         self.committed_items = 0
@@ -513,7 +514,9 @@ class Journal:
         else:
             await trio.lowlevel.checkpoint()
         for request in requests:
-            self._submitted[request.call_id] = name
+            known = self._submitted.setdefault(request.call_id, name)
+            if known != name:
+                self._submitted[request.call_id] = ""  # ambiguous: wait() needs branch_id
         return [request.call_id for request in requests]
 
     async def wait(
@@ -527,10 +530,11 @@ class Journal:
         """Wait for the responses of submitted calls; return them in the order of *call_ids*.
 
         *branch_id* names their branch; without it, each call id must have been submitted by
-        this journal object. Wakes on PostgreSQL's ``NOTIFY`` (polling every *poll* seconds
-        as a fallback), polls on SQLite. Blocks until every call is answered: bound it with
-        ``trio.fail_after``. Raises :class:`~lionexec.journal.JournalError` naming a call id
-        that was never submitted.
+        this journal object, to one branch. Wakes on PostgreSQL's ``NOTIFY`` (polling every
+        *poll* seconds as a fallback), polls on SQLite. Blocks until every call is answered:
+        bound it with ``trio.fail_after``. Raises :class:`~lionexec.journal.JournalError`
+        naming a call id that was never submitted (or, without *branch_id*, was submitted to
+        more than one branch).
 
         *into*: the branch the calls were submitted for; each request and its response are
         recorded in its history (linked, as ``act()`` records them; a pair already there is
@@ -541,6 +545,11 @@ class Journal:
         for call_id in call_ids:
             if branch_id is not None:
                 pairs.append((str(_branch_uuid(branch_id)), call_id))
+            elif self._submitted.get(call_id) == "":
+                raise JournalError(
+                    f"call id {call_id!r} was submitted to more than one branch through this "
+                    "journal object: pass branch_id= to say which"
+                )
             elif call_id in self._submitted:
                 pairs.append((self._submitted[call_id], call_id))
             else:

@@ -572,7 +572,12 @@ def _saturated(
     for branch_id, count in rows:
         counts.setdefault(f"branch:{branch_id}", int(count))
     for key, count in counts.items():
-        limit = capped.get(key, capped.get("branch:*") if key.startswith("branch:") else None)
+        if key in capped:
+            limit: int | None = capped[key]
+        elif key.startswith("branch:") and key not in limits:  # its own limit replaces "*"
+            limit = capped.get("branch:*")
+        else:
+            limit = None
         if limit is not None and count >= limit:
             (tools if key.startswith("tool:") else branches).add(key.split(":", 1)[1])
     return tools, branches
@@ -711,7 +716,7 @@ def complete(
     *wake* (concurrency limits are in use), idle workers are woken too: a slot is free."""
     tx = _tx(store)
     now = db_now(store)
-    ok: set[tuple[str, str]] = set()
+    ok: set[tuple[str, str, int]] = set()  # (branch, call, fence): one group may hold a stale
     if _is_pg(store) and completions:
         rows = tx.execute(
             "UPDATE lionexec_queue AS q SET state = ?, outcome = v.outcome, "
@@ -719,7 +724,7 @@ def complete(
             "FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[]) "
             "AS v (branch_id, call_id, fence, outcome, response) "
             "WHERE q.branch_id = v.branch_id AND q.call_id = v.call_id AND q.fence = v.fence "
-            "AND q.state = ? RETURNING q.branch_id, q.call_id",
+            "AND q.state = ? RETURNING q.branch_id, q.call_id, q.fence",
             (
                 DONE,
                 worker,
@@ -732,7 +737,7 @@ def complete(
                 CLAIMED,
             ),
         )
-        ok = {(r[0], r[1]) for r in rows}
+        ok = {(r[0], r[1], int(r[2])) for r in rows}
     else:
         for c in completions:
             if tx.execute(
@@ -751,9 +756,9 @@ def complete(
                     CLAIMED,
                 ),
             ):
-                ok.add((c.branch_id, c.call_id))
-    recorded = tuple(c for c in completions if (c.branch_id, c.call_id) in ok)
-    rejected = tuple(c for c in completions if (c.branch_id, c.call_id) not in ok)
+                ok.add((c.branch_id, c.call_id, c.fence))
+    recorded = tuple(c for c in completions if (c.branch_id, c.call_id, c.fence) in ok)
+    rejected = tuple(c for c in completions if (c.branch_id, c.call_id, c.fence) not in ok)
     if rejected:
         tx.executemany(
             "INSERT INTO lionexec_rejected_writes (branch_id, call_id, worker, fence, outcome, "

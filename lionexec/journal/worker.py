@@ -104,6 +104,10 @@ class _Job:
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     started: bool = False
     lost: bool = False
+    #: Set once its run has ended (a run of the same call claimed again waits for it).
+    done: trio.Event = attrs.Factory(trio.Event)
+    #: This worker's earlier run of the same call, whose lease ran out here (a stall).
+    after: _Job | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -289,6 +293,10 @@ class Worker:
             counts["denied"] += denied
             for claim in claimed:
                 job = _Job(claim)
+                stale = self._jobs.get(job.key)
+                if stale is not None:  # its own call, taken back after its lease ran out here
+                    self._lose(stale)
+                    job.after = stale
                 self._jobs[job.key] = job
                 calls.start_soon(self._execute, job)
             if claimed or denied or requeued or ready == 0.0:
@@ -319,15 +327,22 @@ class Worker:
                 self._log("heartbeat_failed", error=f"{type(exc).__name__}: {exc}")
                 continue
             for job in jobs:
-                if job.key not in kept and self._jobs.get(job.key) is job and not job.lost:
-                    job.lost = True
-                    self._counts["leases_lost"] += 1
-                    self._log("lease_lost", branch_id=job.key[0], call_id=job.key[1])
-                    job.scope.cancel()
+                if job.key not in kept and self._jobs.get(job.key) is job:
+                    self._lose(job)
+
+    def _lose(self, job: _Job) -> None:
+        """*job*'s lease is lost: its run is cancelled (its write would be refused)."""
+        if not job.lost:
+            job.lost = True
+            self._counts["leases_lost"] += 1
+            self._log("lease_lost", branch_id=job.key[0], call_id=job.key[1])
+            job.scope.cancel()
 
     async def _execute(self, job: _Job) -> None:
         claim = job.claimed
         try:
+            if job.after is not None:  # one run of a call at a time: the lost one ends first
+                await job.after.done.wait()
             request = queue.load_request(claim.request)
             branch = Branch(
                 id=uuid.UUID(claim.branch_id),
@@ -385,6 +400,7 @@ class Worker:
         finally:
             if self._jobs.get(job.key) is job:
                 del self._jobs[job.key]
+            job.done.set()
             self._slot.unpark_all()
 
     async def _write(self, completion: Completion) -> bool:

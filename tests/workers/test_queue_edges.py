@@ -1,0 +1,127 @@
+"""Edges of the work queue found by review: a worker that takes back its own call after its
+lease ran out there (a stall), a branch's own limit against ``branch:*``, a stale and a fresh
+write of one call in one group write, one call id submitted to two branches."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+from lionexec.conversation import ActionResponse
+from lionexec.journal import JournalError, SqliteJournal, queue
+from lionexec.journal.queue import Completion, Limit
+from lionexec.journal.worker import Worker
+from lionexec.tools import Tool
+
+
+def _call(function: str, n: int) -> dict[str, object]:
+    return {"function": function, "arguments": {"n": n}}
+
+
+async def test_a_call_taken_back_by_its_own_worker_runs_once_at_a_time(tmp_path: Path) -> None:
+    """The worker stalled past its own lease; its next claim round takes the (safe) call back
+    and runs it again. The first run is cancelled as a lost lease, and the second starts only
+    once it has ended (a worker overwrote its record of the first run: never cancelled, two
+    runs at once past `Limit(concurrency=1)`)."""
+    running = peak = starts = cancelled = 0
+    go = trio.Event()
+
+    async def slow(n: int) -> int:
+        nonlocal running, peak, starts, cancelled
+        starts += 1
+        running += 1
+        peak = max(peak, running)
+        try:
+            await go.wait()
+        except trio.Cancelled:
+            cancelled += 1
+            raise
+        finally:
+            running -= 1
+        return n
+
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        worker = Worker(
+            journal,
+            [Tool.from_function(slow, effect="idempotent")],
+            lease=0.9,
+            poll=0.02,
+            limits={"slow": Limit(concurrency=1)},
+        )
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(worker.run)
+                [call_id] = await journal.submit(uuid.uuid4(), [_call("slow", 1)])
+                while starts < 1:  # noqa: ASYNC110 (a worker's claim loop: real time)
+                    await trio.sleep(0.01)
+                # the lease runs out while the call runs here (the process stalled)
+                await journal._run(
+                    lambda store: store.tx.execute("UPDATE lionexec_queue SET lease_until = 0")
+                )
+                while starts < 2:  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+                go.set()
+                [response] = await journal.wait([call_id])
+                nursery.cancel_scope.cancel()
+    assert response.output == 1
+    assert (starts, cancelled, peak) == (2, 1, 1)
+    assert worker.statistics().leases_lost == 1
+
+
+async def test_a_branchs_own_limit_replaces_branch_star(tmp_path: Path) -> None:
+    """ "branch:<id>" applies to that branch instead of "branch:*": without a concurrency
+    cap of its own, the branch is not capped by "branch:*"'s."""
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        branch = uuid.uuid4()
+        limits = {"branch:*": Limit(concurrency=1), f"branch:{branch}": Limit(rate=1000, burst=10)}
+        await journal.submit(branch, [_call("f", 1), _call("f", 2)])
+        first = await journal._run(lambda store: queue.claim(store, "w", 1, 60.0, limits))
+        second = await journal._run(lambda store: queue.claim(store, "w", 1, 60.0, limits))
+        other = uuid.uuid4()
+        await journal.submit(other, [_call("f", 1), _call("f", 2)])
+        third = await journal._run(lambda store: queue.claim(store, "w", 1, 60.0, limits))
+        fourth = await journal._run(lambda store: queue.claim(store, "w", 1, 60.0, limits))
+    assert (len(first.run), len(second.run)) == (1, 1)
+    assert (len(third.run), len(fourth.run)) == (1, 0)  # another branch: capped by "*"
+
+
+async def test_a_stale_and_a_fresh_write_of_one_call_in_one_group(tmp_path: Path) -> None:
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        branch = uuid.uuid4()
+        [call_id] = await journal.submit(branch, [_call("f", 1)])
+        [old], *_ = await journal._run(lambda store: queue.claim(store, "w", 1, -1.0, {}))
+        reclaimed = await journal._run(lambda store: queue.reclaim(store, "w", lambda f: "pure"))
+        assert reclaimed == (1, 0)
+        [new], *_ = await journal._run(lambda store: queue.claim(store, "w", 1, 60.0, {}))
+        request = queue.load_request(new.request)
+        body = queue.response_record(ActionResponse.create(request, output=1))
+
+        def completion(fence: int) -> Completion:
+            return Completion(
+                branch_id=str(branch),
+                call_id=call_id,
+                fence=fence,
+                outcome="completed",
+                response=body,
+            )
+
+        fresh, stale = completion(new.fence), completion(old.fence)
+        result = await journal._run(lambda store: queue.complete(store, "w", [fresh, stale]))
+        rejected = await journal._run(queue.rejected_writes)
+    assert (result.recorded, result.rejected) == ((fresh,), (stale,))
+    assert [(row[1], row[3]) for row in rejected] == [(call_id, old.fence)]
+
+
+async def test_a_call_id_submitted_to_two_branches_needs_a_branch_id_to_wait(
+    tmp_path: Path,
+) -> None:
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        a, b = uuid.uuid4(), uuid.uuid4()
+        for branch in (a, b):
+            call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            await journal.submit(branch, [call])
+        with trio.fail_after(5), pytest.raises(JournalError, match="more than one branch"):
+            await journal.wait(["c1"])
