@@ -1482,8 +1482,9 @@ class App:
                 history = await self.journal.history(branch_id_of(conversation_id))
             except JournalError as exc:
                 raise HTTPError(
-                    503, f"the journal could not read conversation {conversation_id!r} ({exc}); "
-                    "try again"
+                    503,
+                    f"the journal could not read conversation {conversation_id!r} ({exc}); "
+                    "try again",
                 ) from None
             if len(history):
                 return history
