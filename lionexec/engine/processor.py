@@ -469,7 +469,10 @@ class Processor:
 
         Each allowed event is started in this cycle's nursery, where it runs
         :meth:`~Event.invoke` (or, if ``event.streaming``, drains :meth:`~Event.stream`)
-        holding one concurrency token for its whole run. Ordinary failures are captured by the
+        holding one concurrency token for its whole run. When permission is asked (a
+        subclass overrides :meth:`request_permission`), the event takes its token first, the
+        cycle waiting for it: a grant (a rate limit's, say) is used at once, never after a
+        wait. Ordinary failures are captured by the
         event, so one event failing never disturbs another. Denied events are handled by
         :meth:`handle_denied`. The cycle stops taking events once every event left in the
         queue has been deferred since the last one was dispatched: a queue that is denied
@@ -497,6 +500,7 @@ class Processor:
             return 0
         members = self._members
         checks_permission = self._checks_permission
+        limiter = self._limiter
         unstarted: list[tuple[int, Event]] = []
         in_hand: Event | None = None
         failure: Exception | None = None
@@ -516,16 +520,33 @@ class Processor:
                     consumed += 1
                     if checks_permission:
                         in_hand = event
+                        held = False
                         try:
-                            allowed = await self.request_permission(**event.request)
+                            # Its concurrency token first: a grant is used at once (a rate
+                            # limit grants what is sent then, not after a wait for a token).
+                            if limiter is not None:
+                                await self._token(event)
+                                held = True
+                            allowed = False
                             elsewhere = event.execution.status is not _PENDING
-                            if not (allowed or elsewhere):
-                                terminal = await self.handle_denied(event)
-                        except Exception as exc:
+                            if not elsewhere:
+                                allowed = await self.request_permission(**event.request)
+                                elsewhere = event.execution.status is not _PENDING
+                                if not (allowed or elsewhere):
+                                    terminal = await self.handle_denied(event)
+                        except BaseException as exc:
+                            if held:
+                                limiter.release_on_behalf_of(event)  # type: ignore[union-attr]
+                            if not isinstance(exc, Exception):
+                                raise
                             failure = exc
                             break
                         in_hand = None
+                        if held and (elsewhere or not allowed):
+                            limiter.release_on_behalf_of(event)  # type: ignore[union-attr]
                         if elsewhere:  # started or finished elsewhere while it was asked for
+                            if allowed:
+                                self._ungranted(event)
                             self._available_capacity += 1
                             consumed -= 1
                             self._discard(event)
@@ -548,7 +569,7 @@ class Processor:
                                 if deferred >= len(queue):
                                     break
                             continue
-                    nursery.start_soon(self._run, event, seq, unstarted)
+                    nursery.start_soon(self._run, event, seq, unstarted, checks_permission)
                     deferred = 0
         finally:
             self._cycles_running -= 1
@@ -561,6 +582,19 @@ class Processor:
 
     def _granted(self, event: Event) -> None:
         """*event* was granted permission and starts now (a subclass's bookkeeping)."""
+
+    def _ungranted(self, event: Event) -> None:
+        """*event* was granted permission but did not start (it went back to the queue, or
+        was finished elsewhere): a subclass gives back what the grant took."""
+
+    async def _token(self, event: Event) -> None:
+        """Take a concurrency token for *event* (it is the borrower: its run releases it)."""
+        limiter = self._limiter
+        assert limiter is not None
+        try:
+            limiter.acquire_on_behalf_of_nowait(event)
+        except trio.WouldBlock:
+            await limiter.acquire_on_behalf_of(event)
 
     def _discard(self, event: Event) -> None:
         """Drop a taken event that is no longer pending: it leaves without running."""
@@ -582,23 +616,30 @@ class Processor:
                 events.append(in_hand)
         self._queue.restore(events)
 
-    async def _run(self, event: Event, seq: int, unstarted: list[tuple[int, Event]]) -> None:
+    async def _run(
+        self, event: Event, seq: int, unstarted: list[tuple[int, Event]], granted: bool
+    ) -> None:
+        """Run *event*, holding a concurrency token; *granted*: its permission was asked,
+        and its token taken before it (by the cycle)."""
         limiter = self._limiter
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
-            if limiter is not None:
-                try:
-                    limiter.acquire_nowait()
-                except trio.WouldBlock:
-                    await limiter.acquire()
+            if limiter is not None and not granted:
+                await self._token(event)
         except BaseException:
             # Cancelled before its work began: the event is still pending, and goes back.
+            if granted:
+                if limiter is not None:
+                    limiter.release_on_behalf_of(event)
+                self._ungranted(event)
             unstarted.append((seq, event))
             raise
         if event.execution.status is not _PENDING:
             # Started or finished elsewhere while it waited for its token: not ours to run.
             if limiter is not None:
-                limiter.release()
+                limiter.release_on_behalf_of(event)
+            if granted:
+                self._ungranted(event)
             self._discard(event)
             return
         self._queue.release()
@@ -614,7 +655,7 @@ class Processor:
         finally:
             self._running -= 1
             if limiter is not None:
-                limiter.release()
+                limiter.release_on_behalf_of(event)
             self._members.discard(id(event))
             self._outcomes[event.execution.status] += 1
 

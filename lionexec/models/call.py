@@ -249,6 +249,11 @@ class ModelCall(Event):
         self.limiter = limiter
         self._granted = True
 
+    def ungrant(self) -> None:
+        """Record that the grant was given back unused (a processor calls this): the call
+        asks its limiter again when it runs."""
+        self._granted = False
+
     # -- running --------------------------------------------------------------------------------
 
     async def _invoke(self) -> ModelResponse:

@@ -232,6 +232,20 @@ class RateLimiter:
                 return
             await trio.sleep(wait)
 
+    def refund(self, cost: int = 0, *, now: float | None = None) -> None:
+        """Give back a grant that was not used: one request and *cost* tokens (the event
+        granted them went back to its queue, or was cancelled, before it was sent). Later
+        grants may come sooner; nothing below the full burst. A non-integer or negative
+        *cost* gives back the request only."""
+        now = self._now(now)
+        if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
+            cost = 0
+        for cell, units in ((self._requests, 1), (self._tokens, cost)):
+            if cell is not None and units and cell.tat > now:
+                cell.tat = max(now, cell.tat - units * cell.interval)
+        self._granted = max(0, self._granted - 1)
+        self._tokens_charged = max(0, self._tokens_charged - cost)
+
     def correct(self, estimated: int, actual: int, *, now: float | None = None) -> None:
         """Replace a charged estimate of *estimated* tokens by the *actual* usage.
 

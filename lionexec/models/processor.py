@@ -117,7 +117,15 @@ class RateLimitedProcessor(Processor):
         return False
 
     def _granted(self, event: Event) -> None:
-        self._not_before.pop(event, None)  # no longer deferred (it may wait for a token)
+        self._not_before.pop(event, None)  # no longer deferred
+
+    def _ungranted(self, event: Event) -> None:
+        # granted, never sent (put back, or cancelled by its caller): the limiter's again
+        cost = event.request.get("cost", 0)
+        self._rate_limiter.refund(cost)
+        ungrant = getattr(event.request.get("call"), "ungrant", None)
+        if ungrant is not None:
+            ungrant()
 
     def _next_not_before(self) -> float | None:
         earliest = math.inf

@@ -224,10 +224,13 @@ async def test_a_granted_event_waiting_for_a_token_is_no_longer_deferred(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(processor.process)  # the first runs, holding the one token
             await trio.sleep(1.5)
-            nursery.start_soon(processor.process)  # the second is granted, waits for it
+            nursery.start_soon(processor.process)
             await trio.sleep(0.1)
+            # the second and third wait for the token, each in a cycle, before their
+            # permission is asked: nothing is granted early, nothing deferred
             stats = processor.statistics()
-            assert (stats.queued, stats.deferred) == (1, 1)  # only the third is deferred
+            assert (stats.queued, stats.taken, stats.deferred) == (0, 2, 0)
+            assert stats.limits.granted == 1
             await processor.join()  # sleeps until the third's not-before time: no spinning
             nursery.cancel_scope.cancel()
     assert checks < 20
@@ -291,3 +294,82 @@ async def test_a_deferred_event_whose_time_passed_while_capacity_is_held_is_not_
                 processor.stop()
     assert (a.status, b.status) == (EventStatus.COMPLETED, EventStatus.COMPLETED)
     assert processor.cycles < 1_000
+
+
+def _worst_excess(starts: list[float], burst: int, rate: float) -> float:
+    """How far the busiest window of *starts* goes past ``burst + seconds * rate``."""
+    starts = sorted(starts)
+    return max(
+        (j - i + 1) - (burst + (starts[j] - starts[i]) * rate)
+        for i in range(len(starts))
+        for j in range(i, len(starts))
+    )
+
+
+class _Started(_Timed):
+    """A timed event that notes when it starts."""
+
+    def __init__(self, starts: list[float], duration: float = 0.0) -> None:
+        super().__init__(duration)
+        self.starts = starts
+
+    async def _invoke(self) -> float:
+        self.starts.append(trio.current_time())
+        return await super()._invoke()
+
+
+async def test_a_grant_is_used_at_once_even_behind_a_concurrency_limit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """1 request/s, burst 2, one at a time: a grant made before a 10 s wait for the token
+    was spent 10 s later, beside two fresh ones (three requests at one instant)."""
+    processor = RateLimitedProcessor(
+        RateLimiter(requests=1, period=1.0, burst=2), concurrency_limit=1
+    )
+    starts: list[float] = []
+    events = [_Started(starts, 10.0), *(_Started(starts) for _ in range(3))]
+    await processor.enqueue_many(events)
+    with trio.fail_after(100):
+        await processor.join()
+    assert all(event.status is EventStatus.COMPLETED for event in events)
+    assert _worst_excess(starts, burst=2, rate=1.0) <= 1e-6, starts
+
+
+@pytest.mark.parametrize("how", ["cycle cancelled", "event cancelled by its caller"])
+async def test_an_event_that_never_ran_keeps_no_rate_grant(
+    autojump_clock: trio.testing.MockClock, how: str
+) -> None:
+    limiter = RateLimiter(requests=1, period=10.0, burst=2)
+    processor = RateLimitedProcessor(limiter, concurrency_limit=1)
+    starts: list[float] = []
+    a, b = _Started(starts, 5.0), _Started(starts)
+    await processor.enqueue_many([a, b])
+    with trio.fail_after(100):
+        if how == "cycle cancelled":
+            with trio.move_on_after(1):
+                await processor.process()  # a runs; b waits for the token: cancelled
+            assert b.status is EventStatus.PENDING and b in processor  # back, never started
+        else:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(processor.process)
+                await trio.testing.wait_all_tasks_blocked()
+                b.status = EventStatus.CANCELLED  # as Model.complete does when cancelled
+            assert processor.statistics().discarded == 1
+    assert starts == [0.0]  # one request went out: one of the burst of two is left
+    stats = limiter.statistics()
+    assert (stats.granted, stats.requests_available) == (1, 1), stats
+
+
+async def test_refund_gives_back_an_unused_grant(autojump_clock: trio.testing.MockClock) -> None:
+    limiter = RateLimiter(requests=2, period=10.0, tokens=100)
+    assert limiter.try_acquire(60) == 0.0
+    assert limiter.try_acquire(40) == 0.0
+    assert limiter.try_acquire(1) > 0  # both budgets spent
+    limiter.refund(40)
+    stats = limiter.statistics()
+    assert (stats.granted, stats.requests_available, stats.tokens_available) == (1, 1, 40)
+    for _ in range(3):  # never past the full burst, whatever is refunded
+        limiter.refund(60)
+    stats = limiter.statistics()
+    assert (stats.requests_available, stats.tokens_available) == (2, 100)
+    limiter.refund(-5)  # a bad cost gives back the request only
