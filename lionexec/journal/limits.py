@@ -61,6 +61,7 @@ __all__ = [
     "judge",
     "keys_for",
     "limits_by_key",
+    "refund",
 ]
 
 #: A schedule or budget nobody has used yet starts here (a time long past).
@@ -337,6 +338,29 @@ def judge(
         if limit.concurrency is not None:
             state.started(key)
     return Granted(now)
+
+
+def refund(
+    applied: list[tuple[str, Limit]],
+    arguments: Mapping[str, Any],
+    granted_at: float,
+    state: LimitState,
+) -> None:
+    """Undo what :func:`judge` charged a call granted at *granted_at* that never started
+    (given back before its run): its place in each rate schedule, and its spend of each
+    budget whose window is still the one it was charged in."""
+    for key, limit in applied:
+        if limit.rate is not None:
+            bucket = state.rate(key)
+            bucket.tat -= limit.period / limit.rate
+            bucket.used = max(0, bucket.used - 1)
+        if limit.budget is not None:
+            spend = state.spend(key)
+            cost = limit.cost_of(arguments)
+            if isinstance(cost, str) or spend.window > granted_at:  # (a window since)
+                continue
+            spend.spent = max(0.0, spend.spent - cost)
+            spend.calls = max(0, spend.calls - 1)
 
 
 def give_back(deferred: Deferred) -> None:

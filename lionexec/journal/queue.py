@@ -59,6 +59,7 @@ from .limits import (
     judge,
     keys_for,
     limits_by_key,
+    refund,
 )
 from .store import Store, dumps_record
 
@@ -772,21 +773,49 @@ def complete(
     return WriteResult(recorded, rejected)
 
 
-def release(store: Store, held: Sequence[tuple[str, str, int, bool]]) -> int:
+def release(
+    store: Store,
+    held: Sequence[tuple[str, str, int, bool]],
+    limits: Mapping[str, Limit] | None = None,
+) -> int:
     """Give claimed calls ``(branch, call, fence, started)`` back (a worker shutting down):
-    queued again, fence + 1 (an attempt not started is not counted). Returns how many were
-    still held."""
+    queued again, fence + 1. An attempt not started is not counted, nor charged: what its
+    claim took of *limits* (the worker's, as :func:`claim` judged it) is given back. Returns
+    how many were still held."""
     tx = _tx(store)
     now = db_now(store)
     released = 0
+    unstarted: list[tuple[Claimed, float]] = []
     for branch_id, call_id, fence, started in held:
-        if tx.execute(
+        rows = tx.execute(
             "UPDATE lionexec_queue SET state = ?, fence = fence + 1, lease_until = NULL, "
             "not_before = ?, attempts = attempts - ? WHERE branch_id = ? AND call_id = ? "
-            "AND fence = ? AND state = ? RETURNING call_id",
+            "AND fence = ? AND state = ? RETURNING function, request, claimed_at",
             (QUEUED, now, 0 if started else 1, branch_id, call_id, fence, CLAIMED),
-        ):
+        )
+        if rows:
             released += 1
+            function, request, claimed_at = rows[0]
+            if not started and claimed_at is not None:
+                call = Claimed(
+                    branch_id=branch_id,
+                    call_id=call_id,
+                    function=function,
+                    request=request,
+                    fence=fence,
+                    attempts=0,
+                )
+                unstarted.append((call, float(claimed_at)))
+    if limits and unstarted:
+        limits = limits_by_key(limits)
+        applied = [keys_for(limits, call.function, call.branch_id) for call, _ in unstarted]
+        if any(applied):
+            state = _DbState.lock(store, applied)
+            for (call, granted_at), keys in zip(unstarted, applied, strict=True):
+                if keys:
+                    arguments = _arguments(call) if state.priced(keys) else {}
+                    refund(keys, arguments, granted_at, state)
+            state.save()
     if released:
         _notify(store, "lionexec_queue")
     return released

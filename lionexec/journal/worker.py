@@ -444,7 +444,7 @@ class Worker:
     async def _release(self, jobs: list[_Job]) -> None:
         held = [(j.claimed.branch_id, j.claimed.call_id, j.claimed.fence, j.started) for j in jobs]
         released = await self.journal._run(
-            lambda store: queue.release(store, held), cancellable=False
+            lambda store: queue.release(store, held, self.limits), cancellable=False
         )
         self._counts["released"] += released
 

@@ -125,3 +125,27 @@ async def test_a_call_id_submitted_to_two_branches_needs_a_branch_id_to_wait(
             await journal.submit(branch, [call])
         with trio.fail_after(5), pytest.raises(JournalError, match="more than one branch"):
             await journal.wait(["c1"])
+
+
+@pytest.mark.parametrize("started", [False, True])
+async def test_a_call_released_before_it_started_is_not_charged_twice(
+    tmp_path: Path, started: bool
+) -> None:
+    """A worker shutting down gives back a call it claimed but did not start: the claim's
+    charge of the budget and the rate is given back too (with `Limit(budget=1)` the call
+    was then answered `denied`, "the budget is spent", though it never ran). A call that
+    started keeps its charge."""
+    limits = {"f": Limit(budget=1), "g": Limit(rate=1, period=3600, burst=1)}
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        branch = uuid.uuid4()
+        await journal.submit(branch, [_call("f", 1), _call("g", 1)])
+        first = await journal._run(lambda store: queue.claim(store, "a", 2, 60.0, limits))
+        assert len(first.run) == 2
+        held = [(job.branch_id, job.call_id, job.fence, started) for job in first.run]
+        released = await journal._run(lambda store: queue.release(store, held, limits))
+        second = await journal._run(lambda store: queue.claim(store, "b", 2, 60.0, limits))
+    assert released == 2
+    if started:  # the budget is spent, the rate's one place an hour is taken
+        assert (len(second.run), second.denied, second.deferred) == (0, 1, 1)
+    else:
+        assert (len(second.run), second.denied, second.deferred) == (2, 0, 0)
