@@ -105,7 +105,9 @@ class QueuedCall:
         worker: the worker whose response was recorded (``done``).
         effect: the effect class it was judged by when reclaimed, else ``None``.
         submitted_at: when it was submitted (the database's clock, epoch seconds).
-        claimed_at: when its last claim was granted (after any rate-limit deferral).
+        claimed_at: when it was last claimed: when the claim was granted (after any
+            rate-limit deferral), or, for a claim a limit put back (busy, deferred), when
+            that claim was made.
         finished_at: when its response was recorded.
     """
 
