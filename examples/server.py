@@ -101,7 +101,8 @@ Endpoints (JSON in, JSON out):
     message callbacks: each request and response written), ``act.end`` (the statuses, in input
     order) and ``act.cancelled`` (the client went away or the request timed out; the calls
     recorded ``cancelled``). The stream opens with the comment ``: subscribed``; once a client
-    has read it, every later event reaches it.
+    has read it, every later event reaches it. A ``conversation_id`` no conversation can have
+    (the characters of a conversation id, at most 128) is a 400.
 
 Every response body, event and JSON line is strict JSON: a ``NaN`` or infinite float that a
 tool returned (or that a tool's argument conversion produced) is written as the string
@@ -1659,6 +1660,9 @@ class App:
     async def events(
         self, conversation_id: str | None, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
+        if conversation_id is not None and not CONVERSATION_ID.fullmatch(conversation_id):
+            # no conversation can have it: a stream of it would never carry an event
+            raise HTTPError(400, f"no such conversation id {_preview(conversation_id)}")
         with self.hub.subscribe(conversation_id) as subscription:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send_chunk(send, b": subscribed\n\n")

@@ -727,3 +727,16 @@ async def test_branches_are_watched_only_while_someone_subscribes() -> None:
                         break
             assert watchers("quiet") == watchers("loud") == (0, 0)
     assert kinds == ["act.start", "tool.post", "message.add", "message.add", "act.end"]
+
+
+async def test_an_event_stream_of_an_impossible_conversation_id_is_a_400() -> None:
+    app = make_app()
+    with trio.fail_after(BUDGET):
+        async with serving(app) as client:
+            replies = [
+                await client.get("/v1/events", params={"conversation_id": bad})
+                for bad in ("a b", "x" * 200, "é", "../x")
+            ]
+    assert [reply.status_code for reply in replies] == [400] * 4, [r.text for r in replies]
+    assert all("no such conversation id" in reply.json()["error"] for reply in replies)
+    assert not app.hub.watched
