@@ -26,8 +26,10 @@ with ``encrypted_content``) are kept verbatim in the recorded
 
 Arguments are hostile input. They end the call ``invalid`` (a value the model can correct,
 never an exception) when they are not a JSON object, not valid JSON, hold ``NaN`` or
-``Infinity`` (JSON has neither), are nested deeper than :data:`MAX_ARGUMENT_DEPTH`, or are a
-string longer than :data:`MAX_ARGUMENT_CHARS`. The string the model sent is kept as it was
+``Infinity`` (JSON has neither), repeat a name within one object (JSON text whose readers
+disagree on which value counts: a rule, a log and the tool must all see the same one), are
+nested deeper than :data:`MAX_ARGUMENT_DEPTH`, or are a string longer than
+:data:`MAX_ARGUMENT_CHARS`. The string the model sent is kept as it was
 (``ActionRequest.raw_arguments``), so the export replays it exactly, malformed or not.
 """
 
@@ -401,6 +403,22 @@ def _refuse_text(label: str, text: str) -> NoReturn:
     )
 
 
+class _Repeated(ValueError):
+    """A JSON object's name appears twice."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object from *pairs*; raises :class:`_Repeated` if a name appears twice."""
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _Repeated(f"arguments repeat the name {_shown(name)} within one object")
+            seen.add(name)
+    return mapping
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
@@ -416,9 +434,11 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
         if not raw.strip():
             return {}, None
         try:
-            parsed = json.loads(raw, parse_constant=_refuse_constant)
+            parsed = json.loads(raw, parse_constant=_refuse_constant, object_pairs_hook=_unique)
         except RecursionError:
             return None, f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+        except _Repeated as exc:
+            return None, str(exc)
         except ValueError as exc:  # JSONDecodeError, NaN/Infinity, an int too long to read
             return None, f"arguments are not valid JSON: {exc}"
         if type(parsed) is dict:  # JSON makes new values: nobody else holds them

@@ -103,6 +103,27 @@ def test_an_int_too_long_to_print_is_invalid() -> None:
     assert read_proposal({"function": "f", "arguments": {"n": 10**5000}}).problem
 
 
+@pytest.mark.parametrize(
+    ("arguments", "name"),
+    [
+        ('{"path": "/tmp/ok", "path": "/etc/passwd"}', "'path'"),
+        ('{"a": 1, "b": {"x": 1, "x": 2}}', "'x'"),
+        ('{"a": [{"k": 1}, {"k": 2, "k": 3}]}', "'k'"),
+    ],
+)
+def test_a_name_repeated_within_one_object_is_invalid(arguments: str, name: str) -> None:
+    """JSON readers disagree on which value of a repeated name counts (the first, the
+    last): a policy, a log line and the tool must never see different arguments."""
+    proposal = read_proposal({"function": "f", "arguments": arguments})
+    assert proposal.arguments is None
+    assert proposal.problem == f"arguments repeat the name {name} within one object"
+
+
+def test_the_same_name_in_different_objects_is_fine() -> None:
+    proposal = read_proposal({"function": "f", "arguments": '{"a": {"k": 1}, "b": {"k": 2}}'})
+    assert proposal.arguments == {"a": {"k": 1}, "b": {"k": 2}}
+
+
 async def test_hostile_calls_end_invalid_and_export_strict_json(
     branch: Branch, kit: SimpleNamespace
 ) -> None:
@@ -112,9 +133,10 @@ async def test_hostile_calls_end_invalid_and_export_strict_json(
         ("i", "add", '{"a": 1, "b": Infinity}'),
         ("d", "add", deep),
         ("h", "add", '{"a": ' + "1" * 5000 + ', "b": 1}'),
+        ("r", "add", '{"a": 1, "b": 2, "a": 3}'),
     ]
     responses = await branch.act(kit.chat_completion(None, *calls).choices[0].message)
-    assert kit.outcomes(responses) == ["invalid"] * 4
+    assert kit.outcomes(responses) == ["invalid"] * 5
     kit.check_all(branch)
     replayed = [c["function"]["arguments"] for c in branch.messages.to_openai()[0]["tool_calls"]]
     assert replayed == [arguments for _, _, arguments in calls]
