@@ -54,6 +54,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "Proposal",
     "ProposedBatch",
+    "read_arguments",
     "read_batch",
     "read_proposal",
 ]
@@ -421,6 +422,13 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
+    """A call's *raw* arguments as :meth:`Branch.act <lionexec.act.Branch.act>` reads them:
+    ``(arguments, None)``, or ``(None, why)`` for arguments that make the call ``invalid``
+    (see the module docs). Never raises."""
+    return _read_arguments(raw)
 
 
 def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:

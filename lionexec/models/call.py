@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, ClassVar, Final, Literal
@@ -20,6 +19,7 @@ import httpx
 import trio
 
 from lionexec._jsonable import jsonable as strict_json
+from lionexec.act.envelope import read_arguments
 from lionexec.conversation import MessageManager
 from lionexec.conversation.export import (
     anthropic_part,
@@ -1037,27 +1037,13 @@ def _anthropic_blocks(parts: list[ContentPart | _ImageUrl]) -> list[dict[str, An
     return blocks
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text} is out of range")
-    return value
-
-
 def _arguments_object(raw: object) -> dict[str, Any]:
-    """A replayed call's arguments as strict JSON for ``tool_use.input``: ``{}`` unless they
-    are a JSON object (not NaN, Infinity, a number past the float range, nesting past the
-    stack: a model may send any of those, and ``act()`` answered the call ``invalid``)."""
-    if raw is None or isinstance(raw, str):
-        try:
-            raw = json.loads(
-                raw or "{}", parse_constant=_reject_constant, parse_float=_finite_float
-            )
-        except (ValueError, RecursionError):
-            return {}
-    if not isinstance(raw, Mapping):
-        return {}
-    converted = strict_json(raw)
+    """A replayed call's arguments as strict JSON for ``tool_use.input``: ``{}`` unless
+    ``act()`` could read them (:func:`~lionexec.act.envelope.read_arguments`: not NaN,
+    Infinity, a number past the float range, a repeated name, nesting too deep: a model
+    may send any of those, and ``act()`` answered the call ``invalid``)."""
+    arguments, _ = read_arguments(raw)
+    converted = strict_json(arguments or {})
     return converted if isinstance(converted, dict) else {}
 
 
