@@ -75,6 +75,11 @@ class _Cell:
     def charge(self, now: float, units: float) -> None:
         self.tat = gcra(self.tat, now, self.interval, self.capacity, units)[1]
 
+    def give_back(self, now: float, units: float) -> None:
+        """Undo a charge of *units*: later grants may come sooner, never past the burst."""
+        if self.tat > now:
+            self.tat = max(now, self.tat - units * self.interval)
+
     def available(self, now: float) -> int:
         backlog = (self.tat - now) if self.tat > now else 0.0
         return max(0, math.floor(self.capacity - backlog / self.interval + _EPSILON))
@@ -241,8 +246,8 @@ class RateLimiter:
         if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
             cost = 0
         for cell, units in ((self._requests, 1), (self._tokens, cost)):
-            if cell is not None and units and cell.tat > now:
-                cell.tat = max(now, cell.tat - units * cell.interval)
+            if cell is not None and units:
+                cell.give_back(now, units)
         self._granted = max(0, self._granted - 1)
         self._tokens_charged = max(0, self._tokens_charged - cost)
 
@@ -262,8 +267,8 @@ class RateLimiter:
         cell = self._tokens
         if delta > 0:
             cell.charge(now, delta)
-        elif delta < 0 and cell.tat > now:
-            cell.tat = max(now, cell.tat + delta * cell.interval)
+        elif delta < 0:
+            cell.give_back(now, -delta)
         self._tokens_charged += delta
 
     # -- provider feedback ----------------------------------------------------------------------
