@@ -97,43 +97,14 @@ async def test_a_record_beyond_a_durable_sinks_capacity_is_kept() -> None:
             assert request_id is not None and history.response_for(request_id) is not None
 
 
-async def test_a_branch_reopened_while_it_closes_waits_for_its_last_commit() -> None:
+@pytest.mark.parametrize("cancel_the_close", [False, True])
+async def test_a_branch_reopened_while_it_closes_waits_for_its_last_commit(
+    cancel_the_close: bool,
+) -> None:
     """Reopened while its closing commit runs, a branch was loaded without that commit's
-    messages: a second writer of the same positions, every commit of it refused."""
-    backend = GatedBackend()
-    with trio.fail_after(10):
-        async with Journal(backend) as journal:
-            branch = await journal.branch()
-            reopened: list[Any] = []
-
-            async def close() -> None:
-                async with branch:
-                    branch.messages.add_message(Instruction(content="note"))  # by hand
-                    backend.armed = True  # the closing commit waits for the gate
-
-            async def reopen() -> None:
-                reopened.append(await journal.branch(branch.id))
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(close)
-                await backend.waiting.wait()  # the closing commit is in flight
-                nursery.start_soon(reopen)
-                await trio.testing.wait_all_tasks_blocked()
-                assert not reopened  # it waits for the closing commit
-                backend.gate.set()
-            [again] = reopened
-            assert again is not branch
-            assert [m.content for m in again.messages] == ["note"]
-            again.register_tools(Tool.from_function(add, effect="pure"))
-            async with again:
-                [response] = await again.act({"function": "add", "arguments": {"a": 1, "b": 2}})
-            assert response.outcome is ActionOutcome.COMPLETED, response.content.error
-            assert len(await journal.history(branch.id)) == 3
-
-
-async def test_a_branch_reopened_while_its_close_is_cancelled_holds_the_last_commit() -> None:
-    """Cancelling the close does not cut its last commit short (a commit is bounded by
-    ``commit_timeout``, not by cancellation): the reopened branch is loaded after it."""
+    messages: a second writer of the same positions, every commit of it refused. Cancelling
+    the close does not cut its last commit short (a commit is bounded by ``commit_timeout``,
+    not by cancellation): the reopened branch is loaded after it either way."""
     backend = GatedBackend()
     with trio.fail_after(10):
         async with Journal(backend) as journal:
@@ -144,8 +115,8 @@ async def test_a_branch_reopened_while_its_close_is_cancelled_holds_the_last_com
             async def close() -> None:
                 with closing:
                     async with branch:
-                        branch.messages.add_message(Instruction(content="note"))
-                        backend.armed = True
+                        branch.messages.add_message(Instruction(content="note"))  # by hand
+                        backend.armed = True  # the closing commit waits for the gate
 
             async def reopen() -> None:
                 reopened.append(await journal.branch(branch.id))
@@ -155,14 +126,20 @@ async def test_a_branch_reopened_while_its_close_is_cancelled_holds_the_last_com
                 await backend.waiting.wait()  # the closing commit is in flight
                 nursery.start_soon(reopen)
                 await trio.testing.wait_all_tasks_blocked()
-                assert not reopened
-                closing.cancel()
-                await trio.testing.wait_all_tasks_blocked()
-                assert not reopened  # the commit still runs
+                assert not reopened  # it waits for the closing commit
+                if cancel_the_close:
+                    closing.cancel()
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert not reopened  # the commit still runs
                 backend.gate.set()
             [again] = reopened
             assert again is not branch
             assert [m.content for m in again.messages] == ["note"]
+            again.register_tools(Tool.from_function(add, effect="pure"))
+            async with again:
+                [response] = await again.act({"function": "add", "arguments": {"a": 1, "b": 2}})
+            assert response.outcome is ActionOutcome.COMPLETED, response.content.error
+            assert len(await journal.history(branch.id)) == 3
 
 
 async def test_a_key_waiter_is_answered_after_its_holders_outcome_commit_failed(

@@ -28,9 +28,11 @@ async def test_a_call_taken_back_by_its_own_worker_runs_once_at_a_time(tmp_path:
     runs at once past `Limit(concurrency=1)`)."""
     running = peak = starts = cancelled = 0
     go = trio.Event()
+    started = [trio.Event(), trio.Event()]
 
     async def slow(n: int) -> int:
         nonlocal running, peak, starts, cancelled
+        started[starts].set()
         starts += 1
         running += 1
         peak = max(peak, running)
@@ -55,14 +57,12 @@ async def test_a_call_taken_back_by_its_own_worker_runs_once_at_a_time(tmp_path:
             async with trio.open_nursery() as nursery:
                 await nursery.start(worker.run)
                 [call_id] = await journal.submit(uuid.uuid4(), [_call("slow", 1)])
-                while starts < 1:  # noqa: ASYNC110 (a worker's claim loop: real time)
-                    await trio.sleep(0.01)
+                await started[0].wait()
                 # the lease runs out while the call runs here (the process stalled)
                 await journal._run(
                     lambda store: store.tx.execute("UPDATE lionexec_queue SET lease_until = 0")
                 )
-                while starts < 2:  # noqa: ASYNC110
-                    await trio.sleep(0.01)
+                await started[1].wait()
                 go.set()
                 [response] = await journal.wait([call_id])
                 nursery.cancel_scope.cancel()
