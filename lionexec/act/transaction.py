@@ -154,6 +154,9 @@ class CallScope:
     _run_pre: Any = attrs.field(init=False, eq=False, repr=False)
     _emit_hook: Any = attrs.field(init=False, eq=False, repr=False)
     _emit_event: Any = attrs.field(init=False, eq=False, repr=False)
+    # SessionObserver._keep, when emit is SessionObserver's own: an event is then stored
+    # as recorded and copied when read (see SessionObserver._keep), else None.
+    _keep_event: Any = attrs.field(init=False, eq=False, repr=False)
     # Whether the observer's gate check is SessionObserver's own, which allows everything
     # without a gate: then an observer without one is not asked (its context is not built).
     _gate_plain: bool = attrs.field(init=False, eq=False, repr=False)
@@ -174,6 +177,12 @@ class CallScope:
             and type(observer)._authorize is SessionObserver._authorize
         )
         object.__setattr__(self, "_gate_plain", plain)
+        keep = observer is not None and (
+            type(observer).emit is SessionObserver.emit
+            and type(observer)._emit is SessionObserver._emit
+            and type(observer)._keep is SessionObserver._keep
+        )
+        object.__setattr__(self, "_keep_event", observer._keep if keep else None)  # type: ignore[union-attr]
 
 
 def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
@@ -734,7 +743,9 @@ class CallTransaction:
                     status=execution.status,
                     duration=execution.duration,
                 )
-            if scope.observer is not None:
+            if scope.observer is not None and not (
+                scope._keep_event is not None and scope._keep_event(event, _detached)
+            ):
                 await scope._emit_event(_detached(event), call_id=proposal.call_id)
         if scope.history.on_message_added:
             await scope.history.notify(_detached_message(request), _detached_message(response))

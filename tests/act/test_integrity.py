@@ -24,6 +24,7 @@ from lionexec import (
     ConfigurationError,
     DuplicateCallError,
     EventStatus,
+    FunctionCalling,
     HookPoint,
     Instruction,
     SessionObserver,
@@ -98,7 +99,9 @@ async def test_the_callers_dict_mutated_after_act_does_not_rewrite_the_record() 
     assert response.output == {"n": 1}
 
 
-@pytest.mark.parametrize("seam", ["tool.error", "observer", "callback", "message.add"])
+@pytest.mark.parametrize(
+    "seam", ["tool.error", "observer", "observer.records", "callback", "message.add"]
+)
 async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str) -> None:
     shared: list[Any] = []
 
@@ -147,13 +150,21 @@ async def test_announcements_get_copies_and_cannot_rewrite_the_record(seam: str)
     else:
         branch.hooks.on(HookPoint.MESSAGE_ADD, lambda message, **_: vandalize_message(message))
     ok, failed = await branch.act([call("produce"), call("produce", fail=True)])
+    if seam == "observer.records":  # stored as recorded, copied on each read
+        assert branch.observer is not None
+        for payload in branch.observer.by_type(FunctionCalling):
+            vandalize_payload(payload)
+        first, second = branch.observer.records
+        assert first.metadata == {} and first.execution.response == {"items": [1, 2]}
+        assert first is not branch.observer.records[0]
+        assert [r.event.id for r in branch.log] == [first.id, second.id]
     assert ok.output == {"items": [1, 2]}
     assert failed.error is not None and failed.error.message == "original"
     records = {r.response_id: r for r in branch.log}
     assert records[ok.id].event.response == {"items": [1, 2]}
     recorded_error = records[failed.id].event.execution.error
     assert str(recorded_error) == "original" and not getattr(recorded_error, "__notes__", [])
-    if seam in ("tool.error", "observer"):  # their copies keep the chain
+    if seam in ("tool.error", "observer", "observer.records"):  # their copies keep the chain
         assert len(contexts) == 1 and isinstance(contexts[0], KeyError)
     assert all(r.event.metadata == {} for r in branch.log)
     assert all("pwned" not in repr(r.arguments) for r in branch.messages.requests())
