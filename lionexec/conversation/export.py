@@ -556,20 +556,25 @@ def _tool_use(call: ActionRequest) -> dict[str, Any]:
 
 _ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
 _NOT_ANTHROPIC_ID = re.compile(r"[^a-zA-Z0-9_-]")
+#: How a mapped id ends: two underscores and 32 hex digits (128 bits of SHA-256).
+_MAPPED_ID = re.compile(r".*__[0-9a-f]{32}")
 
 
 def anthropic_tool_id(call_id: str) -> str:
     """*call_id* as a valid Anthropic tool-use id (``^[a-zA-Z0-9_-]+$``).
 
-    A valid id is kept. Another (``functions.add:0``) has every other character replaced by
-    ``_`` and gets ``_`` and 8 hex digits of its SHA-256 (``functions_add_0_1a2b3c4d``), so
-    ids that differ only in those characters stay apart; the mapping depends on the id alone,
-    so a call and its result always agree.
+    A valid id is kept (lionexec's ``call_…``, OpenAI's and Anthropic's own). Another
+    (``functions.add:0``) has every other character replaced by ``_`` and gets ``__`` and 32
+    hex digits of its SHA-256 (``functions_add_0__1a2b…``), so ids that differ only in those
+    characters stay apart. A valid id that ends as a mapped one does (``__`` and 32 hex
+    digits) is mapped too: distinct ids never share a mapped id, even ids a model chose to
+    make them (a collision of 128 bits of SHA-256 cannot be searched for). The mapping
+    depends on the id alone, so a call and its result always agree.
     """
-    if _ANTHROPIC_ID.fullmatch(call_id):
+    if _ANTHROPIC_ID.fullmatch(call_id) and not _MAPPED_ID.fullmatch(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{_NOT_ANTHROPIC_ID.sub('_', call_id)}_{digest[:8]}"
+    return f"{_NOT_ANTHROPIC_ID.sub('_', call_id)}__{digest[:32]}"
 
 
 def anthropic_part(part: ContentPart) -> dict[str, Any] | None:

@@ -13,7 +13,9 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from lionexec import Branch
 from lionexec.act import read_batch
@@ -365,7 +367,29 @@ def test_anthropic_tool_ids_are_kept_when_valid_and_kept_apart_otherwise() -> No
     mapped = {anthropic_tool_id(i) for i in ("a.b", "a:b", "a b", "a_b")}
     assert len(mapped) == 4 and all(ANTHROPIC_ID.match(i) for i in mapped)
     assert anthropic_tool_id("a.b") == anthropic_tool_id("a.b")  # deterministic
-    assert anthropic_tool_id("a.b").startswith("a_b_")
+    assert anthropic_tool_id("a.b").startswith("a_b__")
+    # lionexec's own ids and the providers' are valid: kept
+    for kept in ("call_" + "0123456789abcdef" * 2, "toolu_01A09q90qw90lq917835lq9", "call_abc"):
+        assert anthropic_tool_id(kept) == kept
+
+
+def test_a_model_cannot_make_two_call_ids_share_an_anthropic_id() -> None:
+    # A valid id spelled as another's mapped form is mapped too, never equal to it
+    crafted = anthropic_tool_id("a.b")
+    assert anthropic_tool_id(crafted) != crafted
+    assert ANTHROPIC_ID.match(anthropic_tool_id(crafted))
+    # and the digest is long enough that no model can search for a collision
+    assert len(crafted) - len("a_b") >= 33
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(st.lists(st.text(min_size=1, max_size=12), min_size=2, max_size=8, unique=True))
+def test_distinct_call_ids_keep_distinct_anthropic_ids(call_ids: list[str]) -> None:
+    # a model may also send the mapped forms themselves as ids
+    ids = set(call_ids) | {anthropic_tool_id(call_id) for call_id in call_ids}
+    mapped = {anthropic_tool_id(call_id) for call_id in ids}
+    assert len(mapped) == len(ids)
+    assert all(ANTHROPIC_ID.match(m) for m in mapped)
 
 
 # -- image and file types OpenAI refuses -------------------------------------------------------
