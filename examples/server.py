@@ -39,11 +39,12 @@ Endpoints (JSON in, JSON out):
     not a JSON object, invalid JSON, JSON nested deeper than ``max_json_depth``, an integer
     longer than Python will convert (4,300 digits), ``NaN``/``Infinity`` literals or a number
     that overflows to infinity, the same limits broken inside a call's ``arguments`` string,
-    a missing or malformed field, an unreadable tool call, one call id twice, or more than
+    an object that repeats a name (JSON readers differ on which value counts), a missing or
+    malformed field, an unreadable tool call, one call id twice, no call at all, or more than
     ``max_calls`` calls: 400, naming the problem. A body over ``max_body`` bytes gets a 413;
     one that does not arrive within ``body_timeout`` seconds a 408. (An ``arguments`` string
-    that is simply not JSON is a model's mistake, not an attack: the call is recorded
-    ``invalid``, so the model can correct itself.)
+    that is simply not JSON, or repeats a name, is a model's mistake, not an attack: the call
+    is recorded ``invalid``, as ``Branch.act`` reads it, so the model can correct itself.)
 
     Retrying is safe: a call whose id is already in the conversation is not run again; its
     recorded response is returned (whatever its outcome was, ``cancelled`` included). The
@@ -383,8 +384,26 @@ def _finite_float(text: str) -> float:
     return value
 
 
+class _Repeated(BadJSON):
+    """An object repeats a name: JSON readers differ on which value counts (Python's keeps
+    the last, others the first), so it is refused rather than read one way."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _Repeated(f"repeats the name {name[:40]!r} within one object", hostile=False)
+            seen.add(name)
+    return mapping
+
+
 #: One decoder for every parse (building one per call costs more than a small body's parse).
-_DECODER: Final = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+_DECODER: Final = json.JSONDecoder(
+    parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=_object
+)
 
 
 def loads(data: str | bytes, *, max_depth: int, what: str = "body") -> Any:
@@ -395,6 +414,8 @@ def loads(data: str | bytes, *, max_depth: int, what: str = "body") -> Any:
     """
     try:
         value = _DECODER.decode(data.decode() if isinstance(data, bytes) else data)
+    except _Repeated as exc:  # not a limit broken: arguments are left to Branch.act's reader
+        raise BadJSON(f"{what} {exc}", hostile=False) from None
     except BadJSON as exc:
         raise BadJSON(f"{what}: {exc}", hostile=True) from None
     except RecursionError:
@@ -1789,6 +1810,8 @@ def _act_body(body: bytes, config: ServerConfig) -> ActBody:
         raise HTTPError(
             400, f"strategy must be 'concurrent' or 'sequential', got {_preview(strategy)}"
         )
+    if not tool_calls:  # (it would create an empty conversation)
+        raise HTTPError(400, "tool_calls is empty: a request runs at least one tool call")
     calls: list[Call] = []
     seen: set[str] = set()
     for index, tool_call in enumerate(tool_calls):

@@ -199,6 +199,20 @@ async def test_a_retried_call_id_must_have_the_same_arguments_as_json(running: R
     assert "'y'" in reply.json()["error"]
 
 
+async def test_a_repeated_name_in_arguments_makes_the_call_invalid(running: Running) -> None:
+    # As Branch.act reads it: the server's stricter parse must not pick one of the two values
+    raw = '{"text": "harmless", "text": "the other one"}'
+    repeated = {"id": "dup", "type": "function", "function": {"name": "word_count"}}
+    repeated["function"]["arguments"] = raw
+    with trio.fail_after(BUDGET):
+        body = {"conversation_id": "rep", "tool_calls": [repeated]}
+        reply = await running.client.post("/v1/act", json=body)
+    assert reply.status_code == 200, reply.text
+    [message] = reply.json()["messages"]
+    assert message["outcome"] == "invalid"
+    assert "repeat the name 'text'" in message["content"]
+
+
 async def test_sequential_strategy(running: Running) -> None:
     with trio.fail_after(BUDGET):
         body = {
@@ -285,6 +299,21 @@ GOOD_CALL = call("word_count", {"text": "a"}, "ok")
         (
             json.dumps({"conversation_id": "c", "tool_calls": [], "strategy": "fast"}).encode(),
             "strategy must be 'concurrent' or 'sequential', got 'fast'",
+        ),
+        (
+            json.dumps({"conversation_id": "c", "tool_calls": []}).encode(),
+            "tool_calls is empty",
+        ),
+        (  # which one is meant? json keeps the last, other readers the first
+            b'{"conversation_id": "c", "conversation_id": "other", "tool_calls": '
+            + json.dumps([GOOD_CALL]).encode()
+            + b"}",
+            "body repeats the name 'conversation_id' within one object",
+        ),
+        (
+            b'{"conversation_id": "c", "tool_calls": [{"id": "d", "id": "e", "type": '
+            b'"function", "function": {"name": "word_count", "arguments": "{}"}}]}',
+            "body repeats the name 'id' within one object",
         ),
     ],
 )
