@@ -355,6 +355,8 @@ class Branch:
             )
         batch = read_batch(action_request, sender=self.name)
         proposals = batch.proposals
+        if self._durable and len(self.messages) < self.messages.appended:
+            await self._check_trimmed(proposals)  # (before anything is recorded)
         scope = self._scope()
         requests = [new_request(scope, proposal) for proposal in proposals]
         made_here = self._check_new(proposals, requests)
@@ -411,6 +413,29 @@ class Branch:
             # what it settled may go, so such a branch trims above, on success only.
             if self.retain is not None and not durable:
                 self._trim(self.retain, before=None)
+
+    async def _check_trimmed(self, proposals: list[Proposal]) -> None:
+        """Refuse a call id the durable sinks hold, on a branch whose history no longer
+        holds every call (``retain=`` trimmed some, which its sinks keep): its own index
+        (:meth:`_check_new`) knows only what it holds. One read of each sink that can say
+        (``known_call_ids``)."""
+        index = self.messages._by_call_id
+        call_ids = [p.call_id for p in proposals if p.request is None and p.call_id not in index]
+        if not call_ids:
+            return
+        for feed in self._durable:
+            known_call_ids = getattr(feed.sink, "known_call_ids", None)
+            if known_call_ids is None:
+                continue
+            known = await known_call_ids(call_ids)
+            for call_id in call_ids:
+                if call_id in known:
+                    raise DuplicateCallError(
+                        f"call id {call_id!r} is already in this branch's history, as "
+                        f"{feed.sink!r} holds it (trimmed from memory by retain=); a model "
+                        "may not reuse a tool-call id",
+                        call_id=call_id,
+                    )
 
     def _check_held(
         self,

@@ -121,7 +121,10 @@ class EvidenceSink(Protocol):
     <lionexec.conversation.MessageManager.appended>`) it holds: ``act()`` then asks it
     whether the batch is among those (a write that failed may have been made good by a later
     one), and a branch with ``retain=`` trims only among those (a failed write keeps the rest
-    in memory for the sink's next one).
+    in memory for the sink's next one). Such a sink keeps what the branch trims, call ids
+    included: an ``async`` method ``known_call_ids(call_ids)`` returning the set of those it
+    has used lets ``act()`` refuse a call id used before, once the branch's history no longer
+    holds every call (:class:`~lionexec.errors.DuplicateCallError`, nothing recorded).
 
     A sink whose :meth:`write` may wait to batch records with later work (a journal's outcome
     commits linger for the next call's commit) may define a synchronous ``expedite()``: the

@@ -997,6 +997,15 @@ class JournalSink:
             row = await self.journal._wait_done(key)
         return WriteAheadReply(recorded=recorded_content(row))
 
+    async def known_call_ids(self, call_ids: Sequence[str]) -> set[str]:
+        """Which of *call_ids* the branch's journaled history has used (trimmed from memory
+        or not); one read. :meth:`Branch.act <lionexec.act.Branch.act>` asks, before
+        recording anything, when its history no longer holds every call (``retain=``)."""
+        branch_id = self.branch_id
+        wanted = [utf8_text(call_id) for call_id in call_ids]
+        known = await self.journal._run(lambda store: store.known_call_ids(branch_id, wanted))
+        return {call_id for call_id in call_ids if utf8_text(call_id) in known}
+
     async def write(self, records: Sequence[EvidenceRecord]) -> None:
         """Commit the history written since the last commit (the records' responses).
 
@@ -1071,8 +1080,11 @@ class JournalSink:
             if isinstance(message, ActionRequest):
                 record["content"]["action_response_id"] = None  # linked again on loading
             body = dumps_record(record)
+            call_id = (
+                utf8_text(message.content.call_id) if isinstance(message, ActionRequest) else None
+            )
             batch.messages.append(
-                MessageRow(branch_id, start + offset, record["id"], message.kind, body)
+                MessageRow(branch_id, start + offset, record["id"], message.kind, body, call_id)
             )
             if isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id

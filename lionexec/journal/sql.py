@@ -13,7 +13,8 @@ transaction; a database at a version newer than :data:`SCHEMA_VERSION` is refuse
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
@@ -36,8 +37,27 @@ from .store import (
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlStore", "Tx", "migrate"]
 
-#: Each version's statements, oldest first. Never edit a released one: add a version.
-MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
+
+def _index_call_ids(tx: Tx) -> None:
+    """Migration 4: fill ``call_id`` in the requests journaled before it (one read of each
+    request, one update of each: once, when a journal of version 3 or older is opened)."""
+    rows = tx.execute(
+        "SELECT branch_id, seq, body FROM lionexec_messages WHERE kind = 'action_request'"
+    )
+    updates = []
+    for branch_id, seq, body in rows:
+        call_id = json.loads(body).get("content", {}).get("call_id")
+        if isinstance(call_id, str):
+            updates.append((call_id, branch_id, seq))
+    if updates:
+        tx.executemany(
+            "UPDATE lionexec_messages SET call_id = ? WHERE branch_id = ? AND seq = ?", updates
+        )
+
+
+#: Each version's statements (or steps run with the transaction), oldest first. Never edit a
+#: released one: add a version.
+MIGRATIONS: Final[tuple[tuple[int, tuple[str | Callable[[Tx], None], ...]], ...]] = (
     (
         1,
         (
@@ -139,6 +159,15 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             "CREATE INDEX lionexec_approvals_state ON lionexec_approvals (state, expires_at)",
         ),
     ),
+    (
+        4,  # every request's call id, indexed: a call id is used once per branch, even
+        # after Branch(retain=...) trimmed its call from memory (SqlStore.known_call_ids)
+        (
+            "ALTER TABLE lionexec_messages ADD COLUMN call_id TEXT",
+            "CREATE INDEX lionexec_messages_call ON lionexec_messages (branch_id, call_id)",
+            _index_call_ids,
+        ),
+    ),
 )
 
 #: The newest schema version this lionexec writes.
@@ -198,7 +227,10 @@ def migrate(tx: Tx, version: int, *, target: str) -> list[int]:
         if number <= version:
             continue
         for statement in statements:
-            tx.execute(statement)
+            if callable(statement):
+                statement(tx)
+            else:
+                tx.execute(statement)
         tx.execute("UPDATE lionexec_schema_version SET version = ?", (number,))
         applied.append(number)
     return applied
@@ -353,10 +385,10 @@ class SqlStore:
         """
         if not messages:
             return
-        rows = [(m.branch_id, m.seq, m.message_id, m.kind, m.body) for m in messages]
+        rows = [(m.branch_id, m.seq, m.message_id, m.kind, m.body, m.call_id) for m in messages]
         inserted = self._insert(
-            "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body)",
-            ("text", "bigint", "text", "text", "text"),
+            "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body, call_id)",
+            ("text", "bigint", "text", "text", "text", "text"),
             rows,
             "ON CONFLICT (branch_id, seq) DO NOTHING",
         )
@@ -458,6 +490,26 @@ class SqlStore:
             (branch_id,),
         )
         return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    def known_call_ids(self, branch_id: str, call_ids: Sequence[str]) -> set[str]:
+        known: set[str] = set()
+        if self.bulk:
+            rows = self.tx.execute(
+                "SELECT call_id FROM lionexec_messages "
+                "WHERE branch_id = ? AND call_id = ANY(?::text[])",
+                (branch_id, list(call_ids)),
+            )
+            return {row[0] for row in rows}
+        for start in range(0, len(call_ids), _CHUNK):
+            chunk = call_ids[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            rows = self.tx.execute(
+                "SELECT call_id FROM lionexec_messages "
+                f"WHERE branch_id = ? AND call_id IN ({marks})",
+                (branch_id, *chunk),
+            )
+            known.update(row[0] for row in rows)
+        return known
 
     def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
         clause, params = _where(branch_id, REQUESTED if unfinished else None)

@@ -11,7 +11,7 @@ import trio.testing
 
 from lionexec.act import Branch
 from lionexec.conversation import ActionOutcome, AssistantResponse, Instruction, System
-from lionexec.errors import NotDurableError
+from lionexec.errors import DuplicateCallError, NotDurableError
 from lionexec.governance import CallContext, PermissionPolicy
 from lionexec.journal import Applied, Journal, JournalError, NotApplied
 from lionexec.tools import Tool
@@ -104,9 +104,10 @@ async def test_a_branch_that_retains_few_calls_still_journals_every_message(
 async def test_a_call_id_used_again_after_trimming_never_gets_another_tools_outcome(
     journals: JournalFactory,
 ) -> None:
-    """A trimmed call id proposed again for another tool: the journal's key for it (branch
-    and call id) is taken, by another tool's call: a conflict, the tool not run, never the
-    other call's recorded output."""
+    """A trimmed call id proposed again for another tool: refused before anything is
+    recorded (the journal holds the id), the tool not run, never the other call's recorded
+    output. (Before schema version 4 the journal's key for it, branch and call id, refused
+    the call, but the request was journaled: the history held the id twice.)"""
     runs: list[str] = []
 
     def balance() -> str:
@@ -128,14 +129,10 @@ async def test_a_call_id_used_again_after_trimming_never_gets_another_tools_outc
             for i in range(3):
                 await branch.act({"function": "balance", "arguments": {}, "call_id": f"c{i}"})
             assert "c0" not in [r.call_id for r in branch.messages.requests()]  # trimmed
-            [response] = await branch.act(
-                {"function": "delete_all", "arguments": {}, "call_id": "c0"}
-            )
+            with pytest.raises(DuplicateCallError, match="'c0'"):
+                await branch.act({"function": "delete_all", "arguments": {}, "call_id": "c0"})
+            assert "delete_all" not in [r.function for r in branch.messages.requests()]
     assert runs == ["balance"] * 3
-    assert response.content.outcome is ActionOutcome.FAILED
-    assert response.content.output is None and response.content.error is not None
-    assert response.content.error.type == "IdempotencyKeyConflict"
-    assert "of tool 'balance'" in response.content.error.message
 
 
 async def test_exports_of_outputs_json_has_no_value_for_are_the_same_after_a_restart(
