@@ -157,3 +157,27 @@ async def test_migration_4_indexes_the_call_ids_already_journaled(tmp_path: Path
     version = connection.execute("SELECT version FROM lionexec_schema_version").fetchall()
     assert version == [(SCHEMA_VERSION,)] and SCHEMA_VERSION >= 4
     connection.close()
+
+
+async def test_migration_4_runs_on_every_sql_backend(durable: JournalFactory) -> None:
+    """A journal taken back to version 3 (no call-id column) is migrated on open: the call
+    ids it holds are indexed."""
+    journals = durable
+    with trio.fail_after(20):
+        async with journals.new() as journal:
+            branch = await journal.branch()
+            branch.register_tools(Tool.from_function(work, effect="pure"))
+            async with branch:
+                await branch.act([call("old"), call("older", n="bad")])
+
+            def back_to_3(store: Any) -> None:
+                store.tx.execute("DROP INDEX lionexec_messages_call")
+                store.tx.execute("ALTER TABLE lionexec_messages DROP COLUMN call_id")
+                store.tx.execute("UPDATE lionexec_schema_version SET version = 3")
+
+            await journal.backend.run(back_to_3)
+        async with journals.new() as journal:
+            known = await journal._run(
+                lambda store: store.known_call_ids(str(branch.id), ["old", "older", "new"])
+            )
+    assert known == {"old", "older"}
