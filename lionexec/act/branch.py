@@ -420,7 +420,7 @@ class Branch:
         (:meth:`_check_new`) knows only what it holds. One read of each sink that can say
         (``known_call_ids``)."""
         index = self.messages._by_call_id
-        call_ids = [p.call_id for p in proposals if p.request is None and p.call_id not in index]
+        call_ids = [p.call_id for p in proposals if p.call_id not in index]
         if not call_ids:
             return
         for feed in self._durable:

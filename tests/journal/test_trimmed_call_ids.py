@@ -64,6 +64,27 @@ async def test_a_call_id_trimmed_from_memory_is_still_refused(
     assert call_ids == ["a", "b", "c", "d", "e", "f"]
 
 
+async def test_a_trimmed_call_id_in_an_assistant_turn_is_refused(
+    journals: JournalFactory,
+) -> None:
+    def turn(call_id: str) -> dict[str, Any]:
+        item = {"id": call_id, "type": "function"}
+        item["function"] = {"name": "work", "arguments": '{"n": 1}'}
+        return {"role": "assistant", "content": None, "tool_calls": [item]}
+
+    with trio.fail_after(20):
+        async with journals.new() as journal:
+            branch = await journal.branch(retain=1)
+            branch.register_tools(Tool.from_function(work, effect="pure"))
+            async with branch:
+                for call_id in "abc":
+                    await branch.act(turn(call_id))
+                before = len(branch.messages)
+                with pytest.raises(DuplicateCallError, match="'a'"):
+                    await branch.act(turn("a"))
+                assert len(branch.messages) == before  # not even the turn
+
+
 async def test_an_untrimmed_branch_asks_nothing_of_the_journal(
     journals: JournalFactory,
 ) -> None:
