@@ -177,12 +177,14 @@ class CallScope:
             and type(observer)._authorize is SessionObserver._authorize
         )
         object.__setattr__(self, "_gate_plain", plain)
-        keep = observer is not None and (
+        keep = None
+        if observer is not None and (
             type(observer).emit is SessionObserver.emit
             and type(observer)._emit is SessionObserver._emit
             and type(observer)._keep is SessionObserver._keep
-        )
-        object.__setattr__(self, "_keep_event", observer._keep if keep else None)  # type: ignore[union-attr]
+        ):
+            keep = observer._keep
+        object.__setattr__(self, "_keep_event", keep)
 
 
 def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:

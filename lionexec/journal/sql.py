@@ -485,29 +485,22 @@ class SqlStore:
 
     def messages(self, branch_id: str) -> list[MessageRow]:
         rows = self.tx.execute(
-            "SELECT branch_id, seq, message_id, kind, body FROM lionexec_messages "
+            "SELECT branch_id, seq, message_id, kind, body, call_id FROM lionexec_messages "
             "WHERE branch_id = ? ORDER BY seq",
             (branch_id,),
         )
-        return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4]) for r in rows]
+        return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
     def known_call_ids(self, branch_id: str, call_ids: Sequence[str]) -> set[str]:
-        known: set[str] = set()
+        head = "SELECT call_id FROM lionexec_messages WHERE branch_id = ? AND call_id"
         if self.bulk:
-            rows = self.tx.execute(
-                "SELECT call_id FROM lionexec_messages "
-                "WHERE branch_id = ? AND call_id = ANY(?::text[])",
-                (branch_id, list(call_ids)),
-            )
+            rows = self.tx.execute(f"{head} = ANY(?::text[])", (branch_id, list(call_ids)))
             return {row[0] for row in rows}
+        known: set[str] = set()
         for start in range(0, len(call_ids), _CHUNK):
             chunk = call_ids[start : start + _CHUNK]
             marks = ", ".join("?" * len(chunk))
-            rows = self.tx.execute(
-                "SELECT call_id FROM lionexec_messages "
-                f"WHERE branch_id = ? AND call_id IN ({marks})",
-                (branch_id, *chunk),
-            )
+            rows = self.tx.execute(f"{head} IN ({marks})", (branch_id, *chunk))
             known.update(row[0] for row in rows)
         return known
 
