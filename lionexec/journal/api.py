@@ -502,8 +502,10 @@ class Journal:
         list, an assistant message: only its calls are queued). Nothing runs here: each
         request is committed with status ``queued``; a worker claims it and runs it through
         the whole transaction (validation, gate, policy, hooks) where the tool is. All or
-        nothing: a call id already submitted for the branch raises
-        :class:`~lionexec.errors.DuplicateCallError` and nothing is queued. Needs a SQL
+        nothing: a call id already submitted for the branch, or one whose call the branch's
+        journaled history already answered (through ``act()``), raises
+        :class:`~lionexec.errors.DuplicateCallError` and nothing is queued. A request the
+        history holds unanswered (a turn recorded for workers to answer) may be submitted. Needs a SQL
         journal (SQLite, PostgreSQL). One transaction; cancellable before it commits.
         """
         name = str(_branch_uuid(branch_id))
@@ -1080,25 +1082,26 @@ class JournalSink:
             if isinstance(message, ActionRequest):
                 record["content"]["action_response_id"] = None  # linked again on loading
             body = dumps_record(record)
-            call_id = (
-                utf8_text(message.content.call_id) if isinstance(message, ActionRequest) else None
-            )
-            batch.messages.append(
-                MessageRow(branch_id, start + offset, record["id"], message.kind, body, call_id)
-            )
-            if isinstance(message, ActionResponse):
+            call_id = outcome = None
+            if isinstance(message, ActionRequest):
+                call_id = utf8_text(message.content.call_id)
+            elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
                 request = self.history[request_id] if request_id is not None else None
                 if isinstance(request, ActionRequest):
-                    batch.outcomes.append(
-                        OutcomeOp(
-                            branch_id=branch_id,
-                            call_id=utf8_text(request.content.call_id),
-                            outcome=message.content.outcome.value,
-                            response=body,
-                            at=now,
-                        )
+                    call_id = utf8_text(request.content.call_id)
+                    outcome = OutcomeOp(
+                        branch_id=branch_id,
+                        call_id=call_id,
+                        outcome=message.content.outcome.value,
+                        response=body,
+                        at=now,
                     )
+            batch.messages.append(
+                MessageRow(branch_id, start + offset, record["id"], message.kind, body, call_id)
+            )
+            if outcome is not None:
+                batch.outcomes.append(outcome)
 
     def _unstage(self, start: int) -> None:
         self._mirrored = start

@@ -291,6 +291,16 @@ def submit(store: Store, branch_id: str, requests: Sequence[ActionRequest]) -> N
             "submitted once",
             call_id=call_id,
         )
+    # A call the branch answered itself (act()): a worker would run it again, and wait()
+    # would keep the branch's answer. A request still unanswered there may be submitted.
+    answered = store.known_call_ids(branch_id, [r.call_id for r in requests], answered=True)
+    for request in requests:
+        if request.call_id in answered:
+            raise DuplicateCallError(
+                f"call {request.call_id!r} of branch {branch_id} is already answered in the "
+                "branch's history; propose the call again, with a new id",
+                call_id=request.call_id,
+            )
     insert = (
         "INSERT INTO lionexec_queue (branch_id, call_id, function, request, state, "
         "not_before, fence, attempts, deferrals, submitted_at)"

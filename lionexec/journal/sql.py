@@ -39,14 +39,22 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlStore", "Tx", "migrate"]
 
 
 def _index_call_ids(tx: Tx) -> None:
-    """Migration 4: fill ``call_id`` in the requests journaled before it (one read of each
-    request, one update of each: once, when a journal of version 3 or older is opened)."""
+    """Migration 4: fill ``call_id`` in the requests and responses journaled before it (one
+    read of each, one update of each: once, when a journal of version 3 or older is opened)."""
     rows = tx.execute(
-        "SELECT branch_id, seq, body FROM lionexec_messages WHERE kind = 'action_request'"
+        "SELECT branch_id, seq, message_id, kind, body FROM lionexec_messages "
+        "WHERE kind IN ('action_request', 'action_response') ORDER BY branch_id, seq"
     )
+    call_ids: dict[str, str] = {}  # request message id -> its call id
     updates = []
-    for branch_id, seq, body in rows:
-        call_id = json.loads(body).get("content", {}).get("call_id")
+    for branch_id, seq, message_id, kind, body in rows:
+        content = json.loads(body).get("content") or {}
+        if kind == "action_request":
+            call_id = content.get("call_id")
+            if isinstance(call_id, str):
+                call_ids[message_id] = call_id
+        else:  # a response follows its request
+            call_id = call_ids.get(str(content.get("action_request_id")))
         if isinstance(call_id, str):
             updates.append((call_id, branch_id, seq))
     if updates:
@@ -160,8 +168,9 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str | Callable[[Tx], None], ...]], ...]
         ),
     ),
     (
-        4,  # every request's call id, indexed: a call id is used once per branch, even
-        # after Branch(retain=...) trimmed its call from memory (SqlStore.known_call_ids)
+        4,  # every request's and response's call id, indexed: a call id is used once per
+        # branch, even after Branch(retain=...) trimmed its call from memory, and one the
+        # branch answered is not submitted to workers (SqlStore.known_call_ids)
         (
             "ALTER TABLE lionexec_messages ADD COLUMN call_id TEXT",
             "CREATE INDEX lionexec_messages_call ON lionexec_messages (branch_id, call_id)",
@@ -491,8 +500,12 @@ class SqlStore:
         )
         return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
-    def known_call_ids(self, branch_id: str, call_ids: Sequence[str]) -> set[str]:
+    def known_call_ids(
+        self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
+    ) -> set[str]:
         head = "SELECT call_id FROM lionexec_messages WHERE branch_id = ? AND call_id"
+        if answered:
+            head = head.replace("AND call_id", "AND kind = 'action_response' AND call_id")
         if self.bulk:
             rows = self.tx.execute(f"{head} = ANY(?::text[])", (branch_id, list(call_ids)))
             return {row[0] for row in rows}

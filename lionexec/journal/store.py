@@ -62,7 +62,7 @@ class MessageRow:
     message_id: str
     kind: str
     body: str
-    #: A request's call id (schema version 4), else ``None``.
+    #: A request's or response's call id (schema version 4), else ``None``.
     call_id: str | None = None
 
 
@@ -180,8 +180,11 @@ class Store(Protocol):
     def messages(self, branch_id: str) -> list[MessageRow]:
         """A branch's messages in order (empty if unknown)."""
 
-    def known_call_ids(self, branch_id: str, call_ids: Sequence[str]) -> set[str]:
-        """Which of *call_ids* a request journaled in branch *branch_id* has."""
+    def known_call_ids(
+        self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
+    ) -> set[str]:
+        """Which of *call_ids* a request journaled in branch *branch_id* has (with
+        *answered*: a response)."""
 
     def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
         """Calls (of one branch, or all), oldest first; only those with no outcome if asked."""
@@ -249,7 +252,8 @@ class MemoryStore:
         self._branches: dict[str, float] = {}
         self._messages: dict[str, list[MessageRow]] = {}
         self._message_ids: set[str] = set()
-        self._call_ids: dict[str, set[str]] = {}  # each branch's requests' call ids
+        # each branch's call ids: of its requests, of its responses
+        self._call_ids: dict[tuple[str, bool], set[str]] = {}
         self._calls: dict[str, CallRow] = {}
         self._by_call: dict[tuple[str, str], str] = {}
         self._approvals: dict[str, ApprovalRow] = {}
@@ -281,7 +285,8 @@ class MemoryStore:
             self._messages.setdefault(message.branch_id, []).append(message)
             self._message_ids.add(message.message_id)
             if message.call_id is not None:
-                self._call_ids.setdefault(message.branch_id, set()).add(message.call_id)
+                answer = (message.branch_id, message.kind == "action_response")
+                self._call_ids.setdefault(answer, set()).add(message.call_id)
         for approval in batch.approvals:
             pair = (approval.branch_id, approval.call_id)
             if approval.approval_id not in self._approvals and pair not in self._approval_of:
@@ -318,8 +323,10 @@ class MemoryStore:
     def messages(self, branch_id: str) -> list[MessageRow]:
         return list(self._messages.get(branch_id, ()))
 
-    def known_call_ids(self, branch_id: str, call_ids: Sequence[str]) -> set[str]:
-        return self._call_ids.get(branch_id, set()).intersection(call_ids)
+    def known_call_ids(
+        self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
+    ) -> set[str]:
+        return self._call_ids.get((branch_id, answered), set()).intersection(call_ids)
 
     def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
         rows: Sequence[CallRow] = list(self._calls.values())

@@ -147,7 +147,6 @@ def _version_3_journal(path: Path, branch_id: str) -> None:
                 "action_request_id": request["id"],
                 "error": None,
                 "outcome": "completed",
-                "call_id": "old",
             },
             "kind": "action_response",
             "role": "action",
@@ -166,6 +165,10 @@ async def test_migration_4_indexes_the_call_ids_already_journaled(tmp_path: Path
     _version_3_journal(path, branch_id)
     with trio.fail_after(20):
         async with SqliteJournal(path) as journal:
+            answered = await journal._run(
+                lambda s: s.known_call_ids(branch_id, ["old", "b"], answered=True)
+            )
+            assert answered == {"old"}  # its response, through the request it answers
             branch = await journal.branch(branch_id, retain=1)
             branch.register_tools(Tool.from_function(work, effect="pure"))
             async with branch:
@@ -198,7 +201,9 @@ async def test_migration_4_runs_on_every_sql_backend(durable: JournalFactory) ->
 
             await journal.backend.run(back_to_3)
         async with journals.new() as journal:
-            known = await journal._run(
-                lambda store: store.known_call_ids(str(branch.id), ["old", "older", "new"])
+            wanted = ["old", "older", "new"]
+            known = await journal._run(lambda s: s.known_call_ids(str(branch.id), wanted))
+            answered = await journal._run(
+                lambda s: s.known_call_ids(str(branch.id), wanted, answered=True)
             )
-    assert known == {"old", "older"}
+    assert known == answered == {"old", "older"}

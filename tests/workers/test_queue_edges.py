@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from lionexec.conversation import ActionResponse
-from lionexec.journal import JournalError, SqliteJournal, queue
+from lionexec.journal import JournalError, SqliteJournal, open_journal, queue
 from lionexec.journal.queue import Completion, Limit
 from lionexec.journal.worker import Worker
 from lionexec.tools import Tool
@@ -149,3 +149,33 @@ async def test_a_call_released_before_it_started_is_not_charged_twice(
         assert (len(second.run), second.denied, second.deferred) == (0, 1, 1)
     else:
         assert (len(second.run), second.denied, second.deferred) == (2, 0, 0)
+
+
+async def test_a_call_id_the_branch_answered_is_not_submitted(target: str) -> None:
+    """A call id whose call the branch's history already answered (through act(), any
+    outcome) is refused at submit: a worker would run it, and wait(into=...) would leave
+    the branch's answer as it was. An id whose request the history holds unanswered (a turn
+    recorded for workers to answer) may be submitted."""
+    from lionexec.conversation import ActionRequest
+    from lionexec.errors import DuplicateCallError
+
+    def f(n: int) -> int:
+        """F."""
+        return n
+
+    def tool_call(call_id: str, n: object = 1) -> dict[str, object]:
+        return {"function": "f", "arguments": {"n": n}, "call_id": call_id}
+
+    with trio.fail_after(20):
+        async with open_journal(target) as journal:
+            branch = await journal.branch()
+            branch.register_tools(Tool.from_function(f, effect="pure"))
+            async with branch:
+                await branch.act([tool_call("done"), tool_call("bad", n="x")])
+                waiting = ActionRequest.create("f", {"n": 2}, call_id="waiting")
+                branch.messages.add_message(waiting)
+            for call_id in ("done", "bad"):
+                with pytest.raises(DuplicateCallError, match=f"'{call_id}'"):
+                    await journal.submit(branch.id, [tool_call("new"), tool_call(call_id)])
+            assert await journal.queued(branch.id) == []  # all or nothing
+            assert await journal.submit(branch.id, [tool_call("waiting", 2)]) == ["waiting"]
