@@ -313,7 +313,8 @@ class Branch:
         whole assistant message, whose turn is recorded before its calls (see
         :func:`~lionexec.act.read_batch`). Every proposal is read and checked before anything
         is recorded: a shape that cannot be read raises :class:`ValueError`; a request already
-        running, or a call id already in the history or twice in the batch, raises
+        running, or a call id already in the history (on a journaled branch that ``retain=``
+        has trimmed, the journal's whole history: one read) or twice in the batch, raises
         :class:`DuplicateCallError`; nothing is recorded then.
 
         The requests are added to :attr:`messages` in proposal order before any call runs; each
