@@ -505,8 +505,9 @@ class Journal:
         nothing: a call id already submitted for the branch, or one whose call the branch's
         journaled history already answered (through ``act()``), raises
         :class:`~lionexec.errors.DuplicateCallError` and nothing is queued. A request the
-        history holds unanswered (a turn recorded for workers to answer) may be submitted. Needs a SQL
-        journal (SQLite, PostgreSQL). One transaction; cancellable before it commits.
+        history holds unanswered (a turn recorded for workers to answer) may be submitted.
+        Needs a SQL journal (SQLite, PostgreSQL). One transaction; cancellable before it
+        commits.
         """
         name = str(_branch_uuid(branch_id))
         batch = read_batch(tool_calls, sender=name)
