@@ -503,9 +503,8 @@ class SqlStore:
     def known_call_ids(
         self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
     ) -> set[str]:
-        head = "SELECT call_id FROM lionexec_messages WHERE branch_id = ? AND call_id"
-        if answered:
-            head = head.replace("AND call_id", "AND kind = 'action_response' AND call_id")
+        kind = " AND kind = 'action_response'" if answered else ""
+        head = f"SELECT call_id FROM lionexec_messages WHERE branch_id = ?{kind} AND call_id"
         if self.bulk:
             rows = self.tx.execute(f"{head} = ANY(?::text[])", (branch_id, list(call_ids)))
             return {row[0] for row in rows}
