@@ -272,8 +272,8 @@ class SessionObserver:
         Otherwise the caller emits ``detach(record)``.
 
         For the act transaction's events: an observer keeps every call's event, and most
-        are never read (a copy per call was a sixth of a governed call's cost and doubled
-        what an observed call retains: act governed row of ``nox -s bench``).
+        are never read (a copy per call was a sixth of a governed call's cost, act governed
+        row of ``nox -s bench``, and 390 of the 2,058 bytes a gated call retained).
         """
         if self._routes or self._subscriptions:
             return False
