@@ -502,10 +502,11 @@ class Journal:
         list, an assistant message: only its calls are queued). Nothing runs here: each
         request is committed with status ``queued``; a worker claims it and runs it through
         the whole transaction (validation, gate, policy, hooks) where the tool is. All or
-        nothing: a call id already submitted for the branch, or one whose call the branch's
-        journaled history already answered (through ``act()``), raises
+        nothing: a call id already submitted for the branch, or one the branch's own
+        ``act()`` has run (it is running, or ran) or answered, raises
         :class:`~lionexec.errors.DuplicateCallError` and nothing is queued. A request the
-        history holds unanswered (a turn recorded for workers to answer) may be submitted.
+        history holds unanswered and never run (a turn recorded for workers to answer) may
+        be submitted.
         Needs a SQL journal (SQLite, PostgreSQL). One transaction; cancellable before it
         commits.
         """

@@ -269,37 +269,33 @@ def _row(raw: Sequence[Any]) -> QueuedCall:
 
 def submit(store: Store, branch_id: str, requests: Sequence[ActionRequest]) -> None:
     """Queue *requests* of *branch_id*. All or nothing: a call id already queued for the
-    branch raises :class:`~lionexec.errors.DuplicateCallError` and nothing is queued."""
+    branch, or one the branch's own ``act()`` has run or answered, raises
+    :class:`~lionexec.errors.DuplicateCallError` and nothing is queued."""
     tx = _tx(store)
     now = db_now(store)
     rows = [
         (branch_id, r.call_id, r.function, request_record(r), QUEUED, now, 0, 0, 0, now)
         for r in requests
     ]
-    taken = []
-    for start in range(0, len(rows), 400):
-        chunk = [r.call_id for r in requests[start : start + 400]]
-        marks = ", ".join("?" * len(chunk))
-        taken += tx.execute(
-            f"SELECT call_id FROM lionexec_queue WHERE branch_id = ? AND call_id IN ({marks})",
-            (branch_id, *chunk),
-        )
-    if taken:
-        call_id = taken[0][0]
+    call_ids = [r.call_id for r in requests]
+    for taken in _taken(tx, "lionexec_queue", branch_id, call_ids):
         raise DuplicateCallError(
-            f"call {call_id!r} of branch {branch_id} is already submitted; a call id is "
+            f"call {taken!r} of branch {branch_id} is already submitted; a call id is "
             "submitted once",
-            call_id=call_id,
+            call_id=taken,
         )
-    # A call the branch answered itself (act()): a worker would run it again, and wait()
-    # would keep the branch's answer. A request still unanswered there may be submitted.
-    answered = store.known_call_ids(branch_id, [r.call_id for r in requests], answered=True)
-    for request in requests:
-        if request.call_id in answered:
+    # A call the branch's act() runs (its key taken: lionexec_calls) or answered (its
+    # response journaled): a worker, which runs calls in a branch of its own, would run
+    # the tool again, and wait() keeps the branch's answer. A request the history holds
+    # unanswered and never run (a turn recorded for workers) may be submitted.
+    ran = set(_taken(tx, "lionexec_calls", branch_id, call_ids))
+    ran |= store.known_call_ids(branch_id, call_ids, answered=True)
+    for call_id in call_ids:
+        if call_id in ran:
             raise DuplicateCallError(
-                f"call {request.call_id!r} of branch {branch_id} is already answered in the "
-                "branch's history; propose the call again, with a new id",
-                call_id=request.call_id,
+                f"call {call_id!r} of branch {branch_id} is already run or answered by the "
+                "branch's act(); propose the call again, with a new id",
+                call_id=call_id,
             )
     insert = (
         "INSERT INTO lionexec_queue (branch_id, call_id, function, request, state, "
@@ -314,6 +310,20 @@ def submit(store: Store, branch_id: str, requests: Sequence[ActionRequest]) -> N
     else:
         tx.executemany(f"{insert} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     _notify(store, "lionexec_queue")
+
+
+def _taken(tx: Any, table: str, branch_id: str, call_ids: Sequence[str]) -> list[str]:
+    """Which of *call_ids* have a row of branch *branch_id* in *table*."""
+    taken: list[str] = []
+    for start in range(0, len(call_ids), 400):
+        chunk = call_ids[start : start + 400]
+        marks = ", ".join("?" * len(chunk))
+        rows = tx.execute(
+            f"SELECT call_id FROM {table} WHERE branch_id = ? AND call_id IN ({marks})",
+            (branch_id, *chunk),
+        )
+        taken += [row[0] for row in rows]
+    return taken
 
 
 def lookup(store: Store, pairs: Sequence[tuple[str, str]]) -> list[QueuedCall | None]:

@@ -179,3 +179,32 @@ async def test_a_call_id_the_branch_answered_is_not_submitted(target: str) -> No
                     await journal.submit(branch.id, [tool_call("new"), tool_call(call_id)])
             assert await journal.queued(branch.id) == []  # all or nothing
             assert await journal.submit(branch.id, [tool_call("waiting", 2)]) == ["waiting"]
+
+
+async def test_a_call_id_act_is_running_is_not_submitted(target: str) -> None:
+    """act() journals a call's request and its key before the tool runs: a submit of its id
+    meanwhile is refused (a worker runs calls in a branch of its own, with no key to stop
+    it running the tool a second time)."""
+    from lionexec.errors import DuplicateCallError
+
+    release = trio.Event()
+    started = trio.Event()
+
+    async def slow(n: int) -> int:
+        """Slow."""
+        started.set()
+        await release.wait()
+        return n
+
+    call = {"function": "slow", "arguments": {"n": 1}, "call_id": "busy"}
+    with trio.fail_after(20):
+        async with open_journal(target) as journal:
+            branch = await journal.branch()
+            branch.register_tools(Tool.from_function(slow))
+            async with branch, trio.open_nursery() as nursery:
+                nursery.start_soon(branch.act, call)
+                await started.wait()
+                with pytest.raises(DuplicateCallError, match="'busy'"):
+                    await journal.submit(branch.id, [call])
+                release.set()
+            assert await journal.queued(branch.id) == []
