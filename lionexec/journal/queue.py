@@ -61,6 +61,7 @@ from .limits import (
     limits_by_key,
     refund,
 )
+from .sql import call_ids_in
 from .store import Store, dumps_record
 
 __all__ = [
@@ -278,17 +279,19 @@ def submit(store: Store, branch_id: str, requests: Sequence[ActionRequest]) -> N
         for r in requests
     ]
     call_ids = [r.call_id for r in requests]
-    for taken in _taken(tx, "lionexec_queue", branch_id, call_ids):
-        raise DuplicateCallError(
-            f"call {taken!r} of branch {branch_id} is already submitted; a call id is "
-            "submitted once",
-            call_id=taken,
-        )
+    queued = call_ids_in(tx, "lionexec_queue", branch_id, call_ids)
+    for call_id in call_ids:
+        if call_id in queued:
+            raise DuplicateCallError(
+                f"call {call_id!r} of branch {branch_id} is already submitted; a call id is "
+                "submitted once",
+                call_id=call_id,
+            )
     # A call the branch's act() runs (its key taken: lionexec_calls) or answered (its
     # response journaled): a worker, which runs calls in a branch of its own, would run
     # the tool again, and wait() keeps the branch's answer. A request the history holds
     # unanswered and never run (a turn recorded for workers) may be submitted.
-    ran = set(_taken(tx, "lionexec_calls", branch_id, call_ids))
+    ran = call_ids_in(tx, "lionexec_calls", branch_id, call_ids)
     ran |= store.known_call_ids(branch_id, call_ids, answered=True)
     for call_id in call_ids:
         if call_id in ran:
@@ -310,20 +313,6 @@ def submit(store: Store, branch_id: str, requests: Sequence[ActionRequest]) -> N
     else:
         tx.executemany(f"{insert} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     _notify(store, "lionexec_queue")
-
-
-def _taken(tx: Any, table: str, branch_id: str, call_ids: Sequence[str]) -> list[str]:
-    """Which of *call_ids* have a row of branch *branch_id* in *table*."""
-    taken: list[str] = []
-    for start in range(0, len(call_ids), 400):
-        chunk = call_ids[start : start + 400]
-        marks = ", ".join("?" * len(chunk))
-        rows = tx.execute(
-            f"SELECT call_id FROM {table} WHERE branch_id = ? AND call_id IN ({marks})",
-            (branch_id, *chunk),
-        )
-        taken += [row[0] for row in rows]
-    return taken
 
 
 def lookup(store: Store, pairs: Sequence[tuple[str, str]]) -> list[QueuedCall | None]:

@@ -35,7 +35,7 @@ from .store import (
     new_row,
 )
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlStore", "Tx", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlStore", "Tx", "call_ids_in", "migrate"]
 
 
 def _index_call_ids(tx: Tx) -> None:
@@ -243,6 +243,23 @@ def migrate(tx: Tx, version: int, *, target: str) -> list[int]:
         tx.execute("UPDATE lionexec_schema_version SET version = ?", (number,))
         applied.append(number)
     return applied
+
+
+def call_ids_in(
+    tx: Tx, table: str, branch_id: str, call_ids: Sequence[str], *, where: str = ""
+) -> set[str]:
+    """Which of *call_ids* have a row of branch *branch_id* in *table* (that also meets
+    *where*, an ``AND ...`` clause without parameters); :data:`_CHUNK` ids per statement."""
+    found: set[str] = set()
+    for start in range(0, len(call_ids), _CHUNK):
+        chunk = call_ids[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        rows = tx.execute(
+            f"SELECT call_id FROM {table} WHERE branch_id = ?{where} AND call_id IN ({marks})",
+            (branch_id, *chunk),
+        )
+        found.update(row[0] for row in rows)
+    return found
 
 
 def _call(row: Sequence[Any]) -> CallRow:
@@ -504,17 +521,7 @@ class SqlStore:
         self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
     ) -> set[str]:
         kind = " AND kind = 'action_response'" if answered else ""
-        head = f"SELECT call_id FROM lionexec_messages WHERE branch_id = ?{kind} AND call_id"
-        if self.bulk:
-            rows = self.tx.execute(f"{head} = ANY(?::text[])", (branch_id, list(call_ids)))
-            return {row[0] for row in rows}
-        known: set[str] = set()
-        for start in range(0, len(call_ids), _CHUNK):
-            chunk = call_ids[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            rows = self.tx.execute(f"{head} IN ({marks})", (branch_id, *chunk))
-            known.update(row[0] for row in rows)
-        return known
+        return call_ids_in(self.tx, "lionexec_messages", branch_id, call_ids, where=kind)
 
     def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
         clause, params = _where(branch_id, REQUESTED if unfinished else None)
