@@ -167,7 +167,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
 from lionexec import ActionOutcome, ActionRequest, ActionResponse, Branch, HookPoint
-from lionexec._jsonable import is_unicode, utf8_text
+from lionexec._jsonable import is_unicode, repeated_name, utf8_text
 from lionexec.act import read_proposal
 from lionexec.conversation import ErrorInfo, Message, MessageManager, result_text, to_openai
 from lionexec.errors import DuplicateCallError, NotDurableError
@@ -392,11 +392,8 @@ class _Repeated(BadJSON):
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     mapping = dict(pairs)
     if len(mapping) != len(pairs):
-        seen: set[str] = set()
-        for name, _ in pairs:
-            if name in seen:
-                raise _Repeated(f"repeats the name {name[:40]!r} within one object", hostile=False)
-            seen.add(name)
+        name = str(repeated_name(pairs))
+        raise _Repeated(f"repeats the name {name[:40]!r} within one object", hostile=False)
     return mapping
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "exception_record",
     "is_unicode",
     "jsonable",
+    "repeated_name",
     "utf8_text",
 ]
 
@@ -206,6 +207,18 @@ def _int(value: int) -> int | str:
 @functools.lru_cache(maxsize=4)
 def _power_of_ten(exponent: int) -> int:
     return int(10**exponent)
+
+
+def repeated_name(pairs: list[tuple[str, Any]]) -> str | None:
+    """The first name a JSON object's *pairs* (``object_pairs_hook``'s argument) repeat, or
+    ``None``: JSON readers differ on which value of a repeated name counts (Python's
+    keeps the last, others the first), so a reader that must agree with others refuses it."""
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def is_unicode(value: str) -> bool:

@@ -43,7 +43,7 @@ from typing import Any, Final, NoReturn
 
 import attrs
 
-from lionexec._jsonable import is_unicode, utf8_text
+from lionexec._jsonable import is_unicode, repeated_name, utf8_text
 from lionexec._slots import builder
 from lionexec._snapshot import atoms_only, snapshot
 from lionexec.conversation import ActionRequest, AssistantResponse, new_call_id
@@ -412,11 +412,8 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object from *pairs*; raises :class:`_Repeated` if a name appears twice."""
     mapping = dict(pairs)
     if len(mapping) != len(pairs):
-        seen: set[str] = set()
-        for name, _ in pairs:
-            if name in seen:
-                raise _Repeated(f"arguments repeat the name {_shown(name)} within one object")
-            seen.add(name)
+        name = repeated_name(pairs)
+        raise _Repeated(f"arguments repeat the name {_shown(name)} within one object")
     return mapping
 
 
