@@ -116,7 +116,8 @@ def _output_json(output: Any) -> Any:
 
 
 def _part_json(item: object, part: ContentPart) -> Any:
-    return strict_json(item) if isinstance(item, Mapping) else part_json(part)
+    # a part's text and file name may hold a lone surrogate (a file name from os.listdir)
+    return strict_json(item if isinstance(item, Mapping) else part_json(part))
 
 
 def _kind(cls: type) -> str:

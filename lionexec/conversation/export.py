@@ -5,7 +5,10 @@ The three exports follow one plan, so they agree on what the model is shown:
 * Each assistant turn is one turn: an :class:`AssistantResponse` with the calls it proposed,
   or, for requests no assistant turn claims, one turn per batch (a run of requests not
   interrupted by any other message, as ``Branch.act`` records a batch). Two ``act()`` batches
-  are never merged into one turn.
+  one after the other are never merged into one turn. Two run at once on one branch are
+  when the second's requests were recorded right after the first's (before any of its
+  responses): the history does not say where one ended, and one turn proposing both
+  batches' calls is valid for every provider.
 * Each call's result comes right after its turn, in the order of the calls, even if the
   response was recorded later: every provider requires it.
 * Every request yields exactly one call and exactly one result. A request with no recorded

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import TypeAlias, TypeVar
 
+import attrs
 import trio
 
 from .._failures import FailureLog, ReportedFailure, call_user
 from ..errors import HistoryError, MessageNotFoundError
 from . import export
-from .messages import ActionRequest, ActionResponse, Message, System
+from .messages import ActionRequest, ActionResponse, AssistantResponse, Message, System
 
 __all__ = ["CallbackFailure", "MessageCallback", "MessageManager"]
 
@@ -46,7 +48,11 @@ class MessageManager:
     * every :class:`ActionResponse` comes after the :class:`ActionRequest` it answers, and the
       two name each other (``request.content.action_response_id`` and
       ``response.content.action_request_id``);
-    * a request is answered at most once.
+    * a request is answered at most once;
+    * a tool-call id is used by one request (providers refuse a conversation that uses one
+      twice). Adding a request with a call id already here is refused; a history loaded with
+      one id twice (written before this rule) is kept as it is, and
+      :meth:`request_for_call_id` returns the first.
 
     Writing is synchronous and never awaits (:meth:`add_message`, :meth:`record_action`), so it
     is never half-done, even under cancellation. Notifying is separate and comes after:
@@ -62,7 +68,14 @@ class MessageManager:
     ``converter.structure(data, MessageManager)``.
     """
 
-    __slots__ = ("_appended", "_by_call_id", "_messages", "failures", "on_message_added")
+    __slots__ = (
+        "_appended",
+        "_by_call_id",
+        "_messages",
+        "_repeated_call_ids",
+        "failures",
+        "on_message_added",
+    )
 
     def __init__(
         self,
@@ -75,15 +88,26 @@ class MessageManager:
 
         Links between the given requests and responses must already be consistent, as in a
         history that was saved and loaded; otherwise :class:`~lionexec.errors.HistoryError`.
+        The history holds the messages themselves, and a request's link to its response is
+        state of the request, written when the pair is recorded: a request belongs to one
+        history. Start a second history from this one's messages with :meth:`copy`, not
+        ``MessageManager(history.messages)``: a call answered in one would read as answered
+        in the other, whose response it would lack.
         Callback failures are reported to *failures*, by default a
         :class:`~lionexec.FailureLog` of the history's own (a branch passes its shared one).
         """
         self._messages: dict[uuid.UUID, Message] = _checked_history(messages)
         self._appended = len(self._messages)
         self._by_call_id: dict[str, ActionRequest] = {}
+        #: Whether a loaded request shares its call id with an earlier one (trim_calls then
+        #: re-indexes what stays).
+        self._repeated_call_ids = False
         for message in self._messages.values():
-            if isinstance(message, ActionRequest):
-                self._by_call_id.setdefault(message.content.call_id, message)
+            if (
+                isinstance(message, ActionRequest)
+                and self._by_call_id.setdefault(message.content.call_id, message) is not message
+            ):
+                self._repeated_call_ids = True
         #: The callbacks :meth:`a_add_message` and :meth:`notify` run, in order. A plain list:
         #: append and remove as you please.
         self.on_message_added: list[MessageCallback] = list(on_message_added)
@@ -147,6 +171,12 @@ class MessageManager:
         newest = reversed(self._messages.values())
         return tuple(reversed([next(newest) for _ in range(count)]))
 
+    def copy(self) -> MessageManager:
+        """A history of its own holding these messages, in order: each request and response
+        a copy (their links are written into them), the other messages shared (they never
+        change). Callbacks and failures are not carried over. O(n)."""
+        return MessageManager(map(_own_copy, self._messages.values()))
+
     def requests(self) -> list[ActionRequest]:
         """Every action request, in order."""
         return [m for m in self._messages.values() if isinstance(m, ActionRequest)]
@@ -182,7 +212,9 @@ class MessageManager:
         first request still unanswered (a call in flight), and with *before* (a mark of
         :attr:`appended`) at the first message appended after the first *before*. Every
         other message older than the last pair removed (instructions, assistant turns) goes
-        with them, except :class:`System` messages, which are kept. What remains is a suffix
+        with them, except :class:`System` messages, which are kept. An assistant turn goes
+        only with every call it proposed: trimming stops before a turn some of whose calls
+        would stay (so a turn of more than *keep* calls stays whole). What remains is a suffix
         of the conversation, so its exports stay well-formed. Synchronous; callbacks are not
         run.
         """
@@ -198,7 +230,8 @@ class MessageManager:
         chosen: list[ActionRequest] = []
         older: list[Message] = []  # non-action messages older than the last chosen request
         pending: list[Message] = []
-        for message in self._messages.values():
+        position: dict[uuid.UUID, int] = {}  # of the chosen requests and the older messages
+        for index, message in enumerate(self._messages.values()):
             if message.id in late:
                 break
             if isinstance(message, ActionRequest):
@@ -210,6 +243,16 @@ class MessageManager:
                 pending.clear()
             elif not isinstance(message, ActionResponse | System):
                 pending.append(message)
+            position[message.id] = index
+        while chosen:  # keep a turn that would go without all its calls, and what follows it
+            going = {request.id for request in chosen}
+            split = next((m for m in older if _keeps_a_call(m, going, self._messages)), None)
+            if split is None:
+                break
+            cut = position[split.id]
+            chosen = [request for request in chosen if position[request.id] < cut]
+            last = position[chosen[-1].id] if chosen else -1
+            older = [message for message in older if position[message.id] < last]
         if not chosen:
             return ()
         removed_ids: set[uuid.UUID] = {m.id for m in older}
@@ -226,14 +269,18 @@ class MessageManager:
                 and self._by_call_id.get(message.content.call_id) is message
             ):
                 del self._by_call_id[message.content.call_id]
+        if self._repeated_call_ids:  # a later request with a removed one's id now comes first
+            for message in self._messages.values():
+                if isinstance(message, ActionRequest):
+                    self._by_call_id.setdefault(message.content.call_id, message)
         return removed
 
     def request_for_call_id(self, call_id: str) -> ActionRequest | None:
         """The request in this history with tool-call id *call_id*, or ``None``; O(1).
 
-        Providers reject a conversation that uses one call id twice, so the act layer refuses
-        a proposal whose id is already here. Should a loaded history hold one id twice, the
-        first request is returned.
+        Providers reject a conversation that uses one call id twice, so the history refuses a
+        second request with an id already here (and the act layer a proposal). Should a
+        loaded history hold one id twice, the first request still here is returned.
         """
         return self._by_call_id.get(call_id)
 
@@ -267,10 +314,11 @@ class MessageManager:
         """Append *message* and return it.
 
         Adding a message that is already here (the same object) changes nothing and keeps its
-        position. A different message with the same id is refused. An
-        :class:`ActionResponse` must name a request already here that it may answer; it is
-        linked both ways. Use :meth:`record_action` to write a request and its response
-        together. Callbacks are not run; see :meth:`a_add_message`.
+        position. A different message with the same id is refused, and so is a request whose
+        call id another request here uses. An :class:`ActionResponse` must name a request
+        already here that it may answer; it is linked both ways. Use :meth:`record_action` to
+        write a request and its response together. Callbacks are not run; see
+        :meth:`a_add_message`.
         """
         self._add(message)
         return message
@@ -285,7 +333,8 @@ class MessageManager:
         Raises:
             HistoryError: the response names another request, the request is already answered
                 by another response or is being run by ``act()``, the function names differ,
-                or a different message already uses one of the ids.
+                a different message already uses one of the ids, or another request here
+                uses the request's call id.
         """
         self._record(request, response, by_act=False)
 
@@ -304,8 +353,10 @@ class MessageManager:
                 message_id=response.id,
             )
         _check_answerable(request, response, blame=request.id, by_act=by_act)
-        # Nothing below can fail.
         messages = self._messages
+        if request.id not in messages:
+            self._check_call_id(request)
+        # Nothing below can fail.
         if request.id not in messages:
             messages[request.id] = request
             self._appended += 1
@@ -414,6 +465,18 @@ class MessageManager:
             )
         return True
 
+    def _check_call_id(self, request: ActionRequest) -> None:
+        """Raise if another request here uses *request*'s call id."""
+        call_id = request.content.call_id
+        existing = self._by_call_id.get(call_id)
+        if existing is not None and existing is not request:
+            raise HistoryError(
+                f"call id {call_id!r} of request {request.id} is already used by request "
+                f"{existing.id} in this history; providers refuse a conversation that uses "
+                "one call id twice",
+                message_id=request.id,
+            )
+
     def _add(self, message: Message) -> bool:
         """Append *message* if new; return whether it was. All checks precede the write."""
         if not isinstance(message, Message):
@@ -428,6 +491,7 @@ class MessageManager:
                     "history; record the pair with record_action()",
                     message_id=message.id,
                 )
+            self._check_call_id(message)
         elif isinstance(message, ActionResponse):
             request = self._answerable_request(message)
             request.content.action_response_id = message.id
@@ -448,6 +512,25 @@ class MessageManager:
             )
         _check_answerable(request, response, blame=response.id)
         return request
+
+
+def _own_copy(message: Message) -> Message:
+    """*message*, or for a request or response a copy with a content of its own."""
+    if isinstance(message, ActionRequest):
+        return attrs.evolve(message, content=copy.copy(message.content))
+    if isinstance(message, ActionResponse):
+        return attrs.evolve(message, content=copy.copy(message.content))
+    return message
+
+
+def _keeps_a_call(
+    message: Message, going: set[uuid.UUID], messages: dict[uuid.UUID, Message]
+) -> bool:
+    """Whether *message* is an assistant turn that proposed a call of *messages* not
+    *going*."""
+    return isinstance(message, AssistantResponse) and any(
+        request_id not in going and request_id in messages for request_id in message.tool_calls
+    )
 
 
 def _check_answerable(
@@ -499,14 +582,29 @@ def _checked_history(messages: Iterable[Message]) -> dict[uuid.UUID, Message]:
                     f"request {request.id} does not name response {message.id} as its answer",
                     message_id=message.id,
                 )
+            if request.content.function != message.content.function:
+                raise HistoryError(
+                    f"response {message.id} is for function {message.content.function!r}, but "
+                    f"request {request.id} calls {request.content.function!r}",
+                    message_id=message.id,
+                )
         index[message.id] = message
     for message in index.values():
         if isinstance(message, ActionRequest):
             response_id = message.content.action_response_id
-            if response_id is not None and not isinstance(index.get(response_id), ActionResponse):
+            if response_id is None:
+                continue
+            response = index.get(response_id)
+            if not isinstance(response, ActionResponse):
                 raise HistoryError(
                     f"request {message.id} names response {response_id}, which is not in the "
                     "history",
+                    message_id=message.id,
+                )
+            if response.content.action_request_id != message.id:
+                raise HistoryError(
+                    f"request {message.id} names response {response_id}, which answers request "
+                    f"{response.content.action_request_id}",
                     message_id=message.id,
                 )
     return index

@@ -36,6 +36,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
+from lionexec._jsonable import jsonable
 from lionexec._slots import builder
 from lionexec._snapshot import snapshot
 from lionexec.errors import SchemaError
@@ -501,9 +502,11 @@ def _record_schema(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
 
 
 def _is_json_scalar(value: object) -> bool:
+    """Whether *value* (an enum member: its value) is a JSON scalar that strict JSON can hold
+    as it is (not ``inf``, nor a string with a lone surrogate, nor an int too long to print)."""
     if isinstance(value, enum.Enum):
         value = value.value
-    return value is None or type(value) in _JSON_TYPES
+    return value is None or (type(value) in _JSON_TYPES and jsonable(value) == value)
 
 
 def _scalar(value: Any) -> Any:

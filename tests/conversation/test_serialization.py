@@ -105,3 +105,26 @@ def test_outputs_and_arguments_that_are_not_json_are_saved_through_jsonable() ->
     data = json.loads(dumps(history))
     assert data["messages"][0]["content"]["arguments"] == {"when": [1, 2]}
     assert data["messages"][1]["content"]["output"] == "<unserializable>"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        ["listing of /tmp/\udcff.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 8],  # text beside an image
+        {"type": "file", "data": "aGk=", "mime_type": "text/csv", "uri": "file:///\udcffa.csv"},
+    ],
+    ids=["text-part", "mcp-file"],
+)
+def test_content_parts_are_saved_as_strict_utf8_json(output: object) -> None:
+    # a lone surrogate (a file name from os.listdir) in a part's text or name: U+FFFD, as in
+    # a plain string output (session 13 review)
+    request = ActionRequest.create("tool", {})
+    history = MessageManager()
+    history.record_action(request, ActionResponse.create(request, output=output))
+    data = converter.unstructure(history)
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    text.encode("utf-8")
+    assert "\ufffd" in text
+    assert converter.structure(json.loads(text), MessageManager) == converter.structure(
+        data, MessageManager
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
+import json
 import keyword
 import pathlib
 import uuid
@@ -179,6 +180,21 @@ def test_parameters_with_defaults_are_optional() -> None:
     assert parameters["required"] == ["query"]
     assert parameters["properties"]["limit"] == {"type": "integer", "default": 10}
     check(parameters)
+
+
+@pytest.mark.parametrize(
+    "default",
+    [float("inf"), float("nan"), "/tmp/\udcff", 10**5000],
+    ids=["inf", "nan", "lone-surrogate", "huge-int"],
+)
+def test_a_default_strict_json_cannot_hold_is_left_out_of_the_schema(default: object) -> None:
+    # the schema goes to providers and into saved tool records: strict JSON, always
+    def search(query: str, limit: Any = default) -> None: ...
+
+    tool = Tool.from_function(search)
+    assert "default" not in tool.parameters["properties"]["limit"]
+    assert tool.parameters["required"] == ["query"]
+    json.dumps(tool.schema, allow_nan=False).encode("utf-8")
 
 
 def test_var_args_var_kwargs_and_context_parameter_are_excluded() -> None:
