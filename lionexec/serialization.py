@@ -18,6 +18,7 @@ arguments, errors, metadata) go through :func:`jsonable`, which never raises.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -88,7 +89,7 @@ def _unset_as_none(value: Any) -> Any:
 
 
 def _error_value(error: Any) -> Any:
-    return exception_record(error) if isinstance(error, BaseException) else error
+    return exception_record(error) if isinstance(error, BaseException) else jsonable(error)
 
 
 def _event_unstructure_fn(conv: JsonConverter, cls: type[Event]) -> Callable[[Any], Any]:
@@ -118,8 +119,17 @@ def __getattr__(name: str) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """Serialize any lionexec record (or plain value) to a JSON string."""
-    return _unstructure.get().dumps(value)
+    """Serialize any lionexec record (or plain value) to a strict JSON string; never raises
+    for a value the converter can unstructure.
+
+    The value is unstructured by the shared converter, then rendered as :func:`jsonable`
+    renders values (so ``nan``, ``inf`` and ``-inf`` become ``"NaN"``, ``"Infinity"`` and
+    ``"-Infinity"``, a lone surrogate U+FFFD, nesting past 100 levels a marker), and encoded
+    with ``allow_nan=False`` (ASCII only, as :func:`json.dumps` does by default). A record
+    whose values strict JSON can hold reads back (``converter.structure(json.loads(text),
+    cls)``) as it was.
+    """
+    return json.dumps(jsonable(_unstructure.get().unstructure(value)), allow_nan=False)
 
 
 _publish(__name__, globals(), include=("lionexec._jsonable",))

@@ -62,6 +62,10 @@ def configure(converter: JsonConverter) -> None:
             output=override(unstruct_hook=_output_json),
         ),
     )
+    for content in (ActionRequestContent, ActionResponseContent):  # a name it lacks: refused
+        converter.register_structure_hook(
+            content, make_dict_structure_fn(content, converter, _cattrs_forbid_extra_keys=True)
+        )
     structurers: dict[str, Callable[[Any, Any], Message]] = {}
     for cls in _MESSAGE_CLASSES:
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter))
@@ -78,12 +82,16 @@ def configure(converter: JsonConverter) -> None:
             raise TypeError(f"a message is a JSON object, not {type(data).__name__}")
         fields = dict(data)
         kind = fields.pop("kind", None)
-        fields.pop("role", None)
+        role = fields.pop("role", None)
         target = _BY_KIND.get(kind) if isinstance(kind, str) else None
         if target is None:
             raise ValueError(f"unknown message kind {kind!r}; expected one of {sorted(_BY_KIND)}")
         if not issubclass(target, cls):
             raise TypeError(f"a {kind!r} message cannot be loaded as {cls.__name__}")
+        if role is not None and role != target.role.value:
+            raise ValueError(
+                f"a {kind!r} message has the role {target.role.value!r}, not {role!r}"
+            )
         return structurers[kind](fields, target)
 
     converter.register_structure_hook_func(

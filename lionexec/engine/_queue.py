@@ -8,8 +8,10 @@ does not have: putting a deferred event back without ever blocking, and returnin
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict, deque
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 import trio
@@ -17,6 +19,8 @@ import trio
 __all__ = ["BoundedQueue"]
 
 T = TypeVar("T")
+
+_seq = itemgetter(0)
 
 
 class BoundedQueue(Generic[T]):
@@ -28,16 +32,23 @@ class BoundedQueue(Generic[T]):
     freed), :meth:`give_back` (the item goes to the tail) or :meth:`restore` (items go back to
     the head). The last two never block and never exceed the bound: the slot was never freed.
 
+    Every item gets a sequence number when it is added at the tail (by a producer or by
+    :meth:`give_back`), and the queue is always in that order: :meth:`take` returns the number
+    with the item, and :meth:`restore` puts items back where their numbers say. So items taken
+    by several holders and restored in any order, or interleaved with restores of other
+    holders, end up in the order they were added, ahead of every item added after them.
+
     Producers blocked in :meth:`put` are served first-come first-served: a freed slot is handed
     straight to the longest-waiting producer, so :meth:`put_nowait` can never barge ahead of it.
 
     ``maxsize == 0`` means unbounded.
     """
 
-    __slots__ = ("_held", "_items", "_maxsize", "_put_lot", "_putters", "puts")
+    __slots__ = ("_held", "_items", "_maxsize", "_next", "_put_lot", "_putters", "puts")
 
     def __init__(self, maxsize: int) -> None:
-        self._items: deque[T] = deque()
+        self._items: deque[tuple[int, T]] = deque()
+        self._next = 0  # the sequence number of the next item added at the tail
         self._maxsize = maxsize
         self._held = 0
         self._putters: OrderedDict[trio.lowlevel.Task, T] = OrderedDict()
@@ -52,7 +63,7 @@ class BoundedQueue(Generic[T]):
         return bool(self._items)
 
     def __iter__(self) -> Iterator[T]:
-        return iter(self._items)
+        return (item for _, item in self._items)
 
     @property
     def maxsize(self) -> int:
@@ -72,7 +83,8 @@ class BoundedQueue(Generic[T]):
         return self._maxsize != 0 and len(self._items) + self._held >= self._maxsize
 
     def _added(self, item: T) -> None:
-        self._items.append(item)
+        self._items.append((self._next, item))
+        self._next += 1
         self.puts += 1
         if self._put_lot:
             self._put_lot.unpark_all()
@@ -95,7 +107,9 @@ class BoundedQueue(Generic[T]):
         else:
             end = min(stop, start + max(0, maxsize - len(self._items) - self._held))
         if end > start:
-            self._items.extend(items[start:end])
+            first = self._next
+            self._next = first + end - start
+            self._items.extend(zip(range(first, self._next), items[start:end], strict=True))
             self.puts += end - start
             if self._put_lot:
                 self._put_lot.unpark_all()
@@ -127,11 +141,14 @@ class BoundedQueue(Generic[T]):
 
         await trio.lowlevel.wait_task_rescheduled(abort_fn)
 
-    def take(self) -> T:
-        """Remove and return the head, holding its slot. The queue must not be empty."""
-        item = self._items.popleft()
+    def take(self) -> tuple[int, T]:
+        """Remove the head, holding its slot; return its sequence number and the item.
+
+        The queue must not be empty.
+        """
+        entry = self._items.popleft()
         self._held += 1
-        return item
+        return entry
 
     def release(self) -> None:
         """Give up one held slot (its item left the queue for good); wake a waiting producer."""
@@ -142,14 +159,33 @@ class BoundedQueue(Generic[T]):
             trio.lowlevel.reschedule(task)
 
     def give_back(self, item: T) -> None:
-        """Return a taken *item* to the tail, using the slot it held. Never blocks."""
-        self._held -= 1
-        self._items.append(item)
+        """Return a taken *item* to the tail (a new sequence number), using the slot it held.
 
-    def restore(self, items: list[T]) -> None:
-        """Return taken *items* to the head, in the given order, using their held slots."""
-        self._held -= len(items)
-        self._items.extendleft(reversed(items))
+        Never blocks.
+        """
+        self._held -= 1
+        self._items.append((self._next, item))
+        self._next += 1
+
+    def restore(self, entries: list[tuple[int, T]]) -> None:
+        """Return taken items, as ``(sequence number, item)`` pairs from :meth:`take` in any
+        order, to the head, using their held slots. Never blocks.
+
+        Each goes back to its place in sequence order: ahead of every item still queued (all
+        were added after it), merged with the items other holders restored meanwhile.
+        """
+        if not entries:
+            return
+        self._held -= len(entries)
+        entries = sorted(entries, key=_seq)
+        items = self._items
+        last = entries[-1][0]
+        if items and items[0][0] < last:  # restored by another holder: merge with those
+            ahead = []
+            while items and items[0][0] < last:
+                ahead.append(items.popleft())
+            entries = list(heapq.merge(entries, ahead, key=_seq))
+        items.extendleft(reversed(entries))
 
     async def wait_put(self) -> None:
         """Block until a producer adds an item or :meth:`wake` is called."""

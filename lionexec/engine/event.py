@@ -17,7 +17,7 @@ from lionexec import _unstructure
 from lionexec._ids import uuid4
 
 from .execution import Execution, drop_tracebacks
-from .status import TERMINAL_STATUSES, EventStatus
+from .status import TERMINAL_STATUSES, EventStatus, status_of
 
 if TYPE_CHECKING:
     from cattrs.preconf.json import JsonConverter
@@ -33,7 +33,7 @@ _PROCESSING = EventStatus.PROCESSING
 _COMPLETED = EventStatus.COMPLETED
 _FAILED = EventStatus.FAILED
 _CANCELLED = EventStatus.CANCELLED
-_ALLOWED = ", ".join(repr(s.value) for s in EventStatus)
+_KEEP: Any = object()  # _finish: leave the response as it is (a stream has none)
 
 
 def _new_metadata() -> dict[str, Any]:
@@ -104,19 +104,10 @@ class Event:
     @trio.lowlevel.enable_ki_protection  # status and completion signal change together
     def status(self, value: EventStatus | str) -> None:
         if type(value) is not EventStatus:
-            value = self._coerce_status(value)
+            value = status_of(value)
         self.execution.status = value
         if value in TERMINAL_STATUSES and self._completion is not None:
             self._completion.set()
-
-    @staticmethod
-    def _coerce_status(value: object) -> EventStatus:
-        if isinstance(value, str):
-            try:
-                return EventStatus(value)
-            except ValueError:
-                pass
-        raise ValueError(f"invalid event status {value!r}; expected one of {_ALLOWED}")
 
     @property
     def response(self) -> Any:
@@ -176,6 +167,13 @@ class Event:
         ``cancelled`` and propagate. Status, error and duration are recorded synchronously,
         before anything is re-raised and before a waiter can run.
 
+        ``KeyboardInterrupt``: the bookkeeping around the work is KI-protected, so a
+        ``KeyboardInterrupt`` lands either in the work (the event ends ``cancelled``, as
+        above) or around a complete record (the recorded outcome stands; trio raises the
+        interrupt later, at a checkpoint of its main task). Whichever way it goes, the event
+        is never left ``processing``: once the work is set up, an event the interrupt finds
+        not terminal is marked ``cancelled`` before the interrupt leaves :meth:`invoke`.
+
         Always a checkpoint. If the caller's scope is already cancelled, :meth:`_invoke` is not
         called: a pending event ends ``cancelled`` (with that ``trio.Cancelled`` as its error)
         and the cancellation propagates. Otherwise the work starts without waiting, and once
@@ -195,41 +193,64 @@ class Event:
         in a task just spawned, a sequential batch checkpoints between calls). Checks for
         cancellation before the work starts, like :meth:`invoke`; if the work never awaits,
         neither does this.
+
+        The bookkeeping before and after the work (status, clock, response, error) is done in
+        KI-protected synchronous steps (:meth:`_begin`, :meth:`_finish`). A
+        ``KeyboardInterrupt`` that still lands between the work's end and its record (the few
+        bytecodes before a protected step starts) finds the event not terminal and ends it
+        ``cancelled`` before it propagates.
         """
-        execution = self.execution
-        execution.status = _PROCESSING
         clock = trio.lowlevel.current_clock()  # read twice, looked up once (act rows)
-        start = clock.current_time()
         outer = sys.exception()  # our caller's, if any: not ours to strip (see _finish)
+        start: float | None = None
         try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            response = await self._invoke()
-        except Exception as exc:
-            self._finish(clock.current_time() - start, _FAILED, exc, outer)
+            try:
+                start = self._begin(clock)
+                await trio.lowlevel.checkpoint_if_cancelled()
+                response = await self._invoke()
+            except Exception as exc:
+                self._finish(clock, start, _FAILED, exc, outer)
+            except BaseException as exc:
+                self._finish(clock, start, _CANCELLED, exc)
+                raise
+            else:
+                self._finish(clock, start, _COMPLETED, response=response)
         except BaseException as exc:
-            self._finish(clock.current_time() - start, _CANCELLED, exc)
+            if self.execution.status not in TERMINAL_STATUSES:  # interrupted before its record
+                self._finish(clock, start, _CANCELLED, exc)
             raise
-        else:
-            execution.response = response
-            self._finish(clock.current_time() - start, _COMPLETED)
+
+    @trio.lowlevel.enable_ki_protection
+    def _begin(self, clock: trio.abc.Clock) -> float:
+        """Read the start time, then mark the event ``processing``; synchronous, KI-protected."""
+        start = clock.current_time()
+        self.execution.status = _PROCESSING
+        return start
 
     @trio.lowlevel.enable_ki_protection  # status and completion signal change together
     def _finish(
         self,
-        duration: float,
+        clock: trio.abc.Clock,
+        start: float | None,
         status: EventStatus,
         error: BaseException | None = None,
         outer: BaseException | None = None,
+        response: Any = _KEEP,
     ) -> None:
-        """Record *duration*, error and the terminal *status*, in that order; synchronous.
+        """Record the duration, the *response* (if given), the error and the terminal *status*,
+        in that order; synchronous and KI-protected, the clock read included.
 
-        A captured failure (*status* ``failed``) loses its tracebacks unless
-        :attr:`retain_tracebacks`; *outer*, the exception our caller was handling when the work
-        began, and what is chained behind it, are left as they are. The status is stored as
-        the :attr:`status` setter stores a terminal one.
+        The duration is the time on *clock* since *start* (left as it was if the work never
+        started: *start* is ``None``). A captured failure (*status* ``failed``) loses its
+        tracebacks unless :attr:`retain_tracebacks`; *outer*, the exception our caller was
+        handling when the work began, and what is chained behind it, are left as they are. The
+        status is stored as the :attr:`status` setter stores a terminal one.
         """
         execution = self.execution
-        execution.duration = duration
+        if start is not None:
+            execution.duration = clock.current_time() - start
+        if response is not _KEEP:
+            execution.response = response
         if error is not None:
             if status is _FAILED and not self.retain_tracebacks:
                 drop_tracebacks(error, stop=outer)
@@ -253,33 +274,38 @@ class Event:
         an ordinary exception, even after chunks, ends it ``failed`` (recorded as by
         :meth:`invoke`) and stops iteration without raising; cancellation, or the consumer
         closing the stream early, ends it ``cancelled`` and propagates. The inner generator is
-        always closed. Chunks are not accumulated into the response.
+        always closed. Chunks are not accumulated into the response. A ``KeyboardInterrupt``
+        is handled as by :meth:`invoke`: it never leaves the event ``processing``.
 
         Checkpoints: the first step is always one (on a terminal event, a plain checkpoint; if
         the scope is already cancelled, the inner generator is not started and the event ends
         ``cancelled``), and so is the last, which records the outcome, then yields once to the
         scheduler. The steps in between checkpoint as the inner generator does.
         """
-        execution = self.execution
-        if execution.status in TERMINAL_STATUSES:
+        if self.execution.status in TERMINAL_STATUSES:
             await trio.lowlevel.checkpoint()
             return
-        execution.status = _PROCESSING
         clock = trio.lowlevel.current_clock()
-        start = clock.current_time()
         outer = sys.exception()
+        start: float | None = None
         try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            async with aclosing(self._stream()) as chunks:
-                async for chunk in chunks:
-                    yield chunk
-        except Exception as exc:
-            self._finish(clock.current_time() - start, _FAILED, exc, outer)
+            try:
+                start = self._begin(clock)
+                await trio.lowlevel.checkpoint_if_cancelled()
+                async with aclosing(self._stream()) as chunks:
+                    async for chunk in chunks:
+                        yield chunk
+            except Exception as exc:
+                self._finish(clock, start, _FAILED, exc, outer)
+            except BaseException as exc:
+                self._finish(clock, start, _CANCELLED, exc)
+                raise
+            else:
+                self._finish(clock, start, _COMPLETED)
         except BaseException as exc:
-            self._finish(clock.current_time() - start, _CANCELLED, exc)
+            if self.execution.status not in TERMINAL_STATUSES:  # interrupted before its record
+                self._finish(clock, start, _CANCELLED, exc)
             raise
-        else:
-            self._finish(clock.current_time() - start, _COMPLETED)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _stream(self) -> AsyncGenerator[Any, None]:

@@ -7,7 +7,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
-from .status import EventStatus
+from .status import EventStatus, status_of
 
 __all__ = ["MAX_GROUPED_ERRORS", "Execution", "Unset", "UnsetType", "drop_tracebacks"]
 
@@ -34,18 +34,26 @@ Unset: Final = UnsetType.Unset
 ErrorValue: TypeAlias = "str | BaseException | None"
 
 
-@attrs.define(eq=False, repr=True, weakref_slot=False)  # one per event is kept: 8 B each
+def _status(value: EventStatus | str) -> EventStatus:
+    """``Execution(status=...)``: an :class:`EventStatus` or one of its string values."""
+    return value if type(value) is EventStatus else status_of(value)
+
+
+# one per event is kept: 8 B each without a weakref slot; no __setattr__ hook (plain stores)
+@attrs.define(eq=False, repr=True, weakref_slot=False, on_setattr=attrs.setters.NO_OP)
 class Execution:
     """What happened to one event: status, duration, response, error and retryability.
 
-    A plain mutable slotted record, updated in place while the event runs. Assigning
-    ``execution.status`` directly is allowed and bypasses both validation and completion
-    signalling; go through :attr:`Event.status` to get those.
+    A plain mutable slotted record, updated in place while the event runs. The constructor's
+    *status* takes an :class:`EventStatus` or one of its seven string values (stored as the
+    :class:`EventStatus`); anything else raises :class:`ValueError`. Assigning
+    ``execution.status`` directly afterwards is allowed and bypasses both that validation and
+    completion signalling (ADR-0003 D1); go through :attr:`Event.status` to get those.
 
     ``retryable`` is descriptive only: nothing in lionexec retries because of it.
     """
 
-    status: EventStatus = EventStatus.PENDING
+    status: EventStatus = attrs.field(default=EventStatus.PENDING, converter=_status)
     duration: float | UnsetType | None = Unset
     response: Any = None
     error: str | BaseException | None = None
@@ -56,12 +64,16 @@ class Execution:
 
         The first error is stored as it is; the second turns ``error`` into an exception group
         of both; later ones are appended to that group, up to :data:`MAX_GROUPED_ERRORS`
-        members, after which further errors are ignored.
+        members, after which further errors are ignored. A string already in ``error`` (the
+        field takes one) is a first error too: it joins the group as an :class:`Exception`
+        whose message is that string.
         """
         current = self.error
-        if current is None or isinstance(current, str):
+        if current is None:
             self.error = exc
             return
+        if isinstance(current, str):
+            current = Exception(current)
         if isinstance(current, BaseExceptionGroup) and getattr(current, "_lionexec_acc", False):
             members = current.exceptions
             if len(members) >= MAX_GROUPED_ERRORS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import AsyncIterator, KeysView, Mapping
 from contextlib import asynccontextmanager
@@ -10,7 +11,7 @@ from typing import Any, ClassVar, Final, Self, TypedDict
 import attrs
 import trio
 
-from lionexec.errors import EventTypeError
+from lionexec.errors import ConfigurationError, EventTypeError
 
 from .event import Event
 from .processor import Processor, ProcessorStatistics
@@ -82,7 +83,9 @@ class Executor:
         processor_config: keyword arguments for :attr:`processor_type`, used when the
             processor is first needed (by :meth:`start`, :meth:`forward` or
             :meth:`running`). A bad configuration raises
-            :class:`~lionexec.errors.ConfigurationError` at that point.
+            :class:`~lionexec.errors.ConfigurationError` at that point: a key the processor
+            type does not take or a missing required one (named in the message, with the
+            ``TypeError`` as its ``__cause__``), or a value it refuses.
         strict_event_type: accept only events whose class is exactly the processor's
             ``event_type``, not subclasses of it.
 
@@ -199,7 +202,14 @@ class Executor:
     def _processor(self) -> Processor:
         processor = self.processor
         if processor is None:
-            processor = self.processor = self.processor_type(**self.processor_config)
+            processor_type, config = self.processor_type, self.processor_config
+            try:  # the keys first: a TypeError from inside the constructor is not about them
+                inspect.signature(processor_type).bind(**config)
+            except TypeError as exc:
+                raise ConfigurationError(
+                    f"processor_config does not fit {processor_type.__name__}: {exc}"
+                ) from exc
+            processor = self.processor = processor_type(**config)
         return processor
 
     def start(self) -> Processor:
@@ -266,21 +276,29 @@ class Executor:
         stay queued). If the block raises or is cancelled, the service is cancelled (see
         :meth:`Processor.process` for what happens to its events) and the block's exception
         propagates unchanged. An error from the service itself cancels the block and comes
-        out of the ``async with`` in an exception group, as from any nursery.
+        out of the ``async with`` in an exception group, as from any nursery; if the block
+        raised an exception of its own meanwhile (other than ``trio.Cancelled``), the group
+        holds it too, after the service's, as a plain nursery's would.
         """
         processor = self.start()
         failure: BaseException | None = None
-        async with trio.open_nursery() as nursery:
-            await nursery.start(processor.execute)
-            try:
-                yield self
-            except BaseException as exc:
-                # Raised by the block: cancel the service, then let the error out as it was
-                # (not wrapped in an exception group by the nursery).
-                failure = exc
-                nursery.cancel_scope.cancel()
-            finally:
-                processor.stop()
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(processor.execute)
+                try:
+                    yield self
+                except BaseException as exc:
+                    # Raised by the block: cancel the service, then let the error out as it
+                    # was (not wrapped in an exception group by the nursery).
+                    failure = exc
+                    nursery.cancel_scope.cancel()
+                finally:
+                    processor.stop()
+        except BaseExceptionGroup as group:
+            if failure is None or isinstance(failure, trio.Cancelled):
+                raise
+            # The service failed too: both errors, as a plain nursery reports them.
+            raise BaseExceptionGroup(group.message, [*group.exceptions, failure]) from None
         if failure is not None:
             raise failure
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable
-from operator import itemgetter
 from typing import Any, ClassVar, Final
 
 import attrs
@@ -19,22 +19,25 @@ from lionexec.errors import (
 
 from ._queue import BoundedQueue
 from .event import Event
+from .execution import drop_tracebacks
 from .status import TERMINAL_STATUSES, EventStatus
 
 __all__ = ["Processor", "ProcessorStatistics"]
 
 _PENDING: Final = EventStatus.PENDING
 _SKIPPED: Final = EventStatus.SKIPPED
-_by_seq = itemgetter(0)
+_FAILED: Final = EventStatus.FAILED
 
 
 @attrs.frozen
 class ProcessorStatistics:
     """A snapshot of a :class:`Processor`, as returned by :meth:`Processor.statistics`.
 
-    The outcome fields (``completed`` to ``aborted``) count events, each once: a processor
-    runs an event at most once (see :meth:`Processor.enqueue`), and an event that someone else
-    started or finished while it was queued is counted in ``discarded`` instead.
+    The outcome fields (``completed`` to ``aborted``) count runs and terminal denials, one per
+    admission: a processor runs an event at most once per enqueue (see the class docstring of
+    :class:`Processor`), and an event that someone else started or finished while it was queued
+    is counted in ``discarded`` instead. An event set back to ``pending`` after its run and
+    enqueued again is run, and counted, again.
     """
 
     queued: int
@@ -108,6 +111,26 @@ def _integer(name: str, value: object, minimum: int) -> int:
     return value
 
 
+def _seconds(name: str, value: object) -> float:
+    """*value* as a finite number of seconds > 0, or :class:`ConfigurationError` naming *name*."""
+    seconds = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an int too large for a float
+            seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigurationError(
+            f"{name} must be a finite number of seconds > 0, got {_shown(value)}"
+        )
+    return seconds
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, except for an int too long to print in full (or at all)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"<int with {value.bit_length()} bits>"
+    return repr(value)
+
+
 class Processor:
     """Runs queued events in capacity-limited cycles, under an optional concurrency limit.
 
@@ -116,7 +139,8 @@ class Processor:
             terminally) before the capacity comes back. At least 1.
         capacity_refresh_time: seconds :meth:`execute` rests after a cycle that took
             capacity (and at most waits, idle, before checking deferred events again), and
-            :meth:`join` waits after a cycle that made no progress. Greater than 0.
+            :meth:`join` waits after a cycle that made no progress. A finite number greater
+            than 0 (an int must fit a float).
         concurrency_limit: how many events may run at once, each holding one token of a
             :class:`trio.CapacityLimiter`; ``0`` or ``None`` means no limit. Not negative.
         max_queue_size: how many events may wait in the queue; ``0`` (the default) means
@@ -137,11 +161,15 @@ class Processor:
     keeps that place while it checks permission and while the event waits for a concurrency
     token, so putting a deferred event back never waits and never exceeds the bound.
 
-    **Once per event.** An event is admitted only while it is ``pending`` and not already in
-    this processor (queued, taken by a cycle, or running; see :meth:`__contains__`); anything
-    else raises :class:`~lionexec.errors.EventStateError`. A cycle runs an event only if it is
-    still ``pending`` when its turn comes. So an event, streaming or not, runs at most once
-    per processor, and the statistics count events, not invocations.
+    **Once per admission.** An event is admitted only while it is ``pending`` and not already
+    in this processor (queued, taken by a cycle, or running; see :meth:`__contains__`);
+    anything else raises :class:`~lionexec.errors.EventStateError`. A cycle runs an event only
+    if it is still ``pending`` when its turn comes. So an event, streaming or not, runs at
+    most once per admission, and never twice at the same time. Its run ends its membership,
+    and a status has no transition graph (ADR-0003 D1): an event set back to ``pending``
+    afterwards may be enqueued again, and is then run again (and counted again in the
+    statistics, which count runs). To run the same work again, :meth:`~Event.as_fresh_event`
+    is the supported way.
 
     **Permission.** Subclasses override :meth:`request_permission` (called with
     ``**event.request``) and :meth:`handle_denied`. While :meth:`request_permission` is the
@@ -183,17 +211,7 @@ class Processor:
         max_queue_size: int = 0,
     ) -> None:
         self._queue_capacity = _integer("queue_capacity", queue_capacity, 1)
-        if (
-            isinstance(capacity_refresh_time, bool)
-            or not isinstance(capacity_refresh_time, int | float)
-            or math.isnan(capacity_refresh_time)
-            or capacity_refresh_time <= 0
-        ):
-            raise ConfigurationError(
-                f"capacity_refresh_time must be a number of seconds > 0, "
-                f"got {capacity_refresh_time!r}"
-            )
-        self._capacity_refresh_time = float(capacity_refresh_time)
+        self._capacity_refresh_time = _seconds("capacity_refresh_time", capacity_refresh_time)
         if concurrency_limit is not None:
             _integer("concurrency_limit", concurrency_limit, 0)
         self._concurrency_limit = concurrency_limit or None
@@ -317,7 +335,7 @@ class Processor:
         if key in self._members:
             raise EventStateError(
                 f"event {event.id} is already in this processor (queued, taken or running); "
-                "a processor runs an event at most once",
+                "it runs at most once per enqueue",
                 event_id=event.id,
                 status=status,
             )
@@ -486,8 +504,10 @@ class Processor:
 
         Cancellation: every event the cycle started ends ``cancelled``; every event it had
         taken but not started (waiting for a concurrency token, or being permission-checked)
-        goes back to the head of the queue, still pending and in its original order. Nothing
-        is lost.
+        goes back to the head of the queue, still pending, in its place in the queue's order:
+        ahead of every event queued after it, in the order they were enqueued (a deferred
+        event's place is the tail it went back to), even when several overlapping cycles are
+        cancelled together. Nothing is lost.
         """
         await self._cycle()
 
@@ -502,24 +522,23 @@ class Processor:
         checks_permission = self._checks_permission
         limiter = self._limiter
         unstarted: list[tuple[int, Event]] = []
-        in_hand: Event | None = None
+        in_hand: tuple[int, Event] | None = None
         failure: Exception | None = None
         consumed = deferred = 0
         self._cycles_running += 1
         try:
             async with trio.open_nursery() as nursery:
                 while self._available_capacity > 0 and queue:
-                    event = queue.take()
+                    seq, event = queue.take()
                     if event.execution.status is not _PENDING:
                         self._discard(event)
                         continue
                     # Its unit is taken now, before any await: a cycle running alongside
                     # (while this one asks for permission) sees only what is left.
-                    seq = consumed
                     self._available_capacity -= 1
                     consumed += 1
                     if checks_permission:
-                        in_hand = event
+                        in_hand = seq, event
                         held = False
                         try:
                             # Its concurrency token first: a grant is used at once (a rate
@@ -602,19 +621,34 @@ class Processor:
         self._members.discard(id(event))
         self._discarded += 1
 
-    def _put_back(self, unstarted: list[tuple[int, Event]], in_hand: Event | None) -> None:
-        """Return a cycle's taken-but-unstarted events to the head of the queue, in order."""
-        unstarted.sort(key=_by_seq)
-        events = [event for _, event in unstarted]
+    @staticmethod
+    @trio.lowlevel.enable_ki_protection
+    def _failed(event: Event, exc: Exception) -> None:
+        """Record *exc*, raised by an override of ``invoke()``/``stream()``, on *event*:
+        added to its errors (without tracebacks unless it retains them), and the event ends
+        ``failed`` unless it is terminal already. Synchronous."""
+        if not event.retain_tracebacks:
+            drop_tracebacks(exc)
+        event.execution.add_error(exc)
+        if event.execution.status not in TERMINAL_STATUSES:
+            event.status = _FAILED
+
+    def _put_back(
+        self, unstarted: list[tuple[int, Event]], in_hand: tuple[int, Event] | None
+    ) -> None:
+        """Return a cycle's taken-but-unstarted events to the head of the queue, each to its
+        place in the queue's order (see :meth:`BoundedQueue.restore`)."""
+        entries = list(unstarted)
         if in_hand is not None:
-            if in_hand.execution.status in TERMINAL_STATUSES:
+            event = in_hand[1]
+            if event.execution.status in TERMINAL_STATUSES:
                 # Its denial handler finished it before failing or being cancelled.
-                self._outcomes[in_hand.execution.status] += 1
+                self._outcomes[event.execution.status] += 1
                 self._queue.release()
-                self._members.discard(id(in_hand))
+                self._members.discard(id(event))
             else:
-                events.append(in_hand)
-        self._queue.restore(events)
+                entries.append(in_hand)
+        self._queue.restore(entries)
 
     async def _run(
         self, event: Event, seq: int, unstarted: list[tuple[int, Event]], granted: bool
@@ -652,6 +686,11 @@ class Processor:
                     pass
             else:
                 await event.invoke()
+        except Exception as exc:
+            # invoke() and stream() capture ordinary failures; only an override of them (which
+            # bypasses their guarantees) raises one. It is this event's failure, not the
+            # cycle's: recorded on the event, never raised into the nursery (its siblings run on).
+            self._failed(event, exc)
         finally:
             self._running -= 1
             if limiter is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Final, NoReturn
 
 __all__ = ["TERMINAL_STATUSES", "EventStatus"]
 
@@ -40,3 +40,25 @@ TERMINAL_STATUSES: Final[frozenset[EventStatus]] = frozenset(
         EventStatus.ABORTED,
     }
 )
+
+_ALLOWED: Final = ", ".join(repr(s.value) for s in EventStatus)
+
+
+def status_of(value: object) -> EventStatus:
+    """*value* as an :class:`EventStatus`: one, or one of the seven string values.
+
+    Anything else raises :class:`ValueError` naming it. (Private to the engine: the
+    :attr:`Event.status <lionexec.engine.Event.status>` setter and ``Execution(status=...)``.)
+    """
+    if type(value) is EventStatus:
+        return value
+    if isinstance(value, str):
+        try:
+            return EventStatus(value)
+        except ValueError:
+            pass
+    _invalid(value)
+
+
+def _invalid(value: object) -> NoReturn:
+    raise ValueError(f"invalid event status {value!r}; expected one of {_ALLOWED}")

@@ -128,3 +128,32 @@ def test_content_parts_are_saved_as_strict_utf8_json(output: object) -> None:
     assert converter.structure(json.loads(text), MessageManager) == converter.structure(
         data, MessageManager
     )
+
+
+@pytest.mark.parametrize(
+    ("index", "path", "value", "message"),
+    [
+        (3, ("content", "extra"), 7, "extra"),  # a request's content
+        (4, ("content", "extra"), 7, "extra"),  # a response's content
+        (2, ("role",), "system", "role 'assistant', not 'system'"),
+    ],
+    ids=["request-content", "response-content", "role"],
+)
+def test_a_record_with_a_name_or_role_its_kind_lacks_is_refused(
+    index: int, path: tuple[str, ...], value: object, message: str
+) -> None:
+    data = converter.unstructure(sample())
+    target = data["messages"][index]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises((BaseValidationError, ValueError)) as caught:
+        converter.structure(data, MessageManager)
+    assert _nested_text(caught.value, message)
+
+
+def _nested_text(exc: BaseException, text: str) -> bool:
+    """Whether *text* is in the message of *exc* or of any exception grouped under it."""
+    if text in str(exc):
+        return True
+    return any(_nested_text(e, text) for e in getattr(exc, "exceptions", ()))

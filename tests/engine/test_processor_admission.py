@@ -1,9 +1,9 @@
 """What a processor admits, and the enqueue operations: enqueue, enqueue_nowait, try_enqueue,
 enqueue_many.
 
-A processor runs an event at most once: an event already in it, or no longer pending, is
-refused with EventStateError; one that something else started or finished while it was queued
-is discarded when its turn comes. So the statistics count events, not invocations.
+A processor runs an event at most once per enqueue: an event already in it, or no longer
+pending, is refused with EventStateError; one that something else started or finished while it
+was queued is discarded when its turn comes. So the statistics count runs, one per admission.
 """
 
 from __future__ import annotations
