@@ -52,12 +52,15 @@ _LAYER_HOOKS: tuple[Callable[[JsonConverter], None], ...] = (
 def make_converter() -> JsonConverter:
     """Build a fresh converter with every lionexec hook registered."""
     conv = _make_json_converter()
+    # Records are read as written: a scalar of another type is refused, naming the field,
+    # not converted (``5`` is not the text ``"5"``, ``2.7`` not the count ``2``)
+    conv.register_structure_hook(str, _exactly_str)
+    conv.register_structure_hook(int, _exactly_int)
+    conv.register_structure_hook(float, _a_number)
     conv.register_unstructure_hook(EventStatus, lambda s: s.value)
     conv.register_structure_hook(EventStatus, lambda v, _: EventStatus(v))
     conv.register_unstructure_hook(uuid.UUID, str)
-    conv.register_structure_hook(
-        uuid.UUID, lambda v, _: v if isinstance(v, uuid.UUID) else uuid.UUID(v)
-    )
+    conv.register_structure_hook(uuid.UUID, _a_uuid)
     conv.register_unstructure_hook(
         Execution,
         make_dict_unstructure_fn(
@@ -82,6 +85,32 @@ def make_converter() -> JsonConverter:
     for configure in _LAYER_HOOKS:
         configure(conv)
     return conv
+
+
+def _a_uuid(value: Any, _: type) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        return uuid.UUID(value)  # ValueError for text that is not one
+    raise TypeError(f"expected a UUID string, got {type(value).__name__}")
+
+
+def _exactly_str(value: Any, _: type) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected a string, got {type(value).__name__}")
+
+
+def _exactly_int(value: Any, _: type) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"expected an integer, got {type(value).__name__}")
+
+
+def _a_number(value: Any, _: type) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
 
 
 def _unset_as_none(value: Any) -> Any:

@@ -195,8 +195,10 @@ def test_unclaimed_requests_form_one_turn_per_batch() -> None:
 def test_a_message_timestamp_must_be_finite() -> None:
     with pytest.raises(ValueError, match="created_at"):
         AssistantResponse(created_at=math.nan)
+    record = converter.unstructure(AssistantResponse())
     with pytest.raises(Exception, match="AssistantResponse") as caught:  # cattrs wraps it
-        converter.structure(
-            {**converter.unstructure(AssistantResponse()), "created_at": "inf"}, AssistantResponse
-        )
+        converter.structure({**record, "created_at": float("inf")}, AssistantResponse)
     assert "finite" in str(caught.value.exceptions[0])  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="AssistantResponse") as caught:  # read as written
+        converter.structure({**record, "created_at": "1.5"}, AssistantResponse)
+    assert "expected a number, got str" in str(caught.value.exceptions[0])  # type: ignore[attr-defined]

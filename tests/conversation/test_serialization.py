@@ -157,3 +157,31 @@ def _nested_text(exc: BaseException, text: str) -> bool:
     if text in str(exc):
         return True
     return any(_nested_text(e, text) for e in getattr(exc, "exceptions", ()))
+
+
+@pytest.mark.parametrize(
+    ("index", "path", "value", "expected"),
+    [
+        (1, ("content",), 5, "expected a string, got int"),
+        (1, ("sender",), {"a": 1}, "expected a string, got dict"),
+        (1, ("created_at",), "1.5", "expected a number, got str"),
+        (1, ("created_at",), True, "expected a number, got bool"),
+        (1, ("id",), 5, "expected a UUID string, got int"),
+        (3, ("content", "call_id"), 7, "expected a string, got int"),
+        (4, ("content", "attempts"), 2.7, "expected an integer, got float"),
+        (4, ("content", "attempts"), "2", "expected an integer, got str"),
+    ],
+)
+def test_a_record_is_read_as_written_never_coerced(
+    index: int, path: tuple[str, ...], value: object, expected: str
+) -> None:
+    # cattrs' default hooks called str()/int()/float() on whatever was there: 5 became "5",
+    # 2.7 became 2, a dict its repr (session 13 review)
+    data = converter.unstructure(sample())
+    target = data["messages"][index]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(BaseValidationError) as caught:
+        converter.structure(data, MessageManager)
+    assert _nested_text(caught.value, expected)
