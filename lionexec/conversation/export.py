@@ -478,7 +478,11 @@ def to_anthropic(history: Iterable[Message]) -> AnthropicExport:
     only, which Anthropic refuses) are left out, and so is a message left with no blocks.
     Call ids are exported as :func:`anthropic_tool_id` maps them. A turn recorded from
     Anthropic replays its blocks in their order: ``thinking`` and ``redacted_thinking`` (with
-    signatures), ``text``, ``tool_use``.
+    signatures), ``text``, ``tool_use``. Two assistant turns with no message between them
+    (a final answer, then another turn of the model's) become one assistant message, as
+    Anthropic itself combines consecutive turns; if the later turn has thinking blocks they
+    are then not first in that message, which Anthropic refuses for a latest message with
+    extended thinking: put the user's next message (an ``Instruction``) between the turns.
     """
     system: list[str] = []
     turns: list[dict[str, Any]] = []
