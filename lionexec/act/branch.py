@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, Literal, Self, overload
 
@@ -197,20 +198,58 @@ class Branch:
 
         For ``await nursery.start(branch.serve)``: reports started once every sink is being
         drained. When the branch is closed, the services write what is buffered, close the
-        sinks and this returns.
+        sinks and this returns. Cancelled, they write what is buffered and close the sinks
+        within ``cancel_grace`` seconds (each, shielded), then the cancellation propagates;
+        records not written by then are counted as dropped (:attr:`SinkStatistics.dropped`)
+        and reported on :attr:`failures`.
         """
+        grace = self.cancel_grace
         async with trio.open_nursery() as nursery:
             for feed in self._feeds:
-                await nursery.start(feed.serve)
+                await nursery.start(partial(feed.serve, grace=grace))
             task_status.started()
 
     async def __aenter__(self) -> Self:
         stack = AsyncExitStack()
         nursery = await stack.enter_async_context(trio.open_nursery())
-        stack.push_async_callback(self._close_feeds)
-        await nursery.start(self.serve)
+        # The services outlive a cancellation of the block until it is left (the calls it
+        # cancels are recorded, then written): _leave stops them.
+        guard = trio.CancelScope(shield=True)
+        stack.push_async_exit(partial(self._leave, guard))
+        await nursery.start(self._serve_guarded, guard)
         self._stack = stack
         return self
+
+    async def _serve_guarded(
+        self,
+        guard: trio.CancelScope,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        with guard:
+            await self.serve(task_status=task_status)
+
+    async def _leave(
+        self,
+        guard: trio.CancelScope,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        """Close the feeds and wait until their services have written what is buffered and
+        closed the sinks. Left because of a cancellation (or cancelled while waiting), the
+        services are cancelled: they write what is buffered and close the sinks within
+        ``cancel_grace`` seconds (see :meth:`serve`)."""
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            guard.cancel()  # (before the feeds close: no sink is closed in a cancelled scope)
+        try:
+            await self._close_feeds()
+            for feed in self._feeds:
+                await feed.wait_stopped()
+        except BaseException:
+            guard.cancel()
+            raise
+        return False
 
     async def __aexit__(
         self,
@@ -225,7 +264,8 @@ class Branch:
 
     async def aclose(self) -> None:
         """Drain and close the sinks. Idempotent; afterwards the branch no longer acts if it
-        has sinks. Waits for buffered records to be written (unless cancelled)."""
+        has sinks. Waits for buffered records to be written; cancelled, it waits at most
+        ``cancel_grace`` seconds for them (see :meth:`serve`)."""
         if self._stack is not None:
             await self.__aexit__(None, None, None)
         else:

@@ -185,9 +185,14 @@ def read_batch(action_request: object, *, sender: str | None = None) -> Proposed
                     f"a ChatCompletion with {len(choices)} choices is not one turn; pass "
                     "the message of the choice to act on"
                 )
-            message = _plain(choices[0]).get("message")
+            choice = _plain(choices[0])
+            message = choice.get("message") if isinstance(choice, Mapping) else None
             if isinstance(message, Mapping):
                 return _assistant_message(message, sender)
+            raise ValueError(
+                "the choice of a ChatCompletion must be a mapping holding a 'message' mapping, "
+                f"got {_shown(choice)}"
+            )
     return _build_batch(None, [_read_plain(envelope)])
 
 
@@ -453,24 +458,29 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
     if type(raw) is dict and _flat(raw):  # the usual arguments: one pass, a shallow copy
         return raw.copy(), None
     if type(raw) is dict or isinstance(raw, Mapping):
-        problem = _hostile(raw)  # (its names too: non-strings are refused at every level)
-        if problem is not None:
-            return None, problem
-        arguments = dict(raw)
-        return (arguments if atoms_only(arguments) else snapshot(arguments)), None
+        try:
+            problem = _hostile(raw)  # (its names too: non-strings are refused at every level)
+            if problem is not None:
+                return None, problem
+            arguments = dict(raw)
+            return (arguments if atoms_only(arguments) else snapshot(arguments)), None
+        except Exception as exc:  # a mapping (this one or one inside) that cannot be read
+            return None, _unreadable(raw, exc)
     if attrs.has(type(raw)):
         try:
             fields: dict[str, Any] = attrs.asdict(raw)  # type: ignore[arg-type]
         except RecursionError:  # asdict recurses: a cycle, or nesting past the stack
             return None, f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
         except Exception as exc:
-            return (
-                None,
-                f"arguments could not be read from {type(raw).__name__}: {_shown(exc, 200)}",
-            )
+            return None, _unreadable(raw, exc)
         problem = _hostile(fields)  # held to the same rules as a mapping's
         return (None, problem) if problem is not None else (fields, None)
     return None, f"arguments must be a JSON object, got {type(raw).__name__}"
+
+
+def _unreadable(raw: object, exc: Exception) -> str:
+    """Why arguments whose reading raised *exc* make the call ``invalid``."""
+    return f"arguments could not be read from {type(raw).__name__}: {_shown(exc, 200)}"
 
 
 def _hostile(arguments: Mapping[str, Any]) -> str | None:

@@ -311,7 +311,10 @@ class SinkFeed:
         await trio.lowlevel.checkpoint()
 
     async def serve(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        *,
+        grace: float = 0.0,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Drain the buffer into the sink until :meth:`close`; then write what is left.
 
@@ -319,39 +322,95 @@ class SinkFeed:
         waiting (a batch of at most 512) and awaits one :meth:`EvidenceSink.write`. A write
         that raises is reported and its records counted as failed; the service goes on.
         When the feed is closed, the records still buffered are written and the sink is
-        closed; cancellation stops the service at once (what is still buffered is not
-        written: close first).
+        closed. Cancellation (or any other ``BaseException``) stops the service (a write in
+        progress is cut short): the records buffered then are written in a shielded scope
+        bounded by *grace* seconds, the sink is closed (:meth:`EvidenceSink.aclose` is always
+        called: shielded, bounded by *grace* too, its failure reported) and the exception
+        propagates. Records not written (cut short, or left when the grace ran out) are
+        counted as dropped and reported, as are records offered once the service stopped.
         """
         self._serving = True
         task_status.started()
         try:
-            async with self._receive:
-                async for first in self._receive:
-                    batch = [first]
-                    while len(batch) < _MAX_BATCH:  # bounded: taking 10k records is one step
-                        try:
-                            batch.append(self._receive.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                    self._taken += len(batch)
-                    self._room.unpark_all()
-                    if self._settle_waiters:  # (an expedite since may have been used up)
-                        self._expedite()
-                    try:
-                        await self.sink.write(batch)
-                    except Exception as exc:
-                        self._failed += len(batch)
-                        self.last_error = exc
-                        self._report(self.sink, batch[0].request.call_id, exc)
-                    else:
-                        self._written += len(batch)
-                    self._settled += len(batch)
-                    self._settled_lot.unpark_all()
+            async for first in self._receive:
+                await self._write(first)
+        except BaseException:
+            try:
+                with trio.CancelScope(shield=True) as scope:
+                    scope.deadline = trio.current_time() + grace
+                    await self._write_buffered()
+            finally:
+                try:
+                    await self._aclose_quietly(grace)
+                finally:
+                    self._stop()
+            raise
+        try:
             await self.sink.aclose()
         finally:
-            self._serving = False
-            self._room.unpark_all()
-            self._settled_lot.unpark_all()
+            self._stop()
+
+    async def _write(self, first: EvidenceRecord) -> None:
+        """Take *first* and the records waiting behind it (at most 512) and write them."""
+        batch = [first]
+        while len(batch) < _MAX_BATCH:  # bounded: taking 10k records is one step
+            try:
+                batch.append(self._receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        self._taken += len(batch)
+        self._room.unpark_all()
+        if self._settle_waiters:  # (an expedite since may have been used up)
+            self._expedite()
+        try:
+            await self.sink.write(batch)
+        except Exception as exc:
+            self._failed += len(batch)
+            self.last_error = exc
+            self._report(self.sink, batch[0].request.call_id, exc)
+        except BaseException:  # cut short (the service cancelled): not written
+            for record in batch:
+                self._drop(record, full=False)
+            raise
+        else:
+            self._written += len(batch)
+        self._settled += len(batch)
+        self._settled_lot.unpark_all()
+
+    async def _write_buffered(self) -> None:
+        """Write the records buffered now (the service is stopping); the caller bounds it."""
+        while True:
+            try:
+                first = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
+            await self._write(first)
+
+    async def _aclose_quietly(self, grace: float) -> None:
+        """Close the sink while an exception propagates: shielded, bounded by *grace*
+        seconds; its failure is reported, never raised over that exception."""
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + grace
+            try:
+                await self.sink.aclose()
+            except Exception as exc:
+                self._report(self.sink, None, exc)
+
+    @trio.lowlevel.enable_ki_protection
+    def _stop(self) -> None:
+        """The service ends: later records are dropped on offer; the ones still buffered
+        were not written, and are counted as dropped and reported."""
+        while True:
+            try:
+                record = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+            self._taken += 1
+            self._drop(record, full=False)
+        self._receive.close()  # (offer() now drops and reports)
+        self._serving = False
+        self._room.unpark_all()
+        self._settled_lot.unpark_all()
 
     def close(self) -> None:
         """No more records: the service writes what is buffered, closes the sink and ends."""

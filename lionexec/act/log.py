@@ -140,9 +140,13 @@ class JsonlSink:
         self._file.flush()
 
     async def aclose(self) -> None:
-        """Close the file, if it was opened."""
+        """Close the file, if it was opened; cancelled, it is closed all the same."""
         if self._file is not None:
             file, self._file = self._file, None
-            await trio.to_thread.run_sync(file.close)
+            try:
+                await trio.to_thread.run_sync(file.close)
+            finally:
+                if not file.closed:  # cancelled before the thread ran it (each write flushed)
+                    file.close()
         else:
             await trio.lowlevel.checkpoint()

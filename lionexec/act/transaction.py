@@ -109,6 +109,10 @@ _TOOL_PRE = HookPoint.TOOL_PRE
 _TOOL_POST = HookPoint.TOOL_POST
 _TOOL_ERROR = HookPoint.TOOL_ERROR
 _MESSAGE_ADD = HookPoint.MESSAGE_ADD
+# Where a failing seam is reported (as HookBus names its handlers' failures)
+_WHERE_POST = f"hook:{_TOOL_POST.value}"
+_WHERE_ERROR = f"hook:{_TOOL_ERROR.value}"
+_WHERE_MESSAGE_ADD = f"hook:{_MESSAGE_ADD.value}"
 
 
 def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
@@ -509,6 +513,8 @@ class CallTransaction:
             error = ErrorInfo(type(exc).__name__, f"after transform: {exc}")
             return self._settle_and_finish(EventStatus.ABORTED, ActionOutcome.INVALID, error)
         context = self._context = self.context.with_arguments(snapshot(checked))
+        if event.context is not None:  # a tool taking its context gets the revalidated one
+            event.context = context
         if self.scope.policy is not None:
             decision = await self.scope._decide(context)
             if decision.approval is not None and self.scope.evidence.durable:
@@ -716,44 +722,68 @@ class CallTransaction:
     # -- after evidence -----------------------------------------------------------------------
 
     async def announce(self) -> None:
-        """Hooks, observer and message callbacks, after the record is complete. Never raises.
+        """Hooks, observer and message callbacks, after the record is complete. Never raises
+        an ``Exception``.
 
         Each gets a copy (or a text summary) of what was recorded, never the record itself.
-        Their failures are reported on the branch's failure log (once each).
+        Their failures are reported on the branch's failure log (once each); so is one of
+        a seam's own method a subclass overrides, and the seams after it still run.
         """
         scope = self.scope
         hooks = scope.hooks
         event, request, response = self.event, self.request, self.response
         assert response is not None
+        call_id = self.proposal.call_id
         if event is not None:
             proposal, execution = self.proposal, event.execution
             if execution.status is _COMPLETED:
                 if _TOOL_POST in hooks.points:
+                    try:
+                        await scope._emit_hook(
+                            _TOOL_POST,
+                            tool_name=proposal.function,
+                            call_id=call_id,
+                            result=summarize(execution.response),
+                            duration=execution.duration,
+                        )
+                    except Exception as exc:
+                        self._failed(_WHERE_POST, exc, scope._emit_hook)
+            elif _TOOL_ERROR in hooks.points:
+                try:
                     await scope._emit_hook(
-                        _TOOL_POST,
+                        _TOOL_ERROR,
                         tool_name=proposal.function,
-                        call_id=proposal.call_id,
-                        result=summarize(execution.response),
+                        call_id=call_id,
+                        error=_copy_error(execution.error),
+                        status=execution.status,
                         duration=execution.duration,
                     )
-            elif _TOOL_ERROR in hooks.points:
-                await scope._emit_hook(
-                    _TOOL_ERROR,
-                    tool_name=proposal.function,
-                    call_id=proposal.call_id,
-                    error=_copy_error(execution.error),
-                    status=execution.status,
-                    duration=execution.duration,
-                )
-            if scope.observer is not None and not (
-                scope._keep_event is not None and scope._keep_event(event, _detached)
-            ):
-                await scope._emit_event(_detached(event), call_id=proposal.call_id)
+                except Exception as exc:
+                    self._failed(_WHERE_ERROR, exc, scope._emit_hook)
+            if scope.observer is not None:
+                try:
+                    if not (scope._keep_event is not None and scope._keep_event(event, _detached)):
+                        await scope._emit_event(_detached(event), call_id=call_id)
+                except Exception as exc:
+                    self._failed("observer", exc, scope._emit_event)
         if scope.history.on_message_added:
-            await scope.history.notify(_detached_message(request), _detached_message(response))
+            try:
+                await scope.history.notify(_detached_message(request), _detached_message(response))
+            except Exception as exc:
+                self._failed("message_callback", exc, scope.history.notify)
         if _MESSAGE_ADD in hooks.points:
-            await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(request))
-            await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(response))
+            try:
+                await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(request))
+            except Exception as exc:
+                self._failed(_WHERE_MESSAGE_ADD, exc, scope._emit_hook)
+            try:
+                await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(response))
+            except Exception as exc:
+                self._failed(_WHERE_MESSAGE_ADD, exc, scope._emit_hook)
+
+    def _failed(self, where: str, exc: Exception, culprit: object) -> None:
+        """Report a seam's own failure during :meth:`announce` (never raised)."""
+        self.scope.failures.failed(where, exc, call_id=self.proposal.call_id, culprit=culprit)
 
 
 def _quiet(seam: object, method: Any) -> Any:
@@ -842,19 +872,22 @@ def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None
 def _copy_error(error: _E) -> _E:
     """A copy of a recorded exception for a hook or an observer: its own ``args``,
     attributes and notes (``copy.copy`` alone shares the ``__notes__`` list), the chain and
-    traceback as they are. An exception that cannot be copied is passed as it is."""
+    traceback as they are. An exception that cannot be copied (its copy raises, is not an
+    exception, or refuses those attributes) is passed as it is."""
     if not isinstance(error, BaseException):
         return error
     try:
         copied = copy.copy(error)
+        if not isinstance(copied, BaseException):  # a __copy__ or __reduce__ of its own
+            return error
+        notes = getattr(error, "__notes__", None)
+        if type(notes) is list:
+            copied.__notes__ = list(notes)
+        copied.__cause__, copied.__context__ = error.__cause__, error.__context__
+        copied.__suppress_context__ = error.__suppress_context__
+        copied.__traceback__ = error.__traceback__
     except Exception:
         return error
-    notes = getattr(error, "__notes__", None)
-    if type(notes) is list:
-        copied.__notes__ = list(notes)
-    copied.__cause__, copied.__context__ = error.__cause__, error.__context__
-    copied.__suppress_context__ = error.__suppress_context__
-    copied.__traceback__ = error.__traceback__
     return copied
 
 
@@ -939,4 +972,7 @@ async def announce_interrupted(scope: CallScope, transactions: list[CallTransact
     with trio.CancelScope(shield=True) as cancel_scope:
         cancel_scope.deadline = trio.current_time() + scope.cancel_grace
         for transaction in transactions:
-            await transaction.announce()
+            try:
+                await transaction.announce()
+            except Exception as exc:  # (announce reports its seams' failures: a last guard)
+                scope.failures.failed("announce", exc, call_id=transaction.call_id)
