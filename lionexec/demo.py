@@ -483,7 +483,22 @@ def main(argv: Sequence[str] = ()) -> int:
     if args.durable_batch is not None:  # the subprocess of the durable part
         trio.run(durable_batch, args.durable_batch)
         return 0
+    if args.log is not None:
+        problem = _unwritable(args.log)
+        if problem is not None:
+            parser.error(f"--log {args.log}: cannot write the event log there: {problem}")
     log_path = args.log or Path(tempfile.mkdtemp(prefix="lionexec-demo-")) / "events.jsonl"
     trio.run(run_demo, sys.stdout, log_path)
     trio.run(run_durable_demo, sys.stdout, log_path.parent / "durable")
     return 0
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why the JSONL event log cannot be appended to *path* (it is created if missing), or
+    ``None``: checked before the demo runs, so a bad ``--log`` fails at once."""
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None

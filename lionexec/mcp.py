@@ -14,8 +14,8 @@ governed and recorded like any other:
   the server;
 * **errors**: a result with ``isError`` raises :class:`McpToolError` (carrying the content),
   so the call is recorded ``failed``;
-* **output**: the result's structured content when the server sent some (and nothing but
-  text beside it); otherwise its content as plain dicts of content parts: a single text part
+* **output**: the result's structured content when the server sent some (and only text
+  blocks beside it); otherwise its content as plain dicts of content parts: a single text part
   is just its string; several parts, or an image, are a list of ``{"type": "text", "text"}``,
   ``{"type": "image", "data": <base64>, "mime_type"}``, ``{"type": "audio", "data",
   "mime_type"}`` and ``{"type": "file", "data", "mime_type", "uri"}`` (an embedded binary
@@ -53,7 +53,7 @@ __all__ = [
 #: The most ``tools/list`` pages :func:`load_tools` reads by default before giving up.
 MAX_PAGES: Final = 100
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
-_PREFIX: Final = re.compile(r"^[A-Za-z0-9_-]{0,40}$")
+_PREFIX: Final = re.compile(r"[A-Za-z0-9_-]{0,40}")
 _HASH_LENGTH: Final = 8
 
 
@@ -94,12 +94,12 @@ def map_names(names: Iterable[str], *, prefix: str = "") -> dict[str, str]:
         ConfigurationError: a bad *prefix*, or (astronomically unlikely) two hashed names
             that still collide.
     """
-    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise ConfigurationError(
             f"prefix {prefix!r} must be at most 40 letters, digits, '_' or '-'"
         )
     originals = list(dict.fromkeys(names))
-    kept = {prefix + n for n in originals if TOOL_NAME_PATTERN.match(prefix + n)}
+    kept = {prefix + n for n in originals if TOOL_NAME_PATTERN.fullmatch(prefix + n)}
     sanitized: dict[str, list[str]] = {}
     for n in originals:
         if prefix + n not in kept:
@@ -110,7 +110,7 @@ def map_names(names: Iterable[str], *, prefix: str = "") -> dict[str, str]:
             chosen[n] = prefix + n
     for safe, group in sanitized.items():
         for n in group:
-            if len(group) == 1 and safe not in kept and TOOL_NAME_PATTERN.match(safe):
+            if len(group) == 1 and safe not in kept and TOOL_NAME_PATTERN.fullmatch(safe):
                 chosen[n] = safe
             else:
                 digest = hashlib.sha256(n.encode("utf-8", "surrogatepass")).hexdigest()
@@ -224,7 +224,7 @@ class _McpCall:
     session: mcp.ClientSession | mcp.Client = attrs.field(repr=False)
     tool: str
 
-    async def __call__(self, **arguments: Any) -> Any:
+    async def __call__(self, /, **arguments: Any) -> Any:  # "self" may be an argument
         result = await self.session.call_tool(self.tool, arguments)
         if result.is_error:
             raise McpToolError(self.tool, [_part(block) for block in result.content])
@@ -236,9 +236,12 @@ def mcp_output(result: mcp.types.CallToolResult) -> Any:
     parts = [_part(block) for block in result.content]
     structured = result.structured_content
     if structured is not None:
-        if all(part["type"] == "text" for part in parts):
+        # by the MCP block types: a resource or resource link is a text part too, but it is
+        # not the structured content's text
+        texts = [getattr(block, "type", None) == "text" for block in result.content]
+        if all(texts):
             return structured
-        if not any(part["type"] == "text" for part in parts):
+        if not any(texts):
             # strict JSON text (a NaN the SDK read becomes "NaN"), never a ValueError that
             # would turn a successful call into a failed one
             parts.append({"type": "text", "text": strict_dumps(structured)})

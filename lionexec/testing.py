@@ -27,22 +27,29 @@ def assert_linked(history: MessageManager) -> None:
 
     Ids are unique; every response comes after the request it answers, and the two name each
     other; a request that names a response names one that is in the history.
+
+    Raises:
+        AssertionError: naming the first invariant that does not hold (under ``python -O``
+            too).
     """
     seen: dict[uuid.UUID, Message] = {}
     for message in history:
-        assert message.id not in seen, f"message id {message.id} appears twice"
+        if message.id in seen:
+            raise AssertionError(f"message id {message.id} appears twice")
         if isinstance(message, ActionResponse):
             request = seen.get(message.content.action_request_id)  # type: ignore[arg-type]
-            assert isinstance(request, ActionRequest), f"{message.id} answers no earlier request"
-            assert request.content.action_response_id == message.id, (
-                f"{request.id} links elsewhere"
-            )
+            if not isinstance(request, ActionRequest):
+                raise AssertionError(f"{message.id} answers no earlier request")
+            if request.content.action_response_id != message.id:
+                raise AssertionError(f"{request.id} links elsewhere")
         seen[message.id] = message
     for message in seen.values():
         if isinstance(message, ActionRequest) and message.content.action_response_id is not None:
             response = seen.get(message.content.action_response_id)
-            assert isinstance(response, ActionResponse), f"{message.id} names a missing response"
-    assert len(history) == len(seen)
+            if not isinstance(response, ActionResponse):
+                raise AssertionError(f"{message.id} names a missing response")
+    if len(history) != len(seen):
+        raise AssertionError(f"{len(history)} messages, {len(seen)} seen walking the history")
 
 
 def assert_consistent(branch: Branch) -> None:
@@ -52,6 +59,8 @@ def assert_consistent(branch: Branch) -> None:
     * there is an event-log record for exactly the calls that were invoked (attempts > 0);
     * each record's status equals its response's status and its event's status.
 
+    The checks run under ``python -O`` too (they are not ``assert`` statements).
+
     Raises:
         AssertionError: naming the first invariant that does not hold.
     """
@@ -59,22 +68,36 @@ def assert_consistent(branch: Branch) -> None:
     assert_linked(messages)
     requests, responses = messages.requests(), messages.responses()
     unanswered = messages.unanswered()
-    assert not unanswered, f"requests without a response: {[r.id for r in unanswered]}"
-    assert len(requests) == len(responses), f"{len(requests)} requests, {len(responses)} responses"
+    if unanswered:
+        raise AssertionError(f"requests without a response: {[r.id for r in unanswered]}")
+    if len(requests) != len(responses):
+        raise AssertionError(f"{len(requests)} requests, {len(responses)} responses")
     for request in requests:
         response = messages.response_for(request)
-        assert response is not None, f"request {request.id} has no response"
-        assert request.content.action_response_id == response.id, f"{request.id} links elsewhere"
-        assert response.content.action_request_id == request.id, f"{response.id} links elsewhere"
+        if response is None:
+            raise AssertionError(f"request {request.id} has no response")
+        if request.content.action_response_id != response.id:
+            raise AssertionError(f"{request.id} links elsewhere")
+        if response.content.action_request_id != request.id:
+            raise AssertionError(f"{response.id} links elsewhere")
     records = {record.response_id: record for record in branch.log}
-    assert len(records) == len(branch.log), "two log records name one response"
+    if len(records) != len(branch.log):
+        raise AssertionError("two log records name one response")
     invoked = {r.id: r for r in responses if r.content.attempts > 0}
-    assert set(records) == set(invoked), (
-        f"log records {sorted(map(str, records))} != invoked calls {sorted(map(str, invoked))}"
-    )
+    if set(records) != set(invoked):
+        raise AssertionError(
+            f"log records {sorted(map(str, records))} != invoked calls {sorted(map(str, invoked))}"
+        )
     for response_id, record in records.items():
         status = invoked[response_id].content.status
-        assert record.status is status, f"log says {record.status}, history says {status}"
+        if record.status is not status:
+            raise AssertionError(f"log says {record.status}, history says {status}")
         event_status = record.event.status
-        assert event_status is status, f"event says {event_status}, history says {status}"
-        assert record.request_id == invoked[response_id].content.action_request_id
+        if event_status is not status:
+            raise AssertionError(f"event says {event_status}, history says {status}")
+        request_id = invoked[response_id].content.action_request_id
+        if record.request_id != request_id:
+            raise AssertionError(
+                f"log record of {response_id} names request {record.request_id}, "
+                f"history says {request_id}"
+            )

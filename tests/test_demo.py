@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,6 +69,44 @@ def test_demo_main_writes_the_log_where_asked(
     assert demo.main(["--log", str(tmp_path / "x.jsonl")]) == 0
     assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 9
     assert (tmp_path / "durable" / "journal.db").exists()  # the durable part ran too
+
+
+@pytest.mark.parametrize(
+    "where", ["missing/events.jsonl", "."], ids=["no-directory", "a-directory"]
+)
+def test_a_log_path_that_cannot_be_written_fails_before_the_demo_runs(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs: list[object] = []
+    monkeypatch.setattr(trio, "run", lambda *args, **kwargs: runs.append(args))
+    bad = tmp_path / where
+    with pytest.raises(SystemExit) as caught:
+        demo.main(["--log", str(bad)])
+    assert caught.value.code == 2
+    assert f"error: --log {bad}: cannot write the event log there: " in capsys.readouterr().err
+    assert runs == []  # nothing ran, so nothing claims the log was written
+    assert list(tmp_path.iterdir()) == []  # and nothing was created
+
+
+def test_the_testing_helpers_check_under_python_O() -> None:
+    # an unanswered request: under -O a bare assert would let it pass
+    code = """if True:
+        from lionexec import Branch
+        from lionexec.conversation import ActionRequest
+        from lionexec.testing import assert_consistent
+
+        assert False, "not reached under -O"
+        branch = Branch()
+        branch.messages.add_message(ActionRequest.create("search", {"q": "x"}))
+        try:
+            assert_consistent(branch)
+        except AssertionError as exc:
+            print(exc)
+    """
+    done = subprocess.run(
+        [sys.executable, "-O", "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.startswith("requests without a response: [UUID(")
 
 
 DURABLE = {

@@ -21,11 +21,13 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 import trio
 
 from lionexec._jsonable import utf8_text
+from lionexec.tools import ActionManager
 
 from .api import Journal, open_journal
 from .errors import JournalError
@@ -70,8 +72,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
             print(f"error: {target} is empty, not a journal", file=sys.stderr)
             return 1
     try:
-        tools = _load(args.tools) if getattr(args, "tools", None) else None
-    except (ImportError, AttributeError, ValueError) as exc:
+        tools = _tools(args.tools) if getattr(args, "tools", None) else None
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
         print(f"error: --tools {args.tools}: {exc}", file=sys.stderr)
         return 2
     try:
@@ -136,6 +138,24 @@ async def _show(journal: Journal, out: TextIO) -> None:
                 f"{utf8_text(approval.call_id)} {utf8_text(approval.function)} "
                 f"expires_at {approval.expires_at}\n"
             )
+
+
+def _tools(spec: str) -> ActionManager:
+    """The registry *spec* names: an ``ActionManager``, or a list of tools registered in one.
+
+    Raises:
+        ValueError: the attribute is neither (naming what it is instead).
+        TypeError: an item is not a tool or a callable (see ``ActionManager``).
+    """
+    value = _load(spec)
+    if isinstance(value, ActionManager):
+        return value
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise ValueError(
+            f"expected an ActionManager or a list of tools, got {type(value).__name__} "
+            f"{value!r:.60}"
+        )
+    return ActionManager(value)
 
 
 def _load(spec: str) -> Any:

@@ -20,9 +20,10 @@ _OTHER_SECTIONS: Final = frozenset(
 )  # fmt: skip
 
 _GOOGLE_HEADER = re.compile(r"^(?P<title>[A-Za-z][A-Za-z ]*):\s*$")
-_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:\s*(?P<text>.*)$")
+_GOOGLE_NAME = re.compile(r"\*{0,2}(?P<name>\w+)\s*")
 _NUMPY_RULE = re.compile(r"^-{3,}\s*$")
-_NUMPY_ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(?::.*)?$")
+# "x : int", or several names sharing one entry: "x, y : int"
+_NUMPY_ENTRY = re.compile(r"^(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
 _REST_FIELD = re.compile(r"^:(?P<kind>\w+)(?:\s+(?P<rest>[^:]+))?:\s*(?P<text>.*)$")
 
 
@@ -120,7 +121,7 @@ def _read_section(
 ) -> int:
     """Consume one section starting at line *i*; return the index after it."""
     wanted = title in _PARAM_SECTIONS
-    name: str | None = None
+    names: list[str] = []  # the entry being read (several for NumPy's "x, y : int")
     entry_indent = -1
     while i < len(lines):
         if titles[i] is not None:
@@ -135,30 +136,64 @@ def _read_section(
             break
         if entry_indent < 0:
             entry_indent = indent
+        entry: dict[str, str] | None = None
         if indent > entry_indent:  # a continuation line
-            match = None
+            pass
         elif not numpy:
             # "name: text" with an ASCII identifier for a name, as most entries are: what
-            # _GOOGLE_ENTRY finds, without a regex (a tenth of parsing a docstring, in
+            # _google_entry finds, without a regex (a tenth of parsing a docstring, in
             # "tools: register 1k tools + schemas" of nox -s bench)
             head, colon, tail = text.partition(":")
             if colon and head.isascii() and head.isidentifier():
-                name = head
+                names = [head]
                 if wanted:
-                    params[name] = tail.strip()
+                    params[head] = tail.strip()
                 i += 1
                 continue
-            match = _GOOGLE_ENTRY.match(text)
+            entry = _google_entry(text)
         else:
             match = _NUMPY_ENTRY.match(text)
-        if match is not None:
-            name = match["name"]
+            if match is not None:
+                entry = {n.strip().lstrip("*"): "" for n in match["names"].split(",")}
+        if entry is not None:
+            names = list(entry)
             if wanted:
-                params[name] = "" if numpy else match["text"].strip()
-        elif wanted and name is not None:
-            params[name] = f"{params[name]} {text}".strip()
+                params.update(entry)
+        elif wanted:
+            for name in names:
+                params[name] = f"{params[name]} {text}".strip()
         i += 1
     return i
+
+
+def _google_entry(text: str) -> dict[str, str] | None:
+    """``{name: description}`` from a Google entry, ``name (type): description`` (the type
+    may hold parentheses: ``key (Callable(str) -> str): ...``), or ``None``."""
+    match = _GOOGLE_NAME.match(text)
+    if match is None:
+        return None
+    rest = text[match.end() :]
+    if rest[:1] == "(":
+        end = _closing(rest)
+        if end < 0:  # unbalanced: not an entry
+            return None
+        rest = rest[end + 1 :].lstrip()
+    if rest[:1] != ":":
+        return None
+    return {match["name"]: rest[1:].strip()}
+
+
+def _closing(text: str) -> int:
+    """The index of the ``)`` closing the ``(`` that *text* starts with, or -1."""
+    depth = 0
+    for index, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
 
 
 def _read_rest_field(

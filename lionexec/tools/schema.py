@@ -436,7 +436,7 @@ def _type_schema(hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
         return _record_schema(hint, seen)
     container = origin if origin is not None else hint
     if container is tuple:
-        return _tuple_schema(args, seen)
+        return _tuple_schema(hint, args, seen)
     if container in _ARRAYS:
         if not args:
             return {"type": "array"}
@@ -474,13 +474,13 @@ def _enum_schema(values: list[Any]) -> dict[str, Any]:
     return {"enum": values}
 
 
-def _tuple_schema(args: tuple[Any, ...], seen: tuple[type, ...]) -> dict[str, Any]:
-    if not args:
+def _tuple_schema(hint: Any, args: tuple[Any, ...], seen: tuple[type, ...]) -> dict[str, Any]:
+    if not args:  # tuple[()] has no args either, as bare tuple has, but an empty __args__
+        if getattr(hint, "__args__", None) == ():
+            return {"type": "array", "maxItems": 0}
         return {"type": "array"}
     if len(args) == 2 and args[1] is Ellipsis:
         return {"type": "array", "items": _type_schema(args[0], seen)}
-    if args == ((),):  # tuple[()]
-        return {"type": "array", "maxItems": 0}
     return {
         "type": "array",
         "prefixItems": [_type_schema(a, seen) for a in args],

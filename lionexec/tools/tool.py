@@ -43,7 +43,7 @@ Effect: TypeAlias = Literal["pure", "idempotent", "keyed", "unsafe"]
 EFFECTS: Final[tuple[Effect, ...]] = ("pure", "idempotent", "keyed", "unsafe")
 
 #: What a provider accepts as a function name (OpenAI and Anthropic agree).
-TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
 
 
 def _callable_tool(_: object, __: object, func: Callable[..., Any]) -> None:
@@ -54,7 +54,7 @@ def _callable_tool(_: object, __: object, func: Callable[..., Any]) -> None:
 
 
 def _valid_name(_: object, __: object, name: str) -> None:
-    if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
         raise ConfigurationError(
             f"invalid tool name {name!r}: a name is 1 to 64 letters, digits, '_' or '-' "
             f"(pattern {TOOL_NAME_PATTERN.pattern})"
@@ -645,7 +645,7 @@ def _tool_name(
         name = declared
     if name is None:
         return _derived_name(func)  # checked there
-    if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
         raise ConfigurationError(
             f"invalid tool name {name!r}: a name is 1 to 64 letters, digits, '_' or '-' "
             f"(pattern {TOOL_NAME_PATTERN.pattern})"
@@ -663,7 +663,7 @@ def _derived_name(func: Callable[..., Any]) -> str:
         raise ConfigurationError("a lambda has no usable name; pass name= to Tool")
     if not isinstance(derived, str):
         raise ConfigurationError(f"cannot derive a tool name from {func!r}; pass name=")
-    if not TOOL_NAME_PATTERN.match(derived):
+    if not TOOL_NAME_PATTERN.fullmatch(derived):
         raise ConfigurationError(
             f"{derived!r} is not a valid tool name (pattern {TOOL_NAME_PATTERN.pattern}); "
             "pass name="

@@ -2,10 +2,15 @@
 
 :data:`argument_converter` is a :class:`cattrs.Converter` tuned for JSON a model wrote:
 
-* numbers may arrive as strings (``"3"`` → ``3``), an integral float is an integer
-  (``2.0`` → ``2``), ``"true"``/``"false"`` are booleans; nothing else is coerced: a float
-  with a fraction is not an integer, a number is not a string, ``"yes"`` is not a boolean,
-  and a string is never an array (cattrs would otherwise split it into characters);
+* numbers may arrive as strings holding a JSON number (``"3"`` → ``3``, ``"2.5e3"`` →
+  ``2500.0``; an integer's string has no fraction or exponent), an integral float is an
+  integer (``2.0`` → ``2``), ``"true"``/``"false"`` are booleans; nothing else is coerced: a
+  float with a fraction is not an integer, ``"nan"``, ``"1_000"``, non-ASCII digits and a
+  string out of a float's range (``"1e999"``) are not numbers, a number is not a string,
+  ``"yes"`` is not a boolean, and a string is never an array (cattrs would otherwise split
+  it into characters);
+* an enum (``IntEnum``, ``StrEnum`` and other mixins too) takes its members' values, exactly
+  (``true`` is not ``1``), and gives the member; so does a ``Literal`` of enum members;
 * ``X | Y`` tries an exact JSON type match first, then each member in order;
 * attrs classes and dataclasses reject unknown keys; an instance passes through, so
   validating arguments that were already validated changes nothing;
@@ -19,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
+import math
 import pathlib
 import re
 import types
@@ -41,12 +47,17 @@ from cattrs.errors import (
     ForbiddenExtraKeysError,
     IterableValidationError,
 )
-from cattrs.gen import make_dict_structure_fn
+from cattrs.gen import make_dict_structure_fn, override
 
 __all__ = ["argument_converter", "describe_error", "make_argument_converter"]
 
 _StructureHook = Callable[[Any, Any], Any]
 _QUOTED_FIELD: Final = re.compile(r"^'([A-Za-z_]\w*)' ")
+# A JSON number (RFC 8259), ASCII only, with the whitespace JSON allows around it.
+_JSON_INTEGER: Final = re.compile(r"[ \t\n\r]*-?(?:0|[1-9][0-9]*)[ \t\n\r]*")
+_JSON_NUMBER: Final = re.compile(
+    r"[ \t\n\r]*-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?[ \t\n\r]*"
+)
 _TRUE: Final = frozenset({"true", "True", "TRUE"})
 _FALSE: Final = frozenset({"false", "False", "FALSE"})
 _JSON_NAMES: Final[Mapping[type, str]] = {
@@ -75,7 +86,7 @@ def make_argument_converter() -> cattrs.Converter:
         conv.register_structure_hook(moment, _from_string(moment, moment.fromisoformat))
     conv.register_structure_hook_factory(_is_union, lambda t: _union_hook(conv, t))
     conv.register_structure_hook_factory(_is_literal, _literal_hook)
-    conv.register_structure_hook_factory(_is_enum, _enum_hook)
+    conv.register_structure_hook_factory(_is_enum, lambda _: _structure_enum)
     conv.register_structure_hook_factory(_is_array, lambda t: _array_hook(conv, t))
     conv.register_structure_hook_factory(_is_object, lambda t: _mapping_hook(conv, t))
     conv.register_structure_hook_factory(_is_record, lambda t: _record_hook(conv, t))
@@ -145,29 +156,33 @@ def _got(value: object) -> str:
 # -- scalars -------------------------------------------------------------------------------
 
 
-def _structure_int(value: Any, _: Any) -> int:
+# cattrs dispatches the subclasses of int, float and str to their hooks, IntEnum and
+# StrEnum included: those go to _structure_enum.
+def _structure_int(value: Any, cl: Any) -> Any:
+    if cl is not int and _is_enum(cl):
+        return _structure_enum(value, cl)
     if type(value) is int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
+        if _JSON_INTEGER.fullmatch(value):
+            return int(value)
     elif isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     raise ValueError(f"expected an integer, got {_got(value)}")
 
 
-def _structure_float(value: Any, _: Any) -> float:
+def _structure_float(value: Any, cl: Any) -> Any:
+    if cl is not float and _is_enum(cl):
+        return _structure_enum(value, cl)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            pass
+    if isinstance(value, str) and _JSON_NUMBER.fullmatch(value):
+        number = float(value)
+        if math.isfinite(number):
+            return number
+        raise ValueError(f"expected a finite number, got {_got(value)}")
     raise ValueError(f"expected a number, got {_got(value)}")
 
 
@@ -181,7 +196,9 @@ def _structure_bool(value: Any, _: Any) -> bool:
     raise ValueError(f"expected a boolean, got {_got(value)}")
 
 
-def _structure_str(value: Any, _: Any) -> str:
+def _structure_str(value: Any, cl: Any) -> Any:
+    if cl is not str and _is_enum(cl):
+        return _structure_enum(value, cl)
     if isinstance(value, str):
         return value
     raise ValueError(f"expected a string, got {_got(value)}")
@@ -206,12 +223,13 @@ def _is_literal(t: Any) -> bool:
 
 
 def _literal_hook(t: Any) -> _StructureHook:
-    allowed = typing.get_args(t)
-    choices = ", ".join(repr(a) for a in allowed)
+    # (the value the schema advertises, what it structures into): an enum member by its value
+    allowed = [(a.value if isinstance(a, enum.Enum) else a, a) for a in typing.get_args(t)]
+    choices = ", ".join(repr(v) for v, _ in allowed)
 
     def hook(value: Any, _: Any) -> Any:
-        for a in allowed:  # compare types too: True is not 1
-            if type(a) is type(value) and a == value:
+        for v, a in allowed:  # compare types too: True is not 1
+            if (type(v) is type(value) and v == value) or value is a:  # or the member itself
                 return a
         raise ValueError(f"expected one of {choices}, got {_got(value)}")
 
@@ -222,18 +240,17 @@ def _is_enum(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, enum.Enum)
 
 
-def _enum_hook(t: type[enum.Enum]) -> _StructureHook:
-    choices = ", ".join(repr(m.value) for m in t)
-
-    def hook(value: Any, _: Any) -> Any:
-        if isinstance(value, t):
-            return value
+def _structure_enum(value: Any, t: type[enum.Enum]) -> Any:
+    if isinstance(value, t):
+        return value
+    # a boolean is not 1 or 0 (Mode(True) is the member valued 1), unless a member is one
+    if type(value) is not bool or any(type(m.value) is bool for m in t):
         try:
             return t(value)
-        except ValueError:
-            raise ValueError(f"expected one of {choices}, got {_got(value)}") from None
-
-    return hook
+        except (ValueError, TypeError):
+            pass
+    choices = ", ".join(repr(m.value) for m in t)
+    raise ValueError(f"expected one of {choices}, got {_got(value)}")
 
 
 def _is_union(t: Any) -> bool:
@@ -283,9 +300,11 @@ def _array_hook(conv: cattrs.Converter, t: Any) -> _StructureHook:
     origin = typing.get_origin(t) or t
     args = typing.get_args(t)
     accepted: tuple[type, ...] = (list, tuple)
-    if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+    # tuple[()] has no args either (as bare tuple), but an empty __args__
+    empty = origin is tuple and getattr(t, "__args__", None) == ()
+    if origin is tuple and (args or empty) and not (len(args) == 2 and args[1] is Ellipsis):
         hetero = conv.gen_structure_hetero_tuple(t)
-        expected = 0 if args == ((),) else len(args)
+        expected = len(args)
 
         def fixed(value: Any, _: Any) -> Any:
             if not isinstance(value, list | tuple):
@@ -333,7 +352,7 @@ def _is_record(t: Any) -> bool:
 
 
 def _record_hook(conv: cattrs.Converter, cls: type) -> _StructureHook:
-    inner: _StructureHook = make_dict_structure_fn(cls, conv)
+    inner: _StructureHook = make_dict_structure_fn(cls, conv, **_resolved(conv, cls))
 
     def hook(value: Any, _: Any) -> Any:
         if isinstance(value, cls):
@@ -343,6 +362,26 @@ def _record_hook(conv: cattrs.Converter, cls: type) -> _StructureHook:
         return inner(value, cls)
 
     return hook
+
+
+def _resolved(conv: cattrs.Converter, cls: type) -> dict[str, Any]:
+    """Hooks for the fields of *cls* whose annotation holds a forward reference
+    (``child: Optional["Node"]``: cattrs resolves whole-string annotations only)."""
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except Exception:  # unresolvable: cattrs' own error names the field when one is used
+        return {}
+    fields = attrs.fields(cls) if attrs.has(cls) else dataclasses.fields(cls)
+    overrides: dict[str, Any] = {}  # field name -> cattrs.gen.override
+    for field in fields:
+        hint = hints.get(field.name, field.type)
+        if hint != field.type and not isinstance(field.type, str):  # cattrs resolves a str
+
+            def hook(value: Any, _: Any, hint: Any = hint) -> Any:
+                return conv.structure(value, hint)
+
+            overrides[field.name] = override(struct_hook=hook)
+    return overrides
 
 
 #: The converter tools use unless given their own.

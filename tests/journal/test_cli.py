@@ -22,6 +22,10 @@ TOOLS = [
     Tool.from_function(lambda n: n, name="unsafe"),
 ]
 
+NOT_TOOLS = 42
+STRINGS = ["a string"]
+BY_NAME = {"safe": TOOLS[0]}
+
 
 def crashed_journal(path: Path) -> str:
     """A journal with two calls whose process "died" after their request commits."""
@@ -125,6 +129,22 @@ def test_bad_targets_are_named_errors(tmp_path: Path, capsys: Any) -> None:
         assert "is empty, not a journal" in capsys.readouterr().err
     assert empty.stat().st_size == 0  # left as it was: no schema written into it
     assert run("recover", str(garbage), "--tools", "nonexistent_module_xyz:tools")[0] == 2
+
+
+@pytest.mark.parametrize(
+    ("attribute", "problem"),
+    [
+        ("NOT_TOOLS", "expected an ActionManager or a list of tools, got int 42"),
+        ("STRINGS", "cannot register str 'a string': not a Tool or callable"),
+        ("BY_NAME", "expected an ActionManager or a list of tools, got dict {'safe': "),
+    ],
+)
+def test_recover_names_a_tools_attribute_that_is_not_tools(
+    attribute: str, problem: str, capsys: Any
+) -> None:
+    spec = f"{__name__}:{attribute}"
+    assert run("recover", ":memory:", "--tools", spec) == (2, "")
+    assert capsys.readouterr().err.startswith(f"error: --tools {spec}: {problem}")
 
 
 def test_the_module_entry_point(tmp_path: Path) -> None:

@@ -285,7 +285,49 @@ async def test_a_tool_with_an_unusable_schema_is_named() -> None:
             await load_tools(session)
 
 
+async def test_a_parameter_named_self_reaches_the_server() -> None:
+    seen: list[dict[str, Any] | None] = []
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        schema = {
+            "type": "object",
+            "properties": {"self": {"type": "string"}, "other": {"type": "string"}},
+            "required": ["self"],
+        }
+        return mcp.types.ListToolsResult(
+            tools=[mcp.types.Tool(name="describe", input_schema=schema)]
+        )
+
+    async def call_tool(ctx: Any, params: mcp.types.CallToolRequestParams) -> Any:
+        seen.append(params.arguments)
+        return mcp.types.CallToolResult(content=[mcp.types.TextContent(text="ok")])
+
+    server = Server("self", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with paged_session(server) as session:
+        branch = Branch()
+        branch.register_tools(await load_tools(session))
+        [response] = await branch.act(
+            {"function": "describe", "arguments": {"self": "me", "other": "you"}}
+        )
+    assert (response.outcome.value, response.output) == ("completed", "ok")
+    assert seen == [{"self": "me", "other": "you"}]
+
+
 # -- names ----------------------------------------------------------------------------------
+
+
+async def test_a_trailing_newline_is_not_part_of_a_safe_name() -> None:
+    assert map_names(["search\n", "ok"]) == {"search_": "search\n", "ok": "ok"}
+    assert len(next(iter(map_names(["a" * 64 + "\n"])))) == 64  # cut and hashed
+    with pytest.raises(ConfigurationError, match="prefix"):
+        map_names(["a"], prefix="p\n")
+    async with paged_session(paged_server([["search\n"]])) as session:
+        toolset = await load_tools(session)
+        assert [t.name for t in toolset] == ["search_"]
+        branch = Branch()
+        branch.register_tools(toolset)
+        [response] = await branch.act({"function": "search_", "arguments": {"n": 1}})
+    assert response.output == "search\n:1"  # called on the server by its own name
 
 
 def test_name_mapping_examples() -> None:
@@ -346,6 +388,8 @@ def test_output_rules_for_results_built_by_hand() -> None:
             "uri": "file:///a.pdf",
         },
         {"type": "text", "text": "hello", "uri": "file:///a.txt"},
+        # a text resource is a text part, but it does not carry the structured content
+        {"type": "text", "text": '{"pages": 1}'},
     ]
     image_only = mcp.types.CallToolResult(
         content=[mcp.types.ImageContent(data="AA==", mime_type="image/png")],
@@ -353,6 +397,36 @@ def test_output_rules_for_results_built_by_hand() -> None:
     )
     assert mcp_output(image_only)[-1] == {"type": "text", "text": '{"w": 1}'}
     assert mcp_output(mcp.types.CallToolResult(content=[])) is None
+
+
+def test_structured_content_never_hides_a_resource() -> None:
+    link = mcp.types.ResourceLink(name="report", uri="file:///tmp/report.csv")
+    with_link = mcp.types.CallToolResult(
+        content=[mcp.types.TextContent(text='{"count": 1}'), link],
+        structured_content={"count": 1},
+    )
+    assert mcp_output(with_link) == [
+        {"type": "text", "text": '{"count": 1}'},
+        {
+            "type": "text",
+            "text": "resource report: file:///tmp/report.csv",
+            "uri": "file:///tmp/report.csv",
+        },
+    ]
+    notes = mcp.types.TextResourceContents(uri="file:///notes.txt", text="the full notes")
+    with_resource = mcp.types.CallToolResult(
+        content=[mcp.types.EmbeddedResource(resource=notes)],
+        structured_content={"count": 1},
+    )
+    assert mcp_output(with_resource) == [
+        {"type": "text", "text": "the full notes", "uri": "file:///notes.txt"},
+        {"type": "text", "text": '{"count": 1}'},  # no TextContent carried it
+    ]
+    text_only = mcp.types.CallToolResult(
+        content=[mcp.types.TextContent(text="a"), mcp.types.TextContent(text="b")],
+        structured_content={"count": 1},
+    )
+    assert mcp_output(text_only) == {"count": 1}
 
 
 def test_non_finite_structured_content_beside_an_image_is_strict_json_text() -> None:

@@ -103,6 +103,7 @@ TYPE_TABLE: list[tuple[Any, dict[str, Any]]] = [
         },
     ),
     (tuple, {"type": "array"}),
+    (tuple[()], {"type": "array", "maxItems": 0}),
     (dict[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
     (dict[str, Any], {"type": "object"}),
     (dict, {"type": "object"}),
@@ -311,6 +312,50 @@ def test_google_entries_name_word_characters_only() -> None:
             "empty": "described below",
         },
     )
+
+
+def test_a_google_type_may_hold_parentheses() -> None:
+    doc = """Plot it.
+
+    Args:
+        limit (int, optional): how many points.
+        key (Callable(str) -> str): how to sort.
+        table (dict(str, list(int))):
+            nested twice.
+        broken (int: not an entry, so a continuation
+    """
+    assert parse_docstring(doc) == (
+        "Plot it.",
+        {
+            "limit": "how many points.",
+            "key": "how to sort.",
+            "table": "nested twice. broken (int: not an entry, so a continuation",
+        },
+    )
+
+
+def test_a_numpy_entry_may_name_several_parameters() -> None:
+    doc = """Place it.
+
+    Parameters
+    ----------
+    x, y : int
+        the coordinates,
+        in metres.
+    *args, **kwargs
+        passed on.
+    """
+
+    def place(x: int, y: int) -> None: ...
+
+    place.__doc__ = doc
+    described = "the coordinates, in metres."
+    assert parse_docstring(doc) == (
+        "Place it.",
+        {"x": described, "y": described, "args": "passed on.", "kwargs": "passed on."},
+    )
+    properties = Tool.from_function(place).parameters["properties"]
+    assert properties["x"]["description"] == properties["y"]["description"] == described
 
 
 def test_docstring_without_sections_is_all_summary() -> None:

@@ -66,7 +66,9 @@ def test_unnamed_callables_need_an_explicit_name(func: Any) -> None:
     assert Tool.from_function(func, name="explicit").name == "explicit"
 
 
-@pytest.mark.parametrize("name", ["has space", "", "x" * 65, "dot.ted", "ünï"])
+@pytest.mark.parametrize(
+    "name", ["has space", "", "x" * 65, "dot.ted", "ünï", "add\n", "x" * 64 + "\n"]
+)
 def test_invalid_names_are_refused(name: str) -> None:
     with pytest.raises(ConfigurationError, match="invalid tool name"):
         Tool.from_function(sync_func, name=name)
