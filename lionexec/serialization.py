@@ -53,7 +53,8 @@ def make_converter() -> JsonConverter:
     """Build a fresh converter with every lionexec hook registered."""
     conv = _make_json_converter()
     # Records are read as written: a scalar of another type is refused, naming the field,
-    # not converted (``5`` is not the text ``"5"``, ``2.7`` not the count ``2``)
+    # not converted (``5`` is not the text ``"5"``, ``2.7`` not the count ``2``). The hooks
+    # also get the subclasses (bool, IntEnum, StrEnum): those are honoured by *cls*.
     conv.register_structure_hook(str, _exactly_str)
     conv.register_structure_hook(int, _exactly_int)
     conv.register_structure_hook(float, _a_number)
@@ -95,21 +96,25 @@ def _a_uuid(value: Any, _: type) -> uuid.UUID:
     raise TypeError(f"expected a UUID string, got {type(value).__name__}")
 
 
-def _exactly_str(value: Any, _: type) -> str:
+def _exactly_str(value: Any, cls: type) -> Any:
     if isinstance(value, str):
-        return value
+        return value if cls is str else cls(value)  # a StrEnum: its member
     raise TypeError(f"expected a string, got {type(value).__name__}")
 
 
-def _exactly_int(value: Any, _: type) -> int:
+def _exactly_int(value: Any, cls: type) -> Any:
+    if cls is bool:  # (a subclass of int: dispatched here)
+        if type(value) is bool:
+            return value
+        raise TypeError(f"expected a boolean, got {type(value).__name__}")
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return value if cls is int else cls(value)  # an IntEnum: its member
     raise TypeError(f"expected an integer, got {type(value).__name__}")
 
 
-def _a_number(value: Any, _: type) -> float:
+def _a_number(value: Any, cls: type) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        return float(value) if cls is float else cls(value)
     raise TypeError(f"expected a number, got {type(value).__name__}")
 
 

@@ -144,7 +144,10 @@ class EvidenceSink(Protocol):
         """Write records taken from the feed, oldest first. Called by one task at a time."""
 
     async def aclose(self) -> None:
-        """Release the sink's resources (close files). Called once, after the last write."""
+        """Release the sink's resources (close files). Called after the last write; called
+        again, shielded and bounded by the branch's ``cancel_grace``, if a call of it was
+        cancelled (the branch left by a cancellation while its sinks closed): it must then
+        finish closing."""
 
 
 @attrs.frozen
@@ -325,8 +328,9 @@ class SinkFeed:
         closed. Cancellation (or any other ``BaseException``) stops the service (a write in
         progress is cut short): the records buffered then are written in a shielded scope
         bounded by *grace* seconds, the sink is closed (:meth:`EvidenceSink.aclose` is always
-        called: shielded, bounded by *grace* too, its failure reported) and the exception
-        propagates. Records not written (cut short, or left when the grace ran out) are
+        called: shielded, bounded by *grace* too, its failure or its running out of time
+        reported) and the exception propagates; so is a close the cancellation cut short,
+        closed again. Records not written (cut short, or left when the grace ran out) are
         counted as dropped and reported, as are records offered once the service stopped.
         """
         self._serving = True
@@ -347,6 +351,11 @@ class SinkFeed:
             raise
         try:
             await self.sink.aclose()
+        except Exception:
+            raise
+        except BaseException:  # cancelled while closing: closed again, shielded, in the grace
+            await self._aclose_quietly(grace)
+            raise
         finally:
             self._stop()
 
@@ -395,6 +404,12 @@ class SinkFeed:
                 await self.sink.aclose()
             except Exception as exc:
                 self._report(self.sink, None, exc)
+        if scope.cancelled_caught:
+            self._report(
+                self.sink,
+                None,
+                TimeoutError(f"the sink did not close within cancel_grace ({grace:g} s)"),
+            )
 
     @trio.lowlevel.enable_ki_protection
     def _stop(self) -> None:

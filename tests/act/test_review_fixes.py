@@ -200,6 +200,62 @@ class AuditObserver(SessionObserver):
         raise ConnectionError("audit service down")
 
 
+class SlowCloseSink:
+    """A sink whose close takes *close_for* seconds (a flush, a final commit)."""
+
+    def __init__(self, close_for: float) -> None:
+        self.close_for, self.written, self.closed = close_for, 0, False
+
+    def __repr__(self) -> str:
+        return "SlowCloseSink()"
+
+    async def write_ahead(self, entry: WriteAhead) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def write(self, records: Sequence[EvidenceRecord]) -> None:
+        await trio.lowlevel.checkpoint()
+        self.written += len(records)
+
+    async def aclose(self) -> None:
+        await trio.sleep(self.close_for)
+        self.closed = True
+
+
+async def quick() -> int:
+    return 1
+
+
+async def test_a_close_a_cancellation_cuts_short_is_finished_within_the_grace(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # left normally, then the deadline lands while the sink closes (session 13 review)
+    sink = SlowCloseSink(close_for=1.0)
+    branch = Branch(sinks=[sink], cancel_grace=60)
+    branch.register_tools([quick])
+    with trio.move_on_after(0.5) as scope:
+        async with branch:
+            await branch.act(call("quick"))
+    assert scope.cancelled_caught
+    assert sink.closed and sink.written == 1
+    assert trio.current_time() == pytest.approx(1.5)  # cut at 0.5, closed again in 1 s
+    assert list(branch.failures) == []
+
+
+async def test_a_sink_that_does_not_close_within_the_grace_is_reported(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    sink = SlowCloseSink(close_for=10.0)
+    branch = Branch(sinks=[sink], cancel_grace=2)
+    branch.register_tools([quick])
+    with trio.move_on_after(0.5):
+        async with branch:
+            await branch.act(call("quick"))
+    assert not sink.closed
+    assert trio.current_time() == pytest.approx(2.5)
+    [failure] = list(branch.failures)
+    assert failure.where == "sink" and "did not close within cancel_grace" in str(failure.error)
+
+
 async def test_an_observer_whose_emit_raises_is_reported_not_raised(
     autojump_clock: trio.abc.Clock,
 ) -> None:
