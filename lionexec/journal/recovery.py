@@ -43,7 +43,8 @@ from lionexec.governance import CallContext
 from lionexec.tools import ActionManager, Tool, run_callable
 from lionexec.tools.runner import is_async_callable
 
-from .store import USED, ApprovalRow, CallRow
+from . import queue
+from .store import USED, ApprovalRow, CallRow, Store
 
 if TYPE_CHECKING:
     from lionexec.act import Branch
@@ -62,6 +63,8 @@ Action = Literal[
     "rejected",
     "expired",
     "awaiting_approval",
+    "queued",
+    "from_queue",
 ]
 
 _SAFE = frozenset({"pure", "idempotent", "keyed"})
@@ -96,7 +99,9 @@ class Resolution:
         action: ``rerun``, ``interrupted``, ``reconciled``, ``not_started``, or ``left``
             (no tool was given to re-run it); for a call parked for approval
             (:mod:`lionexec.journal.approvals`): ``approved`` (run now), ``rejected`` or
-            ``expired`` (answered ``denied``), or ``awaiting_approval`` (left waiting).
+            ``expired`` (answered ``denied``), or ``awaiting_approval`` (left waiting); for a
+            call submitted to workers (:meth:`Journal.submit`): ``queued`` (left to them) or
+            ``from_queue`` (the workers' answer recorded).
         outcome: the outcome of its response (``None`` when left).
         attempts: the attempts its response counts.
     """
@@ -191,11 +196,17 @@ async def _recover_pass(
             lambda store, n=name: store.approvals(n, None)  # type: ignore[misc]
         )
     }
+    wanted = [(name, request.call_id) for request in history.unanswered()]
+    queued = {
+        row.call_id: row
+        for row in await journal._run(lambda store: _queued(store, wanted))
+        if row is not None
+    }
     used = [row.approval_id for row in approvals.values() if row.state == USED]
     journal._consumed_here.update(dict.fromkeys(used))
     try:
         async with branch:
-            found, left = await _recover_branch(branch, rows, registry, approvals, keyless)
+            found, left = await _recover_branch(branch, rows, registry, approvals, queued, keyless)
             resolutions.extend(found)
     finally:
         for approval_id in used:
@@ -203,15 +214,27 @@ async def _recover_pass(
     return left
 
 
+def _queued(store: Store, pairs: list[tuple[str, str]]) -> list[queue.QueuedCall | None]:
+    """The queue's rows of *pairs* (none in a journal that holds no queue: in memory)."""
+    if getattr(store, "tx", None) is None:
+        return []
+    return queue.lookup(store, pairs)
+
+
 async def _recover_branch(
     branch: Branch,
     rows: dict[str, CallRow],
     registry: ActionManager | None,
     approvals: dict[str, ApprovalRow],
+    queued: dict[str, queue.QueuedCall],
     keyless: bool,
 ) -> tuple[list[Resolution], bool]:
     """The resolutions of *branch*'s unanswered calls but its safe calls that hold no key
-    (with *keyless*: of those only), and whether it has such calls left."""
+    (with *keyless*: of those only), and whether it has such calls left.
+
+    A call submitted to workers is theirs: never run or answered here. Its workers' answer is
+    recorded once they have given it (``from_queue``), else it is left to them
+    (``queued``; ``journal.wait(into=branch)`` records it)."""
     resolutions: list[Resolution] = []
     rerun: list[ActionRequest] = []
     left = False
@@ -221,6 +244,16 @@ async def _recover_branch(
         effect = row.effect if row is not None else (tool.effect if tool else "unsafe")
         attempts = row.attempts if row is not None else 0
         note = _Note(branch.name, request, effect, resolutions)
+        submitted = queued.get(request.call_id)
+        if submitted is not None:
+            if not keyless:
+                response = submitted.response_message()
+                if response is None:  # still queued or claimed
+                    note("queued", None, attempts)
+                else:
+                    branch.messages.record_action(request, response)
+                    note("from_queue", response.outcome, response.content.attempts)
+            continue
         approval = approvals.get(request.call_id)
         parked = approval is not None and approval.state != USED
         if keyless != (row is None and effect in _SAFE and not parked):

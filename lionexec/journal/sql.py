@@ -19,6 +19,8 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from lionexec._jsonable import utf8_text
+
 from .errors import JournalError, JournalSchemaError
 from .store import (
     DONE,
@@ -51,8 +53,8 @@ def _index_call_ids(tx: Tx) -> None:
         content = json.loads(body).get("content") or {}
         if kind == "action_request":
             call_id = content.get("call_id")
-            if isinstance(call_id, str):
-                call_ids[message_id] = call_id
+            if isinstance(call_id, str):  # as the sink writes it: a lone surrogate as U+FFFD
+                call_id = call_ids[message_id] = utf8_text(call_id)
         else:  # a response follows its request
             call_id = call_ids.get(str(content.get("action_request_id")))
         if isinstance(call_id, str):
@@ -235,11 +237,19 @@ def migrate(tx: Tx, version: int, *, target: str) -> list[int]:
     for number, statements in MIGRATIONS:
         if number <= version:
             continue
-        for statement in statements:
-            if callable(statement):
-                statement(tx)
-            else:
-                tx.execute(statement)
+        try:
+            for statement in statements:
+                if callable(statement):
+                    statement(tx)
+                else:
+                    tx.execute(statement)
+        except JournalError:
+            raise
+        except Exception as exc:  # (the transaction is rolled back: the journal is untouched)
+            raise JournalError(
+                f"the journal at {target} could not be migrated to schema version {number}: "
+                f"{exc!r}"
+            ) from exc
         tx.execute("UPDATE lionexec_schema_version SET version = ?", (number,))
         applied.append(number)
     return applied

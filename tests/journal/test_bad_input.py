@@ -98,6 +98,31 @@ async def test_a_wrong_url_is_a_connection_error_naming_it() -> None:
     assert "secret" not in str(info.value)  # the password is never in a message
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://nobody@127.0.0.1:1/nothing?password=secret&connect_timeout=1",
+        "postgresql://nobody@127.0.0.1:1/nothing?sslmode=disable&PASSWORD=secret",
+    ],
+    ids=["query", "query-upper"],
+)
+async def test_a_password_given_as_a_parameter_is_never_in_a_message(url: str) -> None:
+    # (session 13 review: only the user:password@ form was redacted)
+    journal = open_journal(url, connect_timeout=1)
+    assert "secret" not in journal.target
+    with pytest.raises(JournalConnectionError) as info:
+        async with journal:
+            pass
+    assert "secret" not in str(info.value)
+
+
+def test_redact_removes_a_keyword_strings_password() -> None:
+    from lionexec.journal.postgres import redact
+
+    assert redact("host=h password='se cr\\'et' dbname=x") == "host=h password=*** dbname=x"
+    assert redact("host=h password=secret") == "host=h password=***"
+
+
 async def test_a_lost_connection_fails_the_call_unrun_and_keeps_what_was_committed(
     postgres_server: PostgresServer,
 ) -> None:

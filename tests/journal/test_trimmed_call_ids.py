@@ -207,3 +207,28 @@ async def test_migration_4_runs_on_every_sql_backend(durable: JournalFactory) ->
                 lambda s: s.known_call_ids(str(branch.id), wanted, answered=True)
             )
     assert known == answered == {"old", "older"}
+
+
+async def test_migration_4_reads_a_call_id_utf8_cannot_hold(durable: JournalFactory) -> None:
+    """A request recorded by hand with a lone surrogate in its call id: journaled as U+FFFD,
+    and migration 4 indexes it the same way (it raised UnicodeEncodeError, and the journal
+    could no longer be opened; session 13 review)."""
+    from lionexec.conversation import ActionRequest
+
+    journals = durable
+    with trio.fail_after(20):
+        async with journals.new() as journal:
+            branch = await journal.branch()
+            branch.messages.add_message(ActionRequest.create("work", {"n": 1}, call_id="c\ud800"))
+            async with branch:
+                await journal.flush()
+
+            def back_to_3(store: Any) -> None:
+                store.tx.execute("DROP INDEX lionexec_messages_call")
+                store.tx.execute("ALTER TABLE lionexec_messages DROP COLUMN call_id")
+                store.tx.execute("UPDATE lionexec_schema_version SET version = 3")
+
+            await journal.backend.run(back_to_3)
+        async with journals.new() as journal:
+            known = await journal._run(lambda s: s.known_call_ids(str(branch.id), ["c\ufffd"]))
+    assert known == {"c\ufffd"}

@@ -208,3 +208,51 @@ async def test_a_call_id_act_is_running_is_not_submitted(target: str) -> None:
                     await journal.submit(branch.id, [call])
                 release.set()
             assert await journal.queued(branch.id) == []
+
+
+@pytest.mark.parametrize("effect", ["pure", "unsafe"])
+async def test_recovery_leaves_a_submitted_request_to_the_workers(
+    target: str, effect: str
+) -> None:
+    """A request the history holds unanswered and that was submitted (a turn recorded for
+    workers): recovery after a restart neither runs it (safe) nor answers it ``cancelled``
+    (unsafe) while a worker runs it; it is ``queued``, and once the workers answered it,
+    their answer is recorded in the history (``from_queue``). Before, the tool ran twice or
+    the history said it never ran (session 13 review)."""
+    from lionexec.conversation import ActionRequest
+
+    runs: list[int] = []
+
+    def ship(n: int) -> int:
+        """Ship."""
+        runs.append(n)
+        return n
+
+    tools = [Tool.from_function(ship, effect=effect)]
+    with trio.fail_after(30):
+        async with open_journal(target) as journal:
+            branch = await journal.branch()
+            request = ActionRequest.create("ship", {"n": 1}, call_id="w1")
+            branch.messages.add_message(request)
+            async with branch:
+                await journal.flush()
+            await journal.submit(branch.id, [request])
+        async with open_journal(target) as restarted:  # the process restarted
+            report = await restarted.recover(tools)
+            assert [(r.call_id, r.action, r.outcome) for r in report.resolutions] == [
+                ("w1", "queued", None)
+            ]
+            assert runs == []
+            worker = Worker(restarted, tools, poll=0.02)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(worker.run)
+                [answer] = await restarted.wait(["w1"], branch_id=branch.id)
+                nursery.cancel_scope.cancel()
+        async with open_journal(target) as again:  # restarted before wait(into=...) ran
+            report = await again.recover(tools)
+            assert [(r.action, r.outcome) for r in report.resolutions] == [
+                ("from_queue", answer.outcome)
+            ]
+            [response] = (await again.history(branch.name)).responses()
+            assert response.output == 1 and response.id == answer.id
+    assert runs == [1]
