@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from cattrs.errors import BaseValidationError
@@ -142,14 +143,19 @@ def test_content_parts_are_saved_as_strict_utf8_json(output: object) -> None:
 def test_a_record_with_a_name_or_role_its_kind_lacks_is_refused(
     index: int, path: tuple[str, ...], value: object, message: str
 ) -> None:
-    data = converter.unstructure(sample())
+    with pytest.raises((BaseValidationError, ValueError)) as caught:
+        converter.structure(_sample_with(index, path, value), MessageManager)
+    assert _nested_text(caught.value, message)
+
+
+def _sample_with(index: int, path: tuple[str, ...], value: object) -> dict[str, Any]:
+    """The saved :func:`sample` with *value* at *path* of its message *index*."""
+    data: dict[str, Any] = converter.unstructure(sample())
     target = data["messages"][index]
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value
-    with pytest.raises((BaseValidationError, ValueError)) as caught:
-        converter.structure(data, MessageManager)
-    assert _nested_text(caught.value, message)
+    return data
 
 
 def _nested_text(exc: BaseException, text: str) -> bool:
@@ -177,11 +183,6 @@ def test_a_record_is_read_as_written_never_coerced(
 ) -> None:
     # cattrs' default hooks called str()/int()/float() on whatever was there: 5 became "5",
     # 2.7 became 2, a dict its repr (session 13 review)
-    data = converter.unstructure(sample())
-    target = data["messages"][index]
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
     with pytest.raises(BaseValidationError) as caught:
-        converter.structure(data, MessageManager)
+        converter.structure(_sample_with(index, path, value), MessageManager)
     assert _nested_text(caught.value, expected)

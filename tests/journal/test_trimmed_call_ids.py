@@ -159,6 +159,13 @@ def _version_3_journal(path: Path, branch_id: str) -> None:
     connection.close()
 
 
+def _back_to_3(store: Any) -> None:
+    """Take a journal back to schema version 3: no call-id column."""
+    store.tx.execute("DROP INDEX lionexec_messages_call")
+    store.tx.execute("ALTER TABLE lionexec_messages DROP COLUMN call_id")
+    store.tx.execute("UPDATE lionexec_schema_version SET version = 3")
+
+
 async def test_migration_4_indexes_the_call_ids_already_journaled(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     branch_id = "3de81226-fa99-4f03-8c16-38ac03062f07"
@@ -194,12 +201,7 @@ async def test_migration_4_runs_on_every_sql_backend(durable: JournalFactory) ->
             async with branch:
                 await branch.act([call("old"), call("older", n="bad")])
 
-            def back_to_3(store: Any) -> None:
-                store.tx.execute("DROP INDEX lionexec_messages_call")
-                store.tx.execute("ALTER TABLE lionexec_messages DROP COLUMN call_id")
-                store.tx.execute("UPDATE lionexec_schema_version SET version = 3")
-
-            await journal.backend.run(back_to_3)
+            await journal.backend.run(_back_to_3)
         async with journals.new() as journal:
             wanted = ["old", "older", "new"]
             known = await journal._run(lambda s: s.known_call_ids(str(branch.id), wanted))
@@ -223,12 +225,7 @@ async def test_migration_4_reads_a_call_id_utf8_cannot_hold(durable: JournalFact
             async with branch:
                 await journal.flush()
 
-            def back_to_3(store: Any) -> None:
-                store.tx.execute("DROP INDEX lionexec_messages_call")
-                store.tx.execute("ALTER TABLE lionexec_messages DROP COLUMN call_id")
-                store.tx.execute("UPDATE lionexec_schema_version SET version = 3")
-
-            await journal.backend.run(back_to_3)
+            await journal.backend.run(_back_to_3)
         async with journals.new() as journal:
             known = await journal._run(lambda s: s.known_call_ids(str(branch.id), ["c\ufffd"]))
     assert known == {"c\ufffd"}
