@@ -38,13 +38,14 @@ Endpoints (JSON in, JSON out):
     Refused before anything is recorded (and before a conversation is created): a body that is
     not a JSON object, invalid JSON, JSON nested deeper than ``max_json_depth``, an integer
     longer than Python will convert (4,300 digits), ``NaN``/``Infinity`` literals or a number
-    that overflows to infinity, the same limits broken inside a call's ``arguments`` string,
-    an object that repeats a name (JSON readers differ on which value counts), a missing or
-    malformed field, an unreadable tool call, one call id twice, no call at all, or more than
-    ``max_calls`` calls: 400, naming the problem. A body over ``max_body`` bytes gets a 413;
-    one that does not arrive within ``body_timeout`` seconds a 408. (An ``arguments`` string
-    that is simply not JSON, or repeats a name, is a model's mistake, not an attack: the call
-    is recorded ``invalid``, as ``Branch.act`` reads it, so the model can correct itself.)
+    that overflows to infinity, the same limits broken inside a call's argument string (Chat
+    ``function.arguments``, Responses ``arguments``, Anthropic ``input``), an object that
+    repeats a name (JSON readers differ on which value counts), a missing or malformed field,
+    an unreadable tool call, one call id twice, no call at all, or more than ``max_calls``
+    calls: 400, naming the problem. A body over ``max_body`` bytes gets a 413; one that does
+    not arrive within ``body_timeout`` seconds a 408. (An ``arguments`` string that is simply
+    not JSON, or repeats a name, is a model's mistake, not an attack: the call is recorded
+    ``invalid``, as ``Branch.act`` reads it, so the model can correct itself.)
 
     Retrying is safe: a call whose id is already in the conversation is not run again; its
     recorded response is returned (whatever its outcome was, ``cancelled`` included). The
@@ -1836,15 +1837,10 @@ def _parsed_arguments(tool_call: object, index: int, config: ServerConfig) -> ob
     ``Branch.act`` to record as an ``invalid`` call. Act gets the parsed object, so it never
     parses model text with looser rules than these.
     """
-    if not isinstance(tool_call, dict):
+    slot = _arguments_slot(tool_call)
+    if slot is None:
         return tool_call
-    spec = tool_call.get("function")
-    if tool_call.get("type") == "function" and isinstance(spec, dict):
-        holder, key = spec, "arguments"
-    elif isinstance(tool_call.get("arguments"), str):
-        holder, key = tool_call, "arguments"
-    else:
-        return tool_call
+    holder, key = slot
     raw = holder.get(key)
     if not isinstance(raw, str) or not raw.strip():
         return tool_call
@@ -1855,9 +1851,26 @@ def _parsed_arguments(tool_call: object, index: int, config: ServerConfig) -> ob
         if exc.hostile:
             raise HTTPError(400, str(exc)) from None
         return tool_call
-    if holder is spec:
-        return {**tool_call, "function": {**spec, key: parsed}}
+    if holder is not tool_call:
+        return {**tool_call, "function": {**holder, key: parsed}}
     return {**tool_call, key: parsed}
+
+
+def _arguments_slot(tool_call: object) -> tuple[dict[str, Any], str] | None:
+    """``(holder, key)`` of the arguments :func:`read_proposal` reads from *tool_call*, in
+    its order of shapes: Chat ``function.arguments``, Anthropic ``tool_use`` ``input``,
+    Responses ``function_call`` ``arguments``, or a plain ``{"function", "arguments"}``."""
+    if not isinstance(tool_call, dict):
+        return None
+    kind = tool_call.get("type")
+    spec = tool_call.get("function")
+    if kind == "function" and isinstance(spec, dict):
+        return spec, "arguments"
+    if kind == "tool_use":
+        return tool_call, "input"
+    if kind == "function_call" or ("function" in tool_call and "arguments" in tool_call):
+        return tool_call, "arguments"
+    return None
 
 
 def _same_call(function: str, arguments: dict[str, Any], call: Call) -> bool:

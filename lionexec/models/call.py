@@ -97,7 +97,8 @@ class Endpoint:
         api: ``"chat"`` (Chat Completions), ``"responses"`` or ``"anthropic"`` (Messages).
         headers: extra request headers.
         timeout: seconds for connecting and between bytes read (httpx semantics), or ``None``.
-        max_body_bytes: the largest response body read (default 16 MiB); more is an error.
+        max_body_bytes: the largest response body read (default 16 MiB), counted decoded
+            (decompressed) as it arrives, streamed or not; more is an error.
     """
 
     base_url: str = attrs.field(validator=attrs.validators.instance_of(str))
@@ -398,10 +399,13 @@ async def _provider_error(response: httpx.Response) -> ProviderError:
 
 
 async def _read_body(response: httpx.Response, limit: int) -> bytes:
+    """The decoded (decompressed) body, refused once it exceeds *limit* bytes: a compressed
+    body is counted as it decompresses, so a small one that expands too far is refused after
+    the read that crosses the limit."""
     parts: list[bytes] = []
     size = 0
     try:
-        async for part in response.aiter_raw():
+        async for part in response.aiter_bytes():
             size += len(part)
             if size > limit:
                 raise MalformedResponseError(
@@ -409,11 +413,20 @@ async def _read_body(response: httpx.Response, limit: int) -> bytes:
                     body=b"".join(parts)[:4096].decode("utf-8", "replace"),
                 )
             parts.append(part)
+    except httpx.DecodingError as exc:
+        raise _undecodable(response, exc) from exc
     except httpx.TransportError as exc:
         raise StreamTruncatedError(
             f"response body cut short after {size} bytes: {exc!r}", chunks=0
         ) from exc
     return b"".join(parts)
+
+
+def _undecodable(response: httpx.Response, exc: httpx.DecodingError) -> MalformedResponseError:
+    encoding = response.headers.get("content-encoding", "")
+    return MalformedResponseError(
+        f"provider sent a body that cannot be decoded (content-encoding {encoding!r}): {exc}"[:300]
+    )
 
 
 def _reject_constant(name: str) -> float:
@@ -606,28 +619,57 @@ def parse_anthropic(body: Mapping[str, Any]) -> ModelResponse:
 async def _sse_chunks(response: httpx.Response, limit: int) -> AsyncGenerator[Any, None]:
     """Each server-sent event's data: parsed JSON, or the string ``"[DONE]"``.
 
-    Raises :class:`MalformedResponseError` once the stream exceeds *limit* characters.
+    Raises :class:`MalformedResponseError` once the stream exceeds *limit* bytes (decoded),
+    checked on every read: lines are split here, so a line that never ends is refused as soon
+    as it passes the limit, not buffered whole.
     """
     data: list[str] = []
+    pending = bytearray()  # the unfinished line
     size = 0
-    async for line in response.aiter_lines():
-        size += len(line) + 1
-        if size > limit:
-            raise MalformedResponseError(f"streamed response exceeds {limit} characters")
-        if line == "":
-            if data:
-                text = "\n".join(data)
-                data.clear()
-                yield text if text.strip() == "[DONE]" else _loads(text)
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        if field == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
+    try:
+        async for part in response.aiter_bytes():
+            size += len(part)
+            if size > limit:
+                raise MalformedResponseError(f"streamed response exceeds {limit} bytes")
+            for line in _lines(pending, part):
+                if line:
+                    _keep_data(line, data)
+                elif data:
+                    text = "\n".join(data)
+                    data.clear()
+                    yield text if text.strip() == "[DONE]" else _loads(text)
+    except httpx.DecodingError as exc:
+        raise _undecodable(response, exc) from exc
+    _keep_data(bytes(pending.rstrip(b"\r")), data)  # the last line, if the stream did not end it
     if data:
         text = "\n".join(data)
         yield text if text.strip() == "[DONE]" else _loads(text)
+
+
+def _keep_data(line: bytes, data: list[str]) -> None:
+    """Append the value of a ``data`` field *line* to *data* (other fields and comments, and
+    a blank *line*, are ignored here)."""
+    field, _, value = line.decode("utf-8", "replace").partition(":")
+    if field == "data":
+        data.append(value[1:] if value.startswith(" ") else value)
+
+
+def _lines(pending: bytearray, part: bytes) -> list[bytes]:
+    """The lines *part* completes, without their ends (``\\r\\n``, ``\\n`` or ``\\r``); the
+    unfinished rest stays in *pending*. A line ended by ``\\r`` waits there for the next part,
+    which may start with the ``\\n`` of the same line end."""
+    lines: list[bytes] = []
+    for piece in part.splitlines(keepends=True):
+        if pending.endswith(b"\r"):
+            lines.append(bytes(pending[:-1]))
+            pending.clear()
+            if piece == b"\n":
+                continue
+        pending += piece
+        if pending.endswith(b"\n"):
+            lines.append(bytes(pending.rstrip(b"\r\n")))
+            pending.clear()
+    return lines
 
 
 @attrs.define

@@ -601,6 +601,58 @@ async def test_arguments_that_are_merely_not_json_are_recorded_invalid() -> None
     assert reply.json()["messages"][0]["outcome"] == "invalid"
 
 
+SHAPES = {  # every tool call shape read_proposal reads, its arguments as a raw string
+    "chat": lambda raw: {
+        "id": "1",
+        "type": "function",
+        "function": {"name": "counted", "arguments": raw},
+    },
+    "anthropic": lambda raw: {"type": "tool_use", "id": "1", "name": "counted", "input": raw},
+    "responses": lambda raw: {
+        "type": "function_call",
+        "call_id": "1",
+        "name": "counted",
+        "arguments": raw,
+    },
+    "plain": lambda raw: {"function": "counted", "arguments": raw, "call_id": "1"},
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ('{"key": NaN}', "tool_calls[0] arguments: NaN is not a JSON number"),
+        ('{"key": ' + "[" * 40 + "]" * 40 + "}", "tool_calls[0] arguments is nested more than 32"),
+        ('{"key": ' + "1" * 5000 + "}", "tool_calls[0] arguments has an integer longer than 4300"),
+    ],
+    ids=["nan", "deep", "long-int"],
+)
+async def test_every_shapes_argument_string_is_held_to_the_limits(
+    shape: str, arguments: str, message: str
+) -> None:
+    app = make_app()
+    body = act_text(json.dumps([SHAPES[shape](arguments)]))
+    with trio.fail_after(BUDGET):
+        async with serving(app) as client:
+            reply = await client.post("/v1/act", content=body)
+    assert reply.status_code == 400, reply.text
+    assert strict_loads(reply.content)["error"].startswith(message), reply.json()
+    assert app.conversations == {}  # nothing recorded, no conversation created
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+async def test_every_shapes_argument_string_still_runs_when_it_is_fine(shape: str) -> None:
+    app = make_app()
+    body = act_text(json.dumps([SHAPES[shape]('{"key": "fine-' + shape + '"}')]))
+    with trio.fail_after(BUDGET):
+        async with serving(app) as client:
+            reply = await client.post("/v1/act", content=body)
+    assert reply.status_code == 200, reply.text
+    (message,) = reply.json()["messages"]
+    assert (message["outcome"], message["content"]) == ("completed", f"ran fine-{shape}")
+
+
 # -- strict JSON out -----------------------------------------------------------------------------
 
 
