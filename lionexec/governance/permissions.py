@@ -15,6 +15,7 @@ import pathlib
 import posixpath
 import re
 import shlex
+import sys
 import types
 import typing
 import weakref
@@ -275,6 +276,11 @@ def _is_path_annotation(annotation: object) -> bool:
 # -- patterns -------------------------------------------------------------------------------
 
 
+#: A path pattern's segment: literal, a glob (case-sensitive, or case-ignoring), or ``None``
+#: for ``**``.
+_Segment: TypeAlias = "str | re.Pattern[str] | _FoldedGlob | None"
+
+
 @attrs.frozen
 class _Pattern:
     """One rule pattern, compiled for one subject kind."""
@@ -285,7 +291,7 @@ class _Pattern:
     literal: bool  # no wildcard: may name a subject containing control operators
     regex: re.Pattern[str] | None  # text and command kinds: the whole subject
     absolute: bool  # path kind
-    segments: tuple[str | re.Pattern[str] | None, ...]  # path kind; None is "**"
+    segments: tuple[_Segment, ...]  # path kind
     base: int  # path kind: leading literal segments, which ".." may not climb out of
     anything: bool  # "*" or "**" alone: every well-formed subject
 
@@ -303,7 +309,7 @@ def _compile(source: str, kind: SubjectKind, basename: bool = False) -> _Pattern
         return _Pattern(source, body, ignore_case, literal, regex, False, (), 0, anything)
     absolute = body.startswith("/")
     parts = [part for part in body.split("/") if part not in ("", ".")]
-    segments: list[str | re.Pattern[str] | None] = []
+    segments: list[_Segment] = []
     base = 0
     in_base = True
     for part in parts:
@@ -313,8 +319,11 @@ def _compile(source: str, kind: SubjectKind, basename: bool = False) -> _Pattern
         elif _WILDCARDS.search(part) is None:
             segments.append(part.casefold() if ignore_case else part)
             base += in_base
+        elif ignore_case:
+            segments.append(_FoldedGlob.of(part))
+            in_base = False
         else:
-            segments.append(re.compile(_segment_regex(part), flags))
+            segments.append(re.compile(_segment_regex(part), re.DOTALL))
             in_base = False
     return _Pattern(
         source, body, ignore_case, literal, None, absolute, tuple(segments), base, anything
@@ -330,35 +339,16 @@ def _segment_regex(glob: str) -> str:
     catastrophically on a long hostile segment.
     """
     pieces: list[str] = []  # "" is a star
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        i += 1
-        if c == "*":
+    for wildcard, text, negate in _glob_tokens(glob):
+        if wildcard == "*":
             if not pieces or pieces[-1]:
                 pieces.append("")
-        elif c == "?":
+        elif wildcard == "?":
             pieces.append(".")
-        elif c == "[":
-            j = i
-            if j < n and glob[j] in "!^":
-                j += 1
-            if j < n and glob[j] == "]":
-                j += 1
-            while j < n and glob[j] != "]":
-                j += 1
-            if j >= n:  # no closing bracket: a literal "["
-                pieces.append(re.escape(c))
-                continue
-            inner = glob[i:j]
-            i = j + 1
-            negate = inner[:1] in ("!", "^")
-            if negate:
-                inner = inner[1:]
-            inner = inner.replace("\\", "\\\\").replace("[", "\\[")
-            pieces.append(f"[^{inner}]" if negate else f"[{inner}]")
+        elif wildcard == "[":
+            pieces.append(f"[^{text}]" if negate else f"[{text}]")
         else:
-            pieces.append(re.escape(c))
+            pieces.append(re.escape(text))
     out: list[str] = []
     k = 0
     while k < len(pieces) and pieces[k]:
@@ -375,6 +365,134 @@ def _segment_regex(glob: str) -> str:
         else:
             out.append(f"(?>.*?{''.join(chunk)})")
     return "".join(out)
+
+
+def _glob_tokens(glob: str) -> Iterator[tuple[str, str, bool]]:
+    """The segment glob *glob* read: ``("*", "", False)``, ``("?", "", False)``,
+    ``("[", set, negated)`` (the set as a regular expression set holds it) or
+    ``("", character, False)``; an unclosed ``[`` is a literal character."""
+    i, n = 0, len(glob)
+    while i < n:
+        c = glob[i]
+        i += 1
+        if c in "*?":
+            yield c, "", False
+        elif c == "[":
+            j = i
+            if j < n and glob[j] in "!^":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:  # no closing bracket: a literal "["
+                yield "", c, False
+                continue
+            inner = glob[i:j]
+            i = j + 1
+            negate = inner[:1] in ("!", "^")
+            if negate:
+                inner = inner[1:]
+            yield "[", inner.replace("\\", "\\\\").replace("[", "\\["), negate
+        else:
+            yield "", c, False
+
+
+@functools.cache
+def _foldings() -> tuple[tuple[str, str], ...]:
+    """Every character whose case folding is not itself, with its folding (found once, when
+    the first case-ignoring path pattern with a wildcard is compiled)."""
+    changed: list[tuple[str, str]] = []
+    everything = "".join(map(chr, range(sys.maxunicode + 1)))
+    for start in range(0, len(everything), 256):
+        block = everything[start : start + 256]
+        if block.casefold() != block:  # (most blocks fold to themselves)
+            changed.extend((c, c.casefold()) for c in block if c.casefold() != c)
+    return tuple(changed)
+
+
+#: A step of a :class:`_FoldedGlob`: ``None`` is a star, a string a run of folded literal
+#: characters, and a pair one character of the subject as written (``?`` or a set): a
+#: regular expression for one folded character (``None``: any) and the longer foldings.
+_Step: TypeAlias = "str | tuple[re.Pattern[str] | None, tuple[str, ...]] | None"
+
+
+@attrs.frozen
+class _FoldedGlob:
+    """A segment glob with wildcards of a case-ignoring path pattern, matched against the
+    case-folded segment: its literal characters folded, ``?`` and ``[...]`` each one
+    character of the subject as written, so its folding, which may be longer (``ß`` folds to
+    ``ss``): ``?`` any character's, ``[...]`` (``[!...]``) that of a character the set
+    matches (does not match) ignoring case.
+
+    The foldings vary in length, so chunks between stars cannot be committed to as
+    :func:`_segment_regex` does; the segment is read once per step instead, keeping every
+    position reachable so far as one bit of an integer (no backtracking).
+    """
+
+    steps: tuple[_Step, ...]
+
+    @classmethod
+    def of(cls, glob: str) -> _FoldedGlob:
+        steps: list[_Step] = []
+        longer = tuple(sorted({f for _, f in _foldings() if len(f) > 1}))
+        for wildcard, text, negate in _glob_tokens(glob):
+            if wildcard == "*":
+                if not steps or steps[-1] is not None:
+                    steps.append(None)
+            elif wildcard == "?":
+                steps.append((None, longer))
+            elif wildcard == "[":
+                member = re.compile(f"[{text}]", re.IGNORECASE | re.DOTALL)
+                folds = {f for c, f in _foldings() if (member.match(c) is None) == negate}
+                one = f"(?i:[^{text}])" if negate else f"(?i:[{text}])"
+                singles = "".join(re.escape(f) for f in sorted(folds) if len(f) == 1)
+                if singles:
+                    one += f"|[{singles}]"
+                longer_ones = tuple(sorted(f for f in folds if len(f) > 1))
+                steps.append((re.compile(one, re.DOTALL), longer_ones))
+            elif steps and isinstance(steps[-1], str):
+                steps[-1] += text.casefold()
+            else:
+                steps.append(text.casefold())
+        return cls(tuple(steps))
+
+    def fullmatch(self, segment: str) -> bool:
+        """Whether the case-folded *segment* matches."""
+        n = len(segment)
+        present = set(segment)
+
+        def where(test: Callable[[str], object]) -> int:
+            """The positions of the characters passing *test*, as bits."""
+            table = {ord(c): "1" if test(c) else "0" for c in present}
+            return int(segment.translate(table)[::-1] or "0", 2)
+
+        @functools.cache
+        def starts(text: str) -> int:
+            """The positions *text* starts at, as bits."""
+            if not set(text) <= present:
+                return 0
+            bits = (1 << n) - 1
+            for k, c in enumerate(text):
+                bits &= where(c.__eq__) >> k
+            return bits
+
+        reachable = 1  # bit i: the steps so far can match segment[:i]
+        for step in self.steps:
+            if step is None:  # a star: every position from the first reachable one
+                reachable = ((1 << (n + 1)) - 1) & ~((reachable & -reachable) - 1)
+            elif isinstance(step, str):
+                reachable = (reachable & starts(step)) << len(step)
+            else:
+                one, folds = step
+                bits = (1 << n) - 1 if one is None else where(one.fullmatch)
+                after = (reachable & bits) << 1
+                for fold in folds:
+                    after |= (reachable & starts(fold)) << len(fold)
+                reachable = after
+            if not reachable:
+                return False
+        return bool(reachable >> n & 1)
 
 
 def _command_pattern(body: str, basename: bool) -> str:
@@ -430,9 +548,7 @@ def _path_matches(path: _Path, pattern: _Pattern) -> bool:
     return _segments_match(segments, pattern.segments)
 
 
-def _segments_match(
-    segments: Sequence[str], pattern: Sequence[str | re.Pattern[str] | None]
-) -> bool:
+def _segments_match(segments: Sequence[str], pattern: Sequence[_Segment]) -> bool:
     # reachable[j]: the first i segments can be matched by the first j pattern items
     reachable = [True] + [False] * len(pattern)
     for j, item in enumerate(pattern):
@@ -1019,7 +1135,12 @@ class PermissionPolicy:
 
     The pattern ``"*"`` (or ``"**"``) alone matches every well-formed subject of any kind.
     Matching is case-sensitive; a pattern marked with :data:`IGNORE_CASE` (see
-    :func:`ignoring_case`) matches ignoring case (Unicode case folding: ``ſ`` is ``s``).
+    :func:`ignoring_case`) matches ignoring case (Unicode case folding: ``ſ`` is ``s``). A
+    path pattern then matches exactly the subjects whose case folding (:meth:`str.casefold`:
+    ``ß`` is ``ss``) its folding matches, ``?`` and ``[...]`` each standing for one character
+    of the subject as written, whose folding may be longer: ``(?i)/x/stra?e`` matches
+    ``/x/straße``, so ``/x/STRASSE`` and ``/x/strasse`` too, which fold alike; ``[...]``
+    compares ignoring case (``[!...]``: it does not match).
     Tool names in rules are compared exactly with the registered name.
 
     The order: ``deny`` rules, then ``allow`` rules, then ``escalate`` rules; within each,
