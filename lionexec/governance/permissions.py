@@ -294,19 +294,27 @@ class _Pattern:
     segments: tuple[_Segment, ...]  # path kind
     base: int  # path kind: leading literal segments, which ".." may not climb out of
     anything: bool  # "*" or "**" alone: every well-formed subject
+    # text and command kinds ignoring case, with a ? or [...]: the glob (else the regex is of
+    # the folded pattern, for the folded subject)
+    folded: _FoldedGlob | None = None
 
 
 @functools.lru_cache(maxsize=4096)
 def _compile(source: str, kind: SubjectKind, basename: bool = False) -> _Pattern:
     ignore_case = source.startswith(IGNORE_CASE)
     body = source[len(IGNORE_CASE) :] if ignore_case else source
-    flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
     literal = _WILDCARDS.search(body) is None
     anything = body in ("*", "**")
     if kind != "path":
         text = _command_pattern(body, basename) if kind == "command" else body
-        regex = re.compile(fnmatch.translate(text), flags)
-        return _Pattern(source, body, ignore_case, literal, regex, False, (), 0, anything)
+        folded = None
+        if not ignore_case:
+            regex = re.compile(fnmatch.translate(text), re.DOTALL)
+        else:  # by case folding, as a path segment (re.IGNORECASE does not take ß for ss)
+            regex = re.compile(fnmatch.translate(text.casefold()), re.DOTALL)
+            if "?" in text or "[" in text:  # one character as written: its folding may be longer
+                folded = _FoldedGlob.of(text)
+        return _Pattern(source, body, ignore_case, literal, regex, False, (), 0, anything, folded)
     absolute = body.startswith("/")
     parts = [part for part in body.split("/") if part not in ("", ".")]
     segments: list[_Segment] = []
@@ -1464,8 +1472,10 @@ class PermissionPolicy:
 
 
 def _fullmatch(pattern: _Pattern, subject: str) -> bool:
+    if pattern.folded is not None:
+        return pattern.folded.fullmatch(subject.casefold())
     assert pattern.regex is not None
-    return pattern.regex.match(subject) is not None
+    return pattern.regex.match(subject.casefold() if pattern.ignore_case else subject) is not None
 
 
 _ADMITTING: Final[tuple[Behavior, ...]] = ("allow", "escalate")

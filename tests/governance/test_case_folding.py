@@ -203,3 +203,14 @@ def test_a_long_hostile_segment_does_not_make_a_case_ignoring_rule_slow() -> Non
     assert not denied(rule, "/d/" + "a" * 200_000)
     assert denied(rule, "/d/" + "A" * 1_000 + "B")
     assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("subject", ["cat /data/STRASSE.txt", "cat /data/straße.txt"])
+def test_a_case_ignoring_command_rule_folds_as_a_path_rule_does(subject: str) -> None:
+    # text and command rules used re.IGNORECASE, which does not take ß for ss (session 13)
+    policy = PermissionPolicy(
+        mode="rules", deny={"bash": ["(?i)cat *straße*"]}, allow={"bash": ["cat *"]}
+    )
+    assert policy.check("bash", subject, {}, kind="command").behavior == "deny"
+    text = PermissionPolicy(mode="rules", deny={"note": ["(?i)*straße*"]}, allow={"note": ["*"]})
+    assert text.check("note", subject, {}, kind="text").behavior == "deny"

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from lionexec.governance import PermissionPolicy
 
+from .test_case_folding import ref_matches
+
 # -- paths ------------------------------------------------------------------------------------
 
 SEGMENTS = [
@@ -318,14 +320,17 @@ TEXT = ["a", "A", "b", " ", "*", "/", "..", ";", "&", "$", "$x", "\x00", "\u0430
 
 @given(
     subject=st.lists(st.sampled_from(TEXT), max_size=6).map("".join),
-    pattern=st.lists(st.sampled_from(["a", "A", "*", "?", "[a]", "b", "/"]), max_size=4).map(
-        "".join
-    ),
+    tokens=st.lists(st.sampled_from(["a", "A", "*", "?", "[a]", "b", "/", "ß", "s"]), max_size=4),
     ignore_case=st.booleans(),
 )
+@example(subject="STRASSE", tokens=["*", "ß", "*"], ignore_case=True)
+@example(subject="ß", tokens=["?"], ignore_case=True)
 def test_text_rules_are_case_sensitive_globs_unless_marked(
-    subject: str, pattern: str, ignore_case: bool
+    subject: str, tokens: list[str], ignore_case: bool
 ) -> None:
+    # ignoring case, a text rule matches as a case-ignoring path segment does: by case
+    # folding (ß is ss), ? and [...] one character of the subject as written
+    pattern = "".join(tokens)
     rule = f"(?i){pattern}" if ignore_case else pattern
     policy = PermissionPolicy(mode="rules", allow={"note": [rule]})
     admitted = policy.check("note", subject, {}, kind="text").allowed
@@ -334,11 +339,13 @@ def test_text_rules_are_case_sensitive_globs_unless_marked(
         or re.search(r"\$[\w({@*#?!$'\"-]", subject) is not None
     )
     if ignore_case:
-        glob = fnmatch.fnmatchcase(subject.lower(), pattern.lower())
+        glob = ref_matches(tokens, subject) if subject else pattern.strip("*") == ""
     else:
         glob = fnmatch.fnmatchcase(subject, pattern)
     literal = not any(c in pattern for c in "*?[")
-    named = literal and (subject.lower() == pattern.lower() if ignore_case else subject == pattern)
+    named = literal and (
+        subject.casefold() == pattern.casefold() if ignore_case else subject == pattern
+    )
     assert admitted == (named if operator else glob), (rule, subject)
 
 
