@@ -489,7 +489,13 @@ def main(argv: Sequence[str] = ()) -> int:
             parser.error(f"--log {args.log}: cannot write the event log there: {problem}")
     log_path = args.log or Path(tempfile.mkdtemp(prefix="lionexec-demo-")) / "events.jsonl"
     trio.run(run_demo, sys.stdout, log_path)
-    trio.run(run_durable_demo, sys.stdout, log_path.parent / "durable")
+    try:  # a directory of its own each run (a journal left by an earlier run is not reused)
+        durable = Path(tempfile.mkdtemp(prefix="durable-", dir=log_path.parent))
+    except OSError as exc:
+        parser.error(
+            f"--log {log_path}: cannot make the durable part's directory beside it: {exc}"
+        )
+    trio.run(run_durable_demo, sys.stdout, durable)
     return 0
 
 

@@ -68,7 +68,11 @@ def test_demo_main_writes_the_log_where_asked(
     monkeypatch.setattr(trio, "run", functools.partial(trio.run, clock=clock))
     assert demo.main(["--log", str(tmp_path / "x.jsonl")]) == 0
     assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 9
-    assert (tmp_path / "durable" / "journal.db").exists()  # the durable part ran too
+    [durable] = tmp_path.glob("durable-*")
+    assert (durable / "journal.db").exists()  # the durable part ran too
+    # again with the same --log: a directory of its own (it reused the journal and failed)
+    assert demo.main(["--log", str(tmp_path / "x.jsonl")]) == 0
+    assert len(list(tmp_path.glob("durable-*/journal.db"))) == 2
 
 
 @pytest.mark.parametrize(

@@ -162,7 +162,12 @@ def _load(spec: str) -> Any:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ValueError("expected MODULE:ATTRIBUTE")
-    value: Any = importlib.import_module(module_name)
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError:
+        raise
+    except Exception as exc:  # the module itself failed (a SyntaxError, an error it raised)
+        raise ImportError(f"importing {module_name} failed: {exc!r}") from exc
     for part in attribute.split("."):
         value = getattr(value, part)
     return value

@@ -39,10 +39,11 @@ T = TypeVar("T")
 MIGRATION_LOCK: Final = 0x6C696F6E65786563 & 0x7FFFFFFFFFFFFFFF
 
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
-#: A password given as a parameter: of a URL's query (``?password=...``) or of a keyword
-#: connection string (``password='...'``).
-_PASSWORD_PARAMETER = re.compile(
-    r"((?:^|[?&\s])(?:password|sslpassword)\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)",
+#: A password given as a parameter of a URL's query (``?password=...``)
+_QUERY_PASSWORD = re.compile(r"([?&](?:password|sslpassword)=)[^&#]*", re.IGNORECASE)
+#: ... or of a keyword connection string (``password='...'``; unquoted, ``\`` escapes)
+_KEYWORD_PASSWORD = re.compile(
+    r"((?:^|\s)(?:password|sslpassword)\s*=\s*)(?:'(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])*)",
     re.IGNORECASE,
 )
 
@@ -50,7 +51,9 @@ _PASSWORD_PARAMETER = re.compile(
 def redact(url: str) -> str:
     """*url* without its password (for messages and logs): in its ``user:password@`` part,
     or as a ``password`` (or ``sslpassword``) parameter of its query or of a keyword string."""
-    return _PASSWORD_PARAMETER.sub(r"\1***", _PASSWORD.sub(r"\1***@", url))
+    if "://" in url:
+        return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***@", url))
+    return _KEYWORD_PASSWORD.sub(r"\1***", url)
 
 
 def _placeholders(sql: str) -> str:

@@ -24,7 +24,7 @@ import attrs
 import trio
 
 from .api import open_journal
-from .cli import _load
+from .cli import _load, _tools
 from .errors import JournalError
 from .worker import Worker
 
@@ -52,10 +52,14 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
-        tools = _load(args.tools)
+        tools = _tools(args.tools)
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        print(f"error: --tools {args.tools}: {exc}", file=sys.stderr)
+        return 2
+    try:
         limits = _load(args.limits) if args.limits else None
     except (ImportError, AttributeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: --limits {args.limits}: {exc}", file=sys.stderr)
         return 2
     try:
         trio.run(_run, args, tools, limits, stdout)

@@ -121,6 +121,9 @@ def test_redact_removes_a_keyword_strings_password() -> None:
 
     assert redact("host=h password='se cr\\'et' dbname=x") == "host=h password=*** dbname=x"
     assert redact("host=h password=secret") == "host=h password=***"
+    # unquoted: & is an ordinary character, and a backslash escapes the next one
+    assert redact("host=db password=sec&ret dbname=x") == "host=db password=*** dbname=x"
+    assert redact("host=db password=top\\ secret dbname=x") == "host=db password=*** dbname=x"
 
 
 async def test_a_lost_connection_fails_the_call_unrun_and_keeps_what_was_committed(

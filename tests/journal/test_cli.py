@@ -159,3 +159,31 @@ def test_the_module_entry_point(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "calls: 2 (unfinished 2)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("attribute", "problem"),
+    [
+        ("NOT_TOOLS", "expected an ActionManager or a list of tools, got int 42"),
+        ("STRINGS", "cannot register str 'a string': not a Tool or callable"),
+    ],
+)
+def test_the_worker_names_a_tools_attribute_that_is_not_tools(
+    attribute: str, problem: str, capsys: Any
+) -> None:
+    from lionexec.journal import worker_cli
+
+    spec = f"{__name__}:{attribute}"
+    assert worker_cli.main(["--database", ":memory:", "--tools", spec]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --tools {spec}: {problem}")
+
+
+def test_a_tools_module_that_fails_to_import_is_named(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "broken_tools_mod.py").write_text("raise RuntimeError('boom at import')\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert run("recover", ":memory:", "--tools", "broken_tools_mod:tools") == (2, "")
+    finally:
+        sys.path.remove(str(tmp_path))
+    err = capsys.readouterr().err
+    assert "importing broken_tools_mod failed: RuntimeError('boom at import')" in err
