@@ -1327,14 +1327,15 @@ class PermissionPolicy:
         return self._deny(tool_name, action, "no rule matched; denied by default")
 
     def _check_text(self, tool_name: str, action: str) -> PermissionDecision:
+        subject = _Subject(action)
         for key, pattern in self._patterns("deny", tool_name, "text"):
-            if pattern.anything or _fullmatch(pattern, action):
+            if pattern.anything or _fullmatch(pattern, subject):
                 return self._decision("deny", tool_name, action, key, pattern)
         if SHELL_CONTROL.search(action):
             return self._operators(tool_name, action, "a shell control operator")
         for behavior in _ADMITTING:
             for key, pattern in self._patterns(behavior, tool_name, "text"):
-                if pattern.anything or _fullmatch(pattern, action):
+                if pattern.anything or _fullmatch(pattern, subject):
                     return self._decision(behavior, tool_name, action, key, pattern)
         return self._by_default(tool_name, action)
 
@@ -1361,7 +1362,8 @@ class PermissionPolicy:
             problem = None
         except _Refused as exc:
             command, problem = None, str(exc)
-        candidates = [action] if command is None else [action, *command.denied_forms]
+        forms = [action] if command is None else [action, *command.denied_forms]
+        candidates = [_Subject(form) for form in forms]
         for key, pattern in self._patterns("deny", tool_name, "command"):
             if pattern.anything or any(_fullmatch(pattern, c) for c in candidates):
                 return self._decision("deny", tool_name, action, key, pattern)
@@ -1379,9 +1381,10 @@ class PermissionPolicy:
         if len(command.written) != 1:  # pragma: no cover - only control operators split one
             return self._deny(tool_name, action, f"command {action!r} is not one command")
         [full] = command.written
+        written = _Subject(full)
         for behavior in _ADMITTING:
             for key, pattern in self._patterns(behavior, tool_name, "command"):
-                if pattern.anything or _fullmatch(pattern, full):
+                if pattern.anything or _fullmatch(pattern, written):
                     return self._decision(behavior, tool_name, action, key, pattern)
         return self._by_default(tool_name, action)
 
@@ -1471,11 +1474,29 @@ class PermissionPolicy:
         return attrs.evolve(decision, behavior="deny", reason=reason)
 
 
-def _fullmatch(pattern: _Pattern, subject: str) -> bool:
+class _Subject:
+    """A text or command subject and, once a pattern asks, its case folding (folded once per
+    check, however many case-ignoring rules ask)."""
+
+    __slots__ = ("_folded", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._folded: str | None = None
+
+    @property
+    def folded(self) -> str:
+        if self._folded is None:
+            self._folded = self.text.casefold()
+        return self._folded
+
+
+def _fullmatch(pattern: _Pattern, subject: _Subject) -> bool:
     if pattern.folded is not None:
-        return pattern.folded.fullmatch(subject.casefold())
+        return pattern.folded.fullmatch(subject.folded)
     assert pattern.regex is not None
-    return pattern.regex.match(subject.casefold() if pattern.ignore_case else subject) is not None
+    text = subject.folded if pattern.ignore_case else subject.text
+    return pattern.regex.match(text) is not None
 
 
 _ADMITTING: Final[tuple[Behavior, ...]] = ("allow", "escalate")
