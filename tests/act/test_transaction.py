@@ -635,7 +635,9 @@ async def test_cancelled_response_is_written_before_cancellation_propagates(
     assert record.event.status is S.CANCELLED
 
 
-async def test_cancellation_while_a_gate_decides_records_cancelled(branch: Branch) -> None:
+async def test_cancellation_while_a_gate_decides_records_cancelled(
+    branch: Branch, autojump_clock: trio.abc.Clock
+) -> None:
     async def slow_gate(inv: ToolInvocation) -> bool:
         await trio.sleep_forever()
         raise AssertionError
@@ -750,10 +752,14 @@ async def test_calls_that_never_started_are_announced_when_the_batch_is_cancelle
     check_history(branch)
 
 
-async def test_cancelled_responses_have_a_stable_message(branch: Branch) -> None:
+async def test_cancelled_responses_have_a_stable_message(
+    branch: Branch, autojump_clock: trio.abc.Clock
+) -> None:
     with trio.move_on_after(0.01):
         await branch.act([call("slow"), call("slow")])
-    for response in branch.messages.responses():
+    responses = branch.messages.responses()
+    assert len(responses) == 2
+    for response in responses:
         assert response.content.error is not None
         assert response.content.error.type == "Cancelled"
         assert "0x" not in response.content.error.message

@@ -212,7 +212,7 @@ class RaisingStream(Event):
 
 @pytest.mark.parametrize("cls", [RaisingInvoke, RaisingStream])
 async def test_an_override_raising_fails_its_event_and_its_siblings_complete(
-    cls: type[Event],
+    cls: type[Event], autojump_clock: trio.abc.Clock
 ) -> None:
     processor = Processor(queue_capacity=10, capacity_refresh_time=1, concurrency_limit=None)
     sibling, raising = Slow(), cls(streaming=cls is RaisingStream)

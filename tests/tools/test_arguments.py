@@ -174,7 +174,13 @@ def test_the_runtime_parameter_cannot_be_supplied() -> None:
 @given(
     st.dictionaries(
         st.sampled_from(["width", "colour", "note", "other"]),
-        st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=4), st.none()),
+        st.one_of(
+            st.integers(),
+            st.floats(allow_nan=True),
+            st.text(max_size=4),
+            st.none(),
+            st.sampled_from(["red", "blue", Colour.RED, Colour.BLUE]),  # valid ones, often
+        ),
     )
 )
 def test_validation_either_raises_validation_error_or_is_idempotent(
