@@ -66,7 +66,12 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> float:
         """Seconds to wait before retry number *retry* (counting from 0)."""
-        base = self.initial_delay * self.backoff ** min(retry, 1024)
+        base = 0.0
+        if self.initial_delay:
+            try:  # (as floats: an int backoff's power would be exact, and unbounded)
+                base = self.initial_delay * float(self.backoff) ** min(retry, 1024)
+            except OverflowError:  # past any max_delay
+                base = math.inf
         wait = min(self.max_delay, base)
         if self.jitter:
             wait += random.uniform(0, self.jitter)
@@ -132,15 +137,17 @@ async def fan_out(
         # single-call act rows of nox -s bench). A throttle's wait, or taking the limiter's
         # token, is that checkpoint.
         for index, item in enumerate(items):
-            if throttle is not None:
-                await throttle.wait()
-            elif limiter is None:
-                await trio.lowlevel.checkpoint()
             try:
                 if limiter is None:
+                    if throttle is not None:
+                        await throttle.wait()
+                    else:
+                        await trio.lowlevel.checkpoint()
                     results[index] = await func(index, item)
                 else:
-                    async with limiter:
+                    async with limiter:  # the token first: the throttle spaces real starts
+                        if throttle is not None:
+                            await throttle.wait()
                         results[index] = await func(index, item)
             except Exception as exc:
                 if not return_exceptions:
@@ -190,16 +197,25 @@ async def _concurrently(
     try:
         async with trio.open_nursery() as nursery:
             for index, item in enumerate(items):
-                if throttle is not None:
-                    await throttle.wait()
-                elif index % _SPAWN_CHECKPOINT_EVERY == _SPAWN_CHECKPOINT_EVERY - 1:
-                    await trio.lowlevel.checkpoint()  # a long spawning loop lets others run
                 if not caps:  # no token to hold (the act rows of nox -s bench)
+                    if throttle is not None:
+                        await throttle.wait()
+                    elif index % _SPAWN_CHECKPOINT_EVERY == _SPAWN_CHECKPOINT_EVERY - 1:
+                        await trio.lowlevel.checkpoint()  # a long spawning loop lets others run
                     nursery.start_soon(run, index, item)
                     continue
                 token = object()
-                for cap in caps:  # taken here, so calls start in input order
-                    await cap.acquire_on_behalf_of(token)
+                taken: list[trio.CapacityLimiter] = []
+                try:
+                    for cap in caps:  # taken here, so calls start in input order
+                        await cap.acquire_on_behalf_of(token)
+                        taken.append(cap)
+                    if throttle is not None:  # after the tokens: it spaces the real starts
+                        await throttle.wait()
+                except BaseException:  # cancelled before the call started: give them back
+                    for cap in taken:
+                        cap.release_on_behalf_of(token)
+                    raise
                 nursery.start_soon(run_holding, index, item, token)
     except BaseExceptionGroup as group:
         raise _unwrap(group) from None

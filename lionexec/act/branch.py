@@ -460,23 +460,35 @@ class Branch:
         holds every call (``retain=`` trimmed some, which its sinks keep): its own index
         (:meth:`_check_new`) knows only what it holds. One read of each sink that can say
         (``known_call_ids``)."""
+        call_ids = [p.call_id for p in proposals]
+        for call_id, sink in (await self._trimmed_call_ids(call_ids)).items():
+            raise DuplicateCallError(
+                f"call id {call_id!r} is already in this branch's history, as {sink!r} "
+                "holds it (trimmed from memory by retain=); a model may not reuse a "
+                "tool-call id",
+                call_id=call_id,
+            )
+
+    async def _trimmed_call_ids(self, call_ids: list[str]) -> dict[str, EvidenceSink]:
+        """Which of *call_ids* the durable sinks hold though the history no longer does
+        (``retain=`` trimmed them), each with a sink that holds it; one read of each sink
+        that can say (``known_call_ids``), none if the branch never trimmed."""
+        found: dict[str, EvidenceSink] = {}
+        if not self._durable or len(self.messages) == self.messages.appended:
+            return found
         index = self.messages._by_call_id
-        call_ids = [p.call_id for p in proposals if p.call_id not in index]
-        if not call_ids:
-            return
+        wanted = [call_id for call_id in call_ids if call_id not in index]
+        if not wanted:
+            return found
         for feed in self._durable:
             known_call_ids = getattr(feed.sink, "known_call_ids", None)
             if known_call_ids is None:
                 continue
-            known = await known_call_ids(call_ids)
-            for call_id in call_ids:
+            known = await known_call_ids(wanted)
+            for call_id in wanted:
                 if call_id in known:
-                    raise DuplicateCallError(
-                        f"call id {call_id!r} is already in this branch's history, as "
-                        f"{feed.sink!r} holds it (trimmed from memory by retain=); a model "
-                        "may not reuse a tool-call id",
-                        call_id=call_id,
-                    )
+                    found.setdefault(call_id, feed.sink)
+        return found
 
     def _check_held(
         self,

@@ -228,7 +228,11 @@ class RateLimiter:
         Raises:
             BudgetExceededError: as for :meth:`try_acquire` (before blocking).
         """
-        self.check(cost)
+        try:
+            self.check(cost)
+        except BaseException:
+            await trio.lowlevel.checkpoint()  # a checkpoint on every path, a refusal's too
+            raise
         await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             wait = self.try_acquire(cost)

@@ -312,7 +312,7 @@ async def _loop(
             return
         yield ToolCallsProposed(index, response.tool_calls)
         # act() records the turn with all its requests in one step, before it checkpoints.
-        turn = _turn_message(branch, response)
+        turn = await _turn_message(branch, response)
         results = await branch.act(turn, strategy=strategy, call_params=call_params)
         parked = False
         for item in results:
@@ -327,24 +327,28 @@ async def _loop(
     yield LoopResult(last.text, "max_turns", max_turns, tuple(responses))
 
 
-def _turn_message(branch: Branch, response: ModelResponse) -> dict[str, Any]:
+async def _turn_message(branch: Branch, response: ModelResponse) -> dict[str, Any]:
     """The turn as an OpenAI assistant message for :meth:`Branch.act`, which records it.
 
     Every tool call gets the call id act() will record: a model's id, unless the history
-    already holds it or the turn repeats it (a model may send anything; act() would refuse
-    the whole turn), then a fresh one. A call that cannot be read at all (no function name)
-    is a :class:`MalformedResponseError`; arguments that are not a JSON object are left for
-    act() to answer ``invalid``.
+    already holds it (on a journaled branch that ``retain=`` trimmed, the journal's history:
+    one read) or the turn repeats it (a model may send anything; act() would refuse the whole
+    turn), then a fresh one. A call that cannot be read at all (no function name) is a
+    :class:`MalformedResponseError`; arguments that are not a JSON object are left for act()
+    to answer ``invalid``.
     """
     used = {request.call_id for request in branch.messages.requests()}
-    calls: list[dict[str, Any]] = []
+    read: list[str] = []
     for item in response.tool_calls:
         try:
-            call_id = read_proposal(item).call_id
+            read.append(read_proposal(item).call_id)
         except ValueError as exc:
             raise MalformedResponseError(
                 f"the model proposed a tool call that cannot be read: {exc}", body=repr(item)
             ) from None
+    used.update(await branch._trimmed_call_ids(read))
+    calls: list[dict[str, Any]] = []
+    for item, call_id in zip(response.tool_calls, read, strict=True):
         if call_id in used:
             call_id = new_call_id()
         used.add(call_id)
