@@ -43,7 +43,7 @@ import copy
 import logging
 import math
 import uuid
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -734,52 +734,69 @@ class CallTransaction:
         event, request, response = self.event, self.request, self.response
         assert response is not None
         call_id = self.proposal.call_id
+        emit_hook = scope._emit_hook
         if event is not None:
             proposal, execution = self.proposal, event.execution
             if execution.status is _COMPLETED:
                 if _TOOL_POST in hooks.points:
-                    try:
-                        await scope._emit_hook(
+                    await self._seam(
+                        _WHERE_POST,
+                        emit_hook,
+                        lambda: emit_hook(
                             _TOOL_POST,
                             tool_name=proposal.function,
                             call_id=call_id,
                             result=summarize(execution.response),
                             duration=execution.duration,
-                        )
-                    except Exception as exc:
-                        self._failed(_WHERE_POST, exc, scope._emit_hook)
+                        ),
+                    )
             elif _TOOL_ERROR in hooks.points:
-                try:
-                    await scope._emit_hook(
+                await self._seam(
+                    _WHERE_ERROR,
+                    emit_hook,
+                    lambda: emit_hook(
                         _TOOL_ERROR,
                         tool_name=proposal.function,
                         call_id=call_id,
                         error=_copy_error(execution.error),
                         status=execution.status,
                         duration=execution.duration,
-                    )
-                except Exception as exc:
-                    self._failed(_WHERE_ERROR, exc, scope._emit_hook)
+                    ),
+                )
             if scope.observer is not None:
                 try:
                     if not (scope._keep_event is not None and scope._keep_event(event, _detached)):
                         await scope._emit_event(_detached(event), call_id=call_id)
                 except Exception as exc:
                     self._failed("observer", exc, scope._emit_event)
-        if scope.history.on_message_added:
-            try:
-                await scope.history.notify(_detached_message(request), _detached_message(response))
-            except Exception as exc:
-                self._failed("message_callback", exc, scope.history.notify)
+        history = scope.history
+        if history.on_message_added:
+            await self._seam(
+                "message_callback",
+                history.notify,
+                lambda: history.notify(_detached_message(request), _detached_message(response)),
+            )
         if _MESSAGE_ADD in hooks.points:
-            try:
-                await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(request))
-            except Exception as exc:
-                self._failed(_WHERE_MESSAGE_ADD, exc, scope._emit_hook)
-            try:
-                await scope._emit_hook(_MESSAGE_ADD, message=_detached_message(response))
-            except Exception as exc:
-                self._failed(_WHERE_MESSAGE_ADD, exc, scope._emit_hook)
+            await self._seam(
+                _WHERE_MESSAGE_ADD,
+                emit_hook,
+                lambda: emit_hook(_MESSAGE_ADD, message=_detached_message(request)),
+            )
+            await self._seam(
+                _WHERE_MESSAGE_ADD,
+                emit_hook,
+                lambda: emit_hook(_MESSAGE_ADD, message=_detached_message(response)),
+            )
+
+    async def _seam(
+        self, where: str, culprit: object, emit: Callable[[], Awaitable[object]]
+    ) -> None:
+        """Await ``emit()`` (its arguments built inside, so their failure is caught too);
+        an ``Exception`` is reported (:meth:`_failed`), never raised."""
+        try:
+            await emit()
+        except Exception as exc:
+            self._failed(where, exc, culprit)
 
     def _failed(self, where: str, exc: Exception, culprit: object) -> None:
         """Report a seam's own failure during :meth:`announce` (never raised)."""
