@@ -2,8 +2,9 @@
 
 :func:`snapshot` is a deep copy with a fast path for the JSON-shaped values tool calls are made
 of (dicts with string keys, lists, tuples and scalars); anything else goes through
-:func:`copy.deepcopy`. A value that cannot be copied (a socket, a lock, or one nested past the
-interpreter's recursion limit) is kept by reference: recording it must never fail.
+:func:`copy.deepcopy`. A leaf that cannot be copied (a socket, a lock) is kept by reference,
+and the containers around it are still copied; containers nested past the interpreter's
+recursion limit are kept by reference whole. Recording a value must never fail.
 """
 
 from __future__ import annotations
@@ -70,4 +71,7 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
         return copied
     if cls is tuple:
         return tuple(_copy(item, memo) for item in value)
-    return copy.deepcopy(value)
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # this leaf cannot be copied (or is too deep): it alone is kept
+        return value

@@ -48,6 +48,20 @@ def test_uncopyable_and_too_deep_values_are_kept_by_reference() -> None:
     assert snapshot(deep) is deep
 
 
+def test_an_uncopyable_leaf_is_shared_and_its_containers_still_copied() -> None:
+    lock = threading.Lock()
+    value = {"lock": lock, "paths": ["/a"], "nested": {"locks": [lock], "n": [1]}}
+    copied = snapshot(value)
+    assert copied["lock"] is lock
+    assert copied["nested"]["locks"][0] is lock
+    assert copied == value
+    assert not set(containers(copied)) & set(containers(value))  # every dict and list copied
+    value["paths"].append("/b")
+    value["nested"]["n"].append(2)
+    assert copied["paths"] == ["/a"]
+    assert copied["nested"]["n"] == [1]
+
+
 def test_a_shared_container_is_copied_once_and_stays_shared() -> None:
     shared: list[Any] = []
     for _ in range(60):  # 2**60 paths to the innermost list: only 61 lists to copy
