@@ -72,7 +72,7 @@ from . import approvals as _approvals
 from . import queue
 from .approvals import Approval, ApprovalGate
 from .backend import Backend, MemoryBackend
-from .errors import ApprovalNotFound, IdempotencyKeyConflict, JournalConnectionError, JournalError
+from .errors import IdempotencyKeyConflict, JournalConnectionError, JournalError
 from .store import (
     APPROVED,
     DONE,
@@ -104,6 +104,30 @@ _POLL_MAX = 0.5
 LINGER = 0.002
 #: How long a group commit may take before its waiters are told it failed (seconds).
 COMMIT_TIMEOUT = 30.0
+
+
+#: The longest idempotency key a journal keeps, in bytes of UTF-8: PostgreSQL indexes at most
+#: about 2.7 kB of one, and every backend keeps the same keys.
+MAX_KEY_BYTES = 2048
+
+
+def storable_key(key: str, call_id: str, function: str) -> str:
+    """*key* (a call's idempotency key) as the journal stores it: UTF-8 (a lone surrogate
+    becomes U+FFFD). Raises :class:`~lionexec.journal.JournalError` naming the call if no
+    backend could keep it (longer than :data:`MAX_KEY_BYTES`, or holding a NUL character):
+    checked before the key joins a group commit, whose other calls a key refused by the
+    database would fail too."""
+    key = utf8_text(key)
+    # (at most 4 bytes a character: most keys need no encoding to be measured)
+    size = len(key.encode()) if len(key) > MAX_KEY_BYTES // 4 else 0
+    if size > MAX_KEY_BYTES or "\x00" in key:
+        why = f"is {size} bytes long (UTF-8)" if size > MAX_KEY_BYTES else "holds a NUL character"
+        raise JournalError(
+            f"the idempotency key {_cut(repr(key), 80)} of call {_cut(repr(call_id), 80)} "
+            f"(tool {function!r}) {why}: a journal keeps keys of at most {MAX_KEY_BYTES} bytes "
+            "without NUL characters (derive a shorter key, a digest say); the tool did not run"
+        )
+    return key
 
 
 def canonical_json(value: Any) -> str:
@@ -233,6 +257,9 @@ class Journal:
         self.clock: Callable[[], float] = time.time
         #: Approvals consumed (``used``) in this process for a call about to run here.
         self._consumed_here: OrderedDict[str, None] = OrderedDict()
+        #: Branches being resumed here (:meth:`resume`): a lock each, and how many hold or
+        #: wait for it.
+        self._resuming: dict[str, tuple[trio.Lock, list[int]]] = {}
         self._open = False
         self._closed = False
         self._pending: list[_Pending] = []
@@ -375,11 +402,12 @@ class Journal:
 
     async def approval(self, approval_id: str) -> Approval:
         """The approval *approval_id*; raises :class:`~lionexec.journal.ApprovalNotFound`."""
-        row = await self._run(lambda store: store.approval(str(approval_id)))
+        if not _approvals.plausible_id(approval_id):
+            await trio.lowlevel.checkpoint()
+            raise _approvals.not_found(approval_id)
+        row = await self._run(lambda store: store.approval(approval_id))
         if row is None:
-            raise ApprovalNotFound(
-                f"no approval has the id {approval_id!r}", approval_id=str(approval_id)
-            )
+            raise _approvals.not_found(approval_id)
         return Approval.from_row(row)
 
     async def approve(self, approval_id: str, *, by: str | None = None) -> Approval:
@@ -959,7 +987,9 @@ class JournalSink:
         tool = context.tool if context is not None else None
         key = context.idempotency_key if context is not None else None
         # (text a model sent: stored as UTF-8 whatever it holds)
-        key = utf8_text(key or f"{self.branch_id}/{request.call_id}")
+        key = storable_key(
+            key or f"{self.branch_id}/{request.call_id}", request.call_id, request.function
+        )
         arguments = canonical_json(entry.arguments)
         op = RequestOp(
             key=key,

@@ -34,11 +34,12 @@ processes resuming at once run it once; a ``rejected`` or ``expired`` one is ans
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ import attrs
 import trio
 
 from lionexec._failures import call_user
-from lionexec._jsonable import utf8_text
+from lionexec._jsonable import is_unicode, utf8_text
 from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
 from lionexec.governance import (
     AwaitingApproval,
@@ -200,21 +201,49 @@ def decide(
     return row, after
 
 
+def plausible_id(approval_id: object) -> bool:
+    """Whether *approval_id* could name an approval: text every backend can look up (a
+    string that is not empty, encodes as UTF-8 and holds no NUL character)."""
+    return (
+        isinstance(approval_id, str)
+        and bool(approval_id)
+        and is_unicode(approval_id)
+        and "\x00" not in approval_id
+    )
+
+
+def not_found(approval_id: object) -> ApprovalNotFound:
+    shown = _cut(ascii(approval_id) if isinstance(approval_id, str) else repr(approval_id), 80)
+    return ApprovalNotFound(
+        f"no approval has the id {shown}", approval_id=utf8_text(str(approval_id))
+    )
+
+
+def storable_text(name: str, text: str | None) -> str | None:
+    """*text* (who decided, or why) as an approval keeps it: UTF-8 (a lone surrogate becomes
+    U+FFFD); a NUL character, which PostgreSQL cannot store, is refused (in every backend)."""
+    if text is None:
+        return None
+    if "\x00" in text:
+        raise ValueError(f"{name} must not hold a NUL character, got {_cut(ascii(text), 80)}")
+    return utf8_text(text)
+
+
 async def decide_or_raise(
     journal: Journal, approval_id: str, state: str, by: str | None, reason: str | None
 ) -> Approval:
-    if not isinstance(approval_id, str) or not approval_id:
-        raise ApprovalNotFound(
-            f"no approval has the id {approval_id!r}", approval_id=str(approval_id)
-        )
+    if not plausible_id(approval_id):
+        await trio.lowlevel.checkpoint()
+        raise not_found(approval_id)
     if by is not None and not isinstance(by, str):
         raise TypeError(f"by must be a string or None, not {type(by).__name__}")
+    by, reason = storable_text("by", by), storable_text("reason", reason)
     now = journal.clock()
     found, after = await journal._run(
         lambda store: decide(store, approval_id, state, now, by, reason), cancellable=False
     )
     if found is None:
-        raise ApprovalNotFound(f"no approval has the id {approval_id!r}", approval_id=approval_id)
+        raise not_found(approval_id)
     if after is None:
         raise closed(found)
     if after.state != state:
@@ -312,6 +341,8 @@ class ApprovalGate:
         policy: str,
         now: float,
     ) -> AwaitingApproval:
+        from .api import storable_key
+
         journal = self.journal
         branch_id, call_id = ctx.branch_id, ctx.call_id
         assert branch_id is not None
@@ -325,7 +356,9 @@ class ApprovalGate:
         expiry = journal.approval_expiry
         row = ApprovalRow(
             approval_id="apr_" + uuid.uuid4().hex,
-            idempotency_key=utf8_text(ctx.idempotency_key or f"{branch_id}/{call_id}"),
+            idempotency_key=storable_key(
+                ctx.idempotency_key or f"{branch_id}/{call_id}", call_id, ctx.function
+            ),
             branch_id=branch_id,
             call_id=utf8_text(call_id),
             request_id=str(request.id),
@@ -398,26 +431,48 @@ async def resume(
         by_branch.setdefault(row.branch_id, []).append(row)
     resolutions: list[Resolution] = []
     for branch_id, approvals in by_branch.items():
-        sink = journal._live_sink(branch_id)
-        if sink is not None and sink.branch is not None:
-            resolutions += await _resume_branch(journal, sink.branch, approvals)
-            continue
-        history = await journal.history(branch_id)
-        if not any(_unanswered(history, row) for row in approvals):
-            continue
-        if registry is None and any(row.state == APPROVED for row in approvals):
-            approvals = [row for row in approvals if row.state != APPROVED]
-            if not approvals:
+        # One resume of a branch at a time in this journal: two at once would both open
+        # (and enter) the one branch object the journal holds, or use it while the other
+        # leaves it.
+        async with _resuming(journal, branch_id):
+            sink = journal._live_sink(branch_id)
+            if sink is not None and sink.branch is not None:
+                resolutions += await _resume_branch(journal, sink.branch, approvals)
                 continue
-        kwargs = dict(branch_kwargs)
-        if registry is not None:
-            kwargs["registry"] = registry
-        branch = await journal.branch(branch_id, **kwargs)
-        async with branch:
-            resolutions += await _resume_branch(journal, branch, approvals)
+            history = await journal.history(branch_id)
+            if not any(_unanswered(history, row) for row in approvals):
+                continue
+            if registry is None and any(row.state == APPROVED for row in approvals):
+                approvals = [row for row in approvals if row.state != APPROVED]
+                if not approvals:
+                    continue
+            kwargs = dict(branch_kwargs)
+            if registry is not None:
+                kwargs["registry"] = registry
+            branch = await journal.branch(branch_id, **kwargs)
+            async with branch:
+                resolutions += await _resume_branch(journal, branch, approvals)
     if not rows:
         await trio.lowlevel.checkpoint()
     return resolutions
+
+
+@contextlib.asynccontextmanager
+async def _resuming(journal: Journal, branch_id: str) -> AsyncIterator[None]:
+    """Hold the journal's lock for resuming branch *branch_id* (made on first use, dropped
+    when nobody holds or waits for it)."""
+    entry = journal._resuming.get(branch_id)
+    if entry is None:
+        entry = journal._resuming[branch_id] = (trio.Lock(), [0])
+    lock, users = entry
+    users[0] += 1
+    try:
+        async with lock:
+            yield
+    finally:
+        users[0] -= 1
+        if not users[0] and journal._resuming.get(branch_id) is entry:
+            del journal._resuming[branch_id]
 
 
 def _use(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
