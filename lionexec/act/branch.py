@@ -111,9 +111,9 @@ class Branch:
     """A conversation branch: history, tools, governance, an event log and evidence sinks.
 
     A branch with sinks (a JSONL file, a journal) must be running to act: use
-    ``async with branch:`` or ``await nursery.start(branch.serve)``; leaving (or
-    :meth:`aclose`) drains the sinks and closes their files. A branch without sinks needs
-    neither.
+    ``async with branch:`` or ``await nursery.start(branch.serve)``, one block at a time;
+    leaving (or :meth:`aclose`) drains the sinks and closes their files, for good. A branch
+    without sinks needs neither.
 
     Attributes:
         id: this branch's id (it appears in every call context and log record).
@@ -203,6 +203,10 @@ class Branch:
         records not written by then are counted as dropped (:attr:`SinkStatistics.dropped`)
         and reported on :attr:`failures`.
         """
+        problem = self._unservable(entering=False)
+        if problem is not None:
+            await trio.lowlevel.checkpoint()
+            raise problem
         grace = self.cancel_grace
         async with trio.open_nursery() as nursery:
             for feed in self._feeds:
@@ -210,15 +214,47 @@ class Branch:
             task_status.started()
 
     async def __aenter__(self) -> Self:
-        stack = AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        # The services outlive a cancellation of the block until it is left (the calls it
-        # cancels are recorded, then written): _leave stops them.
-        guard = trio.CancelScope(shield=True)
-        stack.push_async_exit(partial(self._leave, guard))
-        await nursery.start(self._serve_guarded, guard)
-        self._stack = stack
+        """Serve the sinks (see :meth:`serve`) until the block is left.
+
+        Raises:
+            RuntimeError: the branch is entered or served already (one block at a time).
+            trio.ClosedResourceError: the branch has sinks, and was left or closed.
+        """
+        # Cancelled already: the branch is left as it was (services started, then stopped,
+        # would have closed the sinks)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        problem = self._unservable(entering=True)
+        if problem is not None:
+            await trio.lowlevel.checkpoint()
+            raise problem
+        stack = self._stack = AsyncExitStack()  # (taken before the next await)
+        try:
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            guard = trio.CancelScope()
+            stack.push_async_exit(partial(self._leave, guard))
+            await nursery.start(self._serve_guarded, guard)
+            # Started: the services outlive a cancellation of the block until it is left
+            # (the calls it cancels are recorded, then written); _leave stops them. Not
+            # before: a service shielded while it starts would outlive a cancelled start,
+            # which then waits for it forever.
+            guard.shield = True
+        except BaseException as exc:  # (cancelled while starting: leave what was entered)
+            self._stack = None
+            if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
         return self
+
+    def _unservable(self, *, entering: bool) -> Exception | None:
+        """Why the branch cannot be served (or entered) now, or ``None``."""
+        if entering and self._stack is not None:
+            return RuntimeError(f"branch {self.name} is entered already (one block at a time)")
+        if any(feed.serving for feed in self._feeds):
+            return RuntimeError(f"branch {self.name} is served already (one block at a time)")
+        if any(feed.closed for feed in self._feeds):
+            return trio.ClosedResourceError(
+                f"branch {self.name} was closed: its sinks are closed and cannot be served again"
+            )
+        return None
 
     async def _serve_guarded(
         self,
