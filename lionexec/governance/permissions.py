@@ -548,7 +548,11 @@ def _parse_path(subject: str) -> _Path | str:
 def _path_matches(path: _Path, pattern: _Pattern) -> bool:
     if pattern.anything:
         return True
-    if path.absolute != pattern.absolute:
+    # a relative pattern starting with "**" (**/.ssh/**) names a place at any depth, under
+    # the root too: a deny rule written so must not be walked around by an absolute path
+    if path.absolute != pattern.absolute and not (
+        path.absolute and pattern.segments[:1] == (None,)
+    ):
         return False
     segments = path.segments
     if pattern.ignore_case:
@@ -627,6 +631,14 @@ _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
     "!": _wrapper(assignment=_shell_assignment),
     "coproc": _wrapper(assignment=_shell_assignment),
     "time": _wrapper("-f -o --format --output", assignment=_shell_assignment),
+    # zsh's precommand modifiers and short loop, csh's repeat, fish's keywords
+    "-": _wrapper(),
+    "noglob": _wrapper(),
+    "nocorrect": _wrapper(),
+    "repeat": _wrapper("", 1),
+    "not": _wrapper(assignment=_shell_assignment),
+    "and": _wrapper(assignment=_shell_assignment),
+    "or": _wrapper(assignment=_shell_assignment),
     "builtin": _wrapper(),
     "command": _wrapper(),
     "exec": _wrapper("-a"),
@@ -642,11 +654,14 @@ _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
     "stdbuf": _wrapper("-i -o -e --input --output --error"),
     "timeout": _wrapper("-s -k --signal --kill-after", 1),
     "chroot": _wrapper("--userspec --groups", 1),
+    "runcon": _wrapper("-u -r -t -l --user --role --type --range", 1),
     "chrt": _wrapper("-T -P -D --sched-runtime --sched-period --sched-deadline", 1),
     "taskset": _wrapper("", 1),
     "setarch": _wrapper("", 1),
     **dict.fromkeys(_SETARCH_ALIASES, _wrapper()),
     "prlimit": _wrapper("-p -o --pid --output"),  # its limits take attached values only
+    "choom": _wrapper("-n -p --adjust --pid"),
+    "uclampset": _wrapper("-m -M -p --pid"),
     # -d/--differences takes an optional value, attached only
     "watch": _wrapper("-n -q -s --interval --equexit --shotsdir"),
     "doas": _wrapper("-u -C"),
@@ -735,8 +750,15 @@ _STRING_RUNNERS: Final[Mapping[str, str]] = {
     **dict.fromkeys(("posh", "fish", "csh", "tcsh", "su", "runuser", "flock", "script"), "c"),
     "compgen": "C",  # bash builtins: compgen runs the string now, complete when completing
     "complete": "C",
+    "mapfile": "C",  # and mapfile (readarray) for every few lines it reads
+    "readarray": "C",
+    "emulate": "c",  # zsh: emulate sh -c STRING
     "sg": "",  # sg GROUP [-c] STRING
 }
+#: Shells that quote otherwise than POSIX shells (a backslash is an escape inside fish's single
+#: quotes, ``\\x6d`` is ``m`` outside them; it is no escape inside csh's double quotes): a
+#: string of theirs holding a backslash is not read (the line is denied).
+_OTHER_QUOTING: Final = frozenset({"fish", "csh", "tcsh"})
 #: The dynamic loader run as a program (``/lib64/ld-linux-x86-64.so.2 PROGRAM``).
 _LOADER: Final = re.compile(r"ld(?:64)?(?:-[\w.-]+)?\.so(?:\.[\d.]+)?")
 
@@ -746,6 +768,9 @@ class _Refused(Exception):
 
 
 def _basename(word: str) -> str:
+    """*word*'s basename; without a leading ``=`` (zsh runs ``=rm`` as rm's full path)."""
+    if word[:1] == "=" and len(word) > 1:
+        word = word[1:]
     return posixpath.basename(word.rstrip("/")) or word
 
 
@@ -800,10 +825,14 @@ _PUNCTUATION: Final = "();<>|&"
 
 def _words(command: str) -> Iterator[tuple[str, int]]:
     """The words of *command* as :func:`_tokens` reads them (shlex's POSIX rules), each with
-    how many of its first characters were written bare (not quoted, not escaped)."""
+    how many of its first characters were written bare (not quoted, not escaped); and, for
+    each newline outside quotes (which shlex reads as a blank, but ends a command as ``;``
+    does), ``(";", -1)``."""
     i, n = 0, len(command)
     while i < n:
         if command[i] in _BLANKS:
+            if command[i] == "\n":
+                yield ";", -1
             i += 1
             continue
         if command[i] in _PUNCTUATION:
@@ -851,7 +880,7 @@ def _tokens(command: str) -> list[str]:
         words = list(_words(command))
     except (ValueError, IndexError) as exc:
         raise _Refused(f"cannot be parsed ({exc})") from None
-    if [word for word, _ in words] != tokens:  # pragma: no cover - both read it alike
+    if [word for word, bare in words if bare >= 0] != tokens:  # pragma: no cover - alike
         raise _Refused("cannot be parsed (its quoting reads two ways)")
     return [
         _Assignment(word) if (m := _ASSIGNMENT.match(word)) and m.end() <= bare else word
@@ -879,6 +908,14 @@ _SUSPECT_WORDS: Final = 8
 #: A wrapper whose options span more words than this is not read (the line is denied): each
 #: suspect is a copy of the rest of the line, and a line holds up to 64 KiB.
 _MAX_SUSPECTS: Final = 128
+#: A line whose analysis would parse more characters than this (the line, then each nested
+#: string: ``eval``'s words, ``sh -c``'s string... are parsed again) is denied: at most four
+#: times the work of the longest line, however the strings nest.
+_MAX_PARSED: Final = 4 * _MAX_COMMAND
+#: A line whose analysis would give deny rules more characters than this to read (each
+#: program the line may run is read with the rest of its words: a copy) is denied: as many
+#: as one wrapper's suspects in the longest line, however many wrappers there are.
+_MAX_FORMS: Final = _MAX_SUSPECTS * _MAX_COMMAND
 
 
 @attrs.define
@@ -893,20 +930,48 @@ class _Command:
     globbed: bool = False
     #: program-name positions and nested strings seen so far (bounded by _MAX_LAYERS)
     depth: int = 0
+    #: characters parsed so far (bounded by _MAX_PARSED)
+    parsed: int = 0
+    #: characters of denied_forms so far (bounded by _MAX_FORMS)
+    formed: int = 0
 
     def deeper(self) -> None:
         self.depth += 1
         if self.depth > _MAX_LAYERS:
             raise _Refused("nests commands too deeply")
 
+    def parse(self, text: str) -> None:
+        """Count *text* as parsed."""
+        self.parsed += len(text)
+        if self.parsed > _MAX_PARSED:
+            raise _Refused(
+                "is too costly to analyse (it and the strings nested in it add up to more "
+                f"than {_MAX_PARSED} characters)"
+            )
+
+    def deny_form(self, form: str) -> None:
+        """Have deny rules read *form*."""
+        self.formed += len(form)
+        if self.formed > _MAX_FORMS:
+            raise _Refused(
+                "is too costly to analyse (the commands it may run add up to more than "
+                f"{_MAX_FORMS} characters)"
+            )
+        self.denied_forms.append(form)
+
 
 def _analyse(command: str, into: _Command | None = None, nested: bool = False) -> _Command:
     result = _Command() if into is None else into
+    result.parse(command)
     for argv in _simple_commands(_tokens(command)):
         _analyse_words(argv, result)
         if not nested:
             result.written.append(_WORD_BREAK.join(argv))
     return result
+
+
+#: No program name holds one: a line naming such a program is denied.
+_CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _analyse_words(argv: list[str], result: _Command) -> None:
@@ -916,9 +981,11 @@ def _analyse_words(argv: list[str], result: _Command) -> None:
         result.deeper()
         if _WILDCARDS.search(argv[start]):
             result.globbed = True
+        if _CONTROL_CHARACTER.search(argv[start]):  # (env -S '\rm' runs "\r" "m")
+            raise _Refused(f"names a program with a control character: {argv[start]!r}")
         basenamed[start] = _basename(argv[start])
-        result.denied_forms.append(" ".join([basenamed[start], *argv[start + 1 :]]))
-    result.denied_forms.append(" ".join(basenamed))
+        result.deny_form(" ".join([basenamed[start], *argv[start + 1 :]]))
+    result.deny_form(" ".join(basenamed))
 
 
 def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
@@ -942,7 +1009,7 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
             return
         letter = _STRING_RUNNERS.get(name)
         if letter is not None:
-            _command_strings(argv[i + 1 :], letter, result)
+            _command_strings(argv[i + 1 :], letter, result, name)
         wrapper = _WRAPPERS.get(name)
         if wrapper is None:
             return
@@ -960,9 +1027,8 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
                 _suspects(argv, first, i + 1, result)
                 value, rest = split
                 result.deeper()
-                # env splits at \v and \f too, and reads \_ as a space (shlex does neither)
-                value = re.sub(r"\\_|[\v\f]", " ", value)
-                _analyse(" ".join(["env", value, *map(shlex.quote, rest)]), result, nested=True)
+                result.parse(value)
+                _analyse_words(["env", *_env_split(value), *rest], result)
                 return
             if options and word == "--":
                 options = False
@@ -995,9 +1061,9 @@ def _suspects(argv: list[str], first: int, program: int, result: _Command) -> No
     stop = min(len(argv), program + _SUSPECT_WORDS)
     if stop - first > _MAX_SUSPECTS:
         raise _Refused(f"has a wrapper with more than {_MAX_SUSPECTS} words of options")
-    result.denied_forms.extend(
-        " ".join([_basename(argv[j]), *argv[j + 1 :]]) for j in range(first, stop) if j != program
-    )
+    for j in range(first, stop):
+        if j != program:
+            result.deny_form(" ".join([_basename(argv[j]), *argv[j + 1 :]]))
 
 
 def _each_word(argv: list[str], first: int, result: _Command) -> None:
@@ -1016,12 +1082,12 @@ def _each_word(argv: list[str], first: int, result: _Command) -> None:
             _analyse_words([str(word), *argv[j + 1 :]], result)  # (a program, not NAME=)
 
 
-def _command_strings(words: list[str], letter: str, result: _Command) -> None:
-    """Analyse what a shell (or su, flock, compgen, sg...) given *words* runs as a command
-    line: a ``--command=STRING`` (``--session-command``, abbreviated too), a value attached
-    to the option *letter* (``su -c'...'``), and, once that option (or ``--command``) is
-    there, or for an empty *letter*, every operand: which one is the string depends on the
-    options."""
+def _command_strings(words: list[str], letter: str, result: _Command, name: str) -> None:
+    """Analyse what a shell (or su, flock, compgen, sg...) *name* given *words* runs as a
+    command line: a ``--command=STRING`` (``--session-command``, abbreviated too), a value
+    attached to the option *letter* (``su -c'...'``), and, once that option (or
+    ``--command``) is there, or for an empty *letter*, every operand: which one is the string
+    depends on the options."""
     strings: list[str] = []
     every = not letter
     for word in words:
@@ -1037,6 +1103,8 @@ def _command_strings(words: list[str], letter: str, result: _Command) -> None:
         strings.extend(word for word in words if word[:1] not in ("-", "+"))
     for string in strings:
         if string:
+            if name in _OTHER_QUOTING and "\\" in string:
+                raise _Refused(f"has a backslash in a {name} string (not quoted as sh quotes)")
             result.deeper()
             _analyse(string, result, nested=True)
 
@@ -1079,6 +1147,75 @@ def _split_string(argv: list[str], i: int) -> tuple[str, list[str]] | None:
     return None
 
 
+#: What ``env -S`` splits at, outside quotes.
+_ENV_BLANKS: Final = " \t\n\v\f\r"
+#: ``env -S``'s escapes: the character each stands for (``None``: ``\\_``, see
+#: :func:`_env_split`).
+_ENV_ESCAPES: Final[Mapping[str, str | None]] = {
+    **{c: c for c in "\"#$'\\"},
+    **{"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "_": None},
+}
+
+
+def _env_split(string: str) -> list[str]:
+    """The words ``env -S`` splits *string* into, by its own rules (GNU coreutils), which
+    are not the shell's: outside quotes, blanks (``\\v``, ``\\f`` and ``\\r`` too) and
+    ``\\_`` separate words, and a ``#`` starting a word, or ``\\c``, ends the string; in
+    single quotes ``\\'`` and ``\\\\`` are escapes (so ``'a\\' b'`` is one word); elsewhere
+    a backslash escapes ``" # $ ' \\`` and makes ``\\n`` a newline (which a shell given the
+    word runs as a line break), ``\\t`` a tab... (``\\_`` a space in double quotes).
+
+    Raises :class:`_Refused` where env would refuse the string, and for ``${NAME}``
+    (expanded from the environment, unknown here).
+    """
+    words: list[list[str]] = []
+    single = double = False
+    separated = True  # the next character starts a word
+    i, n = 0, len(string)
+    while i < n:
+        c = string[i]
+        i += 1
+        if (c == "'" and not double) or (c == '"' and not single):
+            if c == "'":
+                single = not single
+            else:
+                double = not double
+            if separated:
+                words.append([])
+                separated = False
+            continue
+        if not (single or double) and c in _ENV_BLANKS:
+            separated = True
+            continue
+        if c == "#" and separated:
+            return ["".join(w) for w in words]
+        if c == "\\" and (not single or string[i : i + 1] in ("\\", "'")):
+            if i == n:
+                raise _Refused("has an env -S string ending in a backslash")
+            escape = string[i]
+            i += 1
+            if escape not in _ENV_ESCAPES and escape != "c":
+                raise _Refused(f"has an env -S string with the invalid escape \\{escape}")
+            if escape == "c":
+                if double:
+                    raise _Refused("has an env -S string with \\c in double quotes")
+                return ["".join(w) for w in words]
+            escaped = _ENV_ESCAPES[escape]
+            if escaped is None and not double:
+                separated = True
+                continue
+            c = " " if escaped is None else escaped
+        elif c == "$" and not single:
+            raise _Refused("has an env -S string that expands a variable")
+        if separated:
+            words.append([])
+            separated = False
+        words[-1].append(c)
+    if single or double:
+        raise _Refused("has an env -S string with an unbalanced quote")
+    return ["".join(w) for w in words]
+
+
 def _option_words(word: str, takes_value: frozenset[str]) -> int:
     """How many words the option *word* (and its value, if it takes one) spans; a long
     option may be abbreviated, as getopt allows."""
@@ -1106,10 +1243,12 @@ class PermissionPolicy:
         above its start. Otherwise normalised with POSIX rules (repeated ``/``, ``.`` and
         trailing ``/`` dropped, ``..`` applied; symbolic links are *not* resolved) and
         matched segment by segment: ``*``, ``?`` and ``[...]`` stay within one segment,
-        a ``**`` segment matches any number of segments (zero included). An allow or
-        escalate rule also requires that no ``..`` in the subject climbs back to or above
-        the rule's literal base (``/data`` for ``/data/*``): ``/data/a/../b`` is under
-        ``/data/*``, ``/data/../data/b`` is not. Deny rules match the normalised path.
+        a ``**`` segment matches any number of segments (zero included). An absolute
+        pattern matches absolute paths, a relative one relative paths, except that a
+        relative pattern starting with ``**`` (``**/.ssh/**``) matches absolute paths too.
+        An allow or escalate rule also requires that no ``..`` in the subject climbs back to
+        or above the rule's literal base (``/data`` for ``/data/*``): ``/data/a/../b`` is
+        under ``/data/*``, ``/data/../data/b`` is not. Deny rules match the normalised path.
     ``"command"``
         Tokenised with :mod:`shlex` (POSIX rules, ``punctuation_chars``) and compared word by
         word, a space or tab in a pattern standing for the break between two words (write
@@ -1121,9 +1260,14 @@ class PermissionPolicy:
         ``unshare``, ``strace``, ``fakeroot``, the dynamic loader...: the table ``_WRAPPERS``
         in this module) unwrapped with their options (read as getopt reads them: clusters,
         abbreviated long options; for a few whose options are not listed, ``perf``, ``ip``,
-        ``bwrap``, ``systemd-run``..., every later word is tried as the program), ``sh -c``,
-        ``su -c``/``--command``, ``sg``, ``script -c``, ``compgen -C``, ``eval``, ``trap``,
-        ``watch`` and ``env -S`` strings parsed in turn, and, in case a wrapper's options were
+        ``bwrap``, ``systemd-run``..., every later word is tried as the program), other
+        shells' keywords that run the words after them (zsh's ``noglob``, ``nocorrect``,
+        ``-`` and ``repeat N``, fish's ``not``, ``and``, ``or``) and zsh's ``=rm`` (rm's
+        full path) read through, ``sh -c``, ``su -c``/``--command``, ``sg``, ``script -c``,
+        ``compgen -C``, ``mapfile -C``, zsh's ``emulate -c``, ``eval``, ``trap`` and
+        ``watch`` strings parsed in turn (a newline ends a command, as ``;`` does; a fish or
+        csh string holding a backslash, quoted otherwise, is not read: denied), ``env -S``
+        strings split as env splits them, and, in case a wrapper's options were
         misread, every word they were read to span (and a few after) is tried as a program
         too: ``"rm *"`` denies ``sudo -u root /bin/rm -rf /``. Wrapper and shell names are
         compared case folded (a case-insensitive file system runs ``ENV`` as ``env``).
@@ -1134,8 +1278,10 @@ class PermissionPolicy:
         goes, or an unquoted ``*``, ``?``, ``[`` or a ``~`` at a word's start or after ``=``
         or ``:`` (pathname and tilde expansion), that no deny rule matched, is denied
         unless an allow rule *without wildcards* names the whole string exactly. A line that
-        cannot be parsed (an unbalanced quote), is empty, nests more than 32 programs, or is
-        longer than 64 KiB is denied.
+        cannot be parsed (an unbalanced quote), is empty, nests more than 32 programs, is
+        longer than 64 KiB, or is too costly to analyse (the line and the strings nested in
+        it add up to more than 256 Ki characters, or the commands it may run, each read with
+        the rest of its words, to more than 8 Mi) is denied.
     ``"text"``
         A glob over the whole string (:func:`fnmatch.translate`: ``*`` matches anything). As
         for commands, a subject containing a shell control operator (:data:`SHELL_CONTROL`)
@@ -1378,7 +1524,7 @@ class PermissionPolicy:
         expansion = _unquoted_expansion(action)
         if expansion is not None:
             return self._operators(tool_name, action, expansion)
-        if len(command.written) != 1:  # pragma: no cover - only control operators split one
+        if len(command.written) != 1:  # pragma: no cover - only operators and newlines split one
             return self._deny(tool_name, action, f"command {action!r} is not one command")
         [full] = command.written
         written = _Subject(full)

@@ -275,7 +275,10 @@ def dangerous_commands(draw: st.DrawFn) -> str:
     line = wrappers + program + args
     if draw(st.booleans()):
         inner = shlex.quote(line)
-        line = draw(st.sampled_from(["sh -c ", "bash -lc ", "eval ", "env -S "])) + inner
+        # (env -S reads a backslash by its own rules: '\\rm' is "\\r" "m", '\\chmod' ends
+        # at "\\c"; neither runs the program the shell spelling names)
+        runners = ["sh -c ", "bash -lc ", "eval "] + ([] if "\\" in line else ["env -S "])
+        line = draw(st.sampled_from(runners)) + inner
     space = draw(st.sampled_from(["", " ", "\t", "  "]))
     return (space + line).replace(" ", draw(st.sampled_from([" ", "\t", " \t"])))
 

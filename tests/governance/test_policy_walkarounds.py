@@ -1,0 +1,257 @@
+"""Walk-arounds of the permission policy found by review (third round).
+
+Each line below ran ``rm`` (or would have, on the shell or program it names) past a ``"rm *"``
+deny rule, and was only escalated by ``PermissionPolicy.safe()`` instead of denied; or made a
+single check cost seconds and hundreds of megabytes.
+
+- ``env -S`` splits its string by its own rules, not the shell's: inside its single quotes
+  ``\\'`` is an escape, and ``\\n`` outside them is a newline, which a shell given the word
+  runs as a line break (checked against GNU coreutils' env).
+- A newline ends a command, as ``;`` does; deny rules read it as a blank.
+- Programs that run the program after their options (coreutils' ``runcon``, util-linux's
+  ``choom``, ``uclampset``) or a string (bash's ``mapfile -C``, zsh's ``emulate -c``), and the
+  keywords of other shells that do (zsh's ``noglob``, ``nocorrect``, ``-``, ``repeat N``;
+  fish's ``not``, ``and``, ``or``), were not in the analysis' tables; zsh runs ``=rm`` as
+  rm's full path.
+- fish and csh quote otherwise than POSIX shells: their strings were read with sh's rules.
+- Nested wrappers each read as a copy of the rest of the line, and ``eval`` chains that
+  parse the rest of the line again, multiplied a 64 KiB line's cost by up to 32.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lionexec.governance import PermissionPolicy
+
+#: A deny list as the docs write one: everything allowed but rm.
+DENY_RM = PermissionPolicy(
+    mode="rules",
+    allow={"bash": ["*"], "zsh": ["*"]},
+    deny={"bash": ["rm", "rm *"], "zsh": ["rm", "rm *"]},
+)
+
+
+def assert_denied(command: str, tool: str = "bash") -> None:
+    deny_list = DENY_RM.check(tool, command, {})
+    safe = PermissionPolicy.safe().check("bash", command, {})
+    assert (deny_list.behavior, safe.behavior) == ("deny", "deny"), (
+        f"{command!r}: deny list -> {deny_list.behavior} ({deny_list.reason}); "
+        f"safe() -> {safe.behavior} ({safe.reason})"
+    )
+
+
+def assert_allowed(command: str) -> None:
+    decision = DENY_RM.check("bash", command, {})
+    assert decision.behavior == "allow", f"{command!r}: {decision.reason}"
+
+
+# -- env -S ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # env: 'A=\' X ' is one word, the assignment A="' X ", so rm is the program; sh's
+        # rules (shlex) read the words A=\, X and " rm -rf /  \".
+        r"""env -S "'A=\' X ' rm -rf /  \'" """.strip(),
+        r"""env -S "'A=\\' X ' rm -rf /  \'" """.strip(),
+        # env makes \n a newline: sh -c runs "echo A" and then "rm -rf /"
+        r"""env -S 'sh -c "echo A\nrm -rf /"'""",
+        r"""env -S "sh -c 'echo A'\n'rm -rf /'" """.strip(),
+        # \_ separates words outside double quotes; a word starting with # ends the string
+        r"""env -S 'A=1\_rm -rf /'""",
+        r"""env -S 'rm -rf / #x'""",
+    ],
+)
+def test_env_split_strings_are_split_as_env_splits_them(command: str) -> None:
+    assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "env -S 'ls -l' /tmp",
+        r"""env -S "A=1 'ls' \"-l\"" """.strip(),
+        r"""env -S 'sh -c "ls\tx"'""",  # a tab inside sh's string: "ls x"
+        "env -S 'ls #rm -rf /'",  # a comment
+        r"env -S 'ls \c rm -rf /'",  # \c ends the string
+    ],
+)
+def test_ordinary_env_split_strings_are_still_allowed(command: str) -> None:
+    assert_allowed(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "env -S 'ls \\q'",  # env refuses an unknown escape...
+        'env -S "ls \'x"',  # ... and an unbalanced quote: the line is not read
+    ],
+)
+def test_an_env_split_string_env_would_refuse_is_denied(command: str) -> None:
+    decision = DENY_RM.check("bash", command, {})
+    assert decision.behavior == "deny" and "env -S string" in decision.reason
+
+
+# -- newlines -------------------------------------------------------------------------------
+
+
+def test_a_newline_ends_a_command_for_deny_rules_too() -> None:
+    # Only an allow rule naming the line exactly admits a newline; a deny rule still wins.
+    policy = PermissionPolicy(
+        mode="rules", allow={"bash": ["ls\nrm -rf /tmp/x"]}, deny={"bash": ["rm *"]}
+    )
+    decision = policy.check("bash", "ls\nrm -rf /tmp/x", {})
+    assert decision.behavior == "deny" and decision.matched_rule == "rm *"
+    assert DENY_RM.check("bash", "sh -c 'ls\nrm -rf /'", {}).matched_rule == "rm *"
+    ok = PermissionPolicy(mode="rules", allow={"bash": ["ls\nls -l"]}, deny={"bash": ["rm *"]})
+    assert ok.check("bash", "ls\nls -l", {}).behavior == "allow"
+
+
+# -- programs that run programs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "runcon -t unconfined_t rm -rf /",  # coreutils
+        "runcon system_u:system_r:unconfined_t:s0 /bin/rm -rf /",
+        "choom -n 0 rm -rf /",  # util-linux
+        "choom -n 0 -- rm -rf /",
+        "uclampset -m 0 -M 512 rm -rf /",
+        'mapfile -C "rm -rf /tmp/x" -c 1 lines',  # bash runs the callback per line read
+        "readarray -tC 'rm -rf /tmp/x' -c 1",
+        "emulate sh -c 'rm -rf /'",  # zsh
+        "emulate -L sh -c 'rm -rf /'",
+    ],
+)
+def test_more_programs_that_run_a_program_or_a_string(command: str) -> None:
+    assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "=rm -rf /",  # zsh: =rm is rm's full path
+        "=env rm -rf /",
+        "zsh -c '=rm -rf /'",
+        "noglob rm -rf /",  # zsh's precommand modifiers
+        "nocorrect rm -rf /",
+        "- rm -rf /",
+        "repeat 1 rm -rf /",  # zsh's short loop, csh's repeat
+        "repeat 2 /bin/rm -rf /",
+        "fish -c 'not rm -rf /'",  # fish's keywords
+        "fish -c 'and rm -rf /'",
+        "fish -c 'or rm -rf /'",
+    ],
+)
+def test_other_shells_keywords_and_expansions(command: str) -> None:
+    assert_denied(command)
+
+
+def test_a_zsh_tool_is_read_with_zsh_expansions() -> None:
+    # A tool named zsh takes a command; zsh runs =rm as /usr/bin/rm.
+    assert DENY_RM.check("zsh", "=rm -rf /", {}).behavior == "deny"
+    assert DENY_RM.check("zsh", "=ls -l", {}).behavior == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        r"fish -c 'r\x6d -rf /'",  # fish: \x6d outside quotes is "m"
+        r"""fish -c "A='\\' x ' rm -rf / \\'" """.strip(),  # fish: \' inside '...'
+        r"""tcsh -c 'env "A=\" rm -rf / "\"'""",  # csh: no escape inside "..."
+        r"""csh -c 'env "A=\" rm -rf / "\"'""",
+    ],
+)
+def test_strings_of_shells_that_quote_otherwise_are_not_read_as_sh(command: str) -> None:
+    assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "fish -c 'ls -l'",
+        "tcsh -c 'ls -l'",
+        "zsh -c 'ls -l'",
+        "repeat 3 ls",
+        "choom -n 5 ls -l",
+        "runcon -t x ls",
+        "mapfile -t lines",
+        "=ls -l",
+    ],
+)
+def test_ordinary_lines_of_those_programs_are_still_allowed(command: str) -> None:
+    assert_allowed(command)
+
+
+# -- bounded cost ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_nested_wrappers_cannot_multiply_the_copies_deny_rules_read() -> None:
+    # 31 wrappers with 120 options each: every option word is read as a possible program,
+    # with the rest of the line, 64 KiB. It cost ~1.3 s and ~470 MB; now it is denied.
+    head = ("nohup " + "-x " * 120) * 31
+    command = head + "ls " + "y" * (65_530 - len(head))
+    decision = DENY_RM.check("bash", command, {})
+    assert decision.behavior == "deny" and "too costly to analyse" in decision.reason
+    assert PermissionPolicy.safe().check("bash", command, {}).behavior == "deny"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("word", ["eval", "watch"])
+def test_nested_strings_cannot_multiply_the_parsing(word: str) -> None:
+    # Each eval (watch) parses the rest of the line again: up to 32 times 64 KiB.
+    head = f"{word} " * 10
+    command = head + "ls " + "y" * (65_530 - len(head))
+    decision = DENY_RM.check("bash", command, {})
+    assert decision.behavior == "deny" and "too costly to analyse" in decision.reason
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sudo -u root nice -n 5 ionice -c3 timeout 5 ls " + "y" * 60_000,
+        "sh -c 'ls " + "y" * 60_000 + "'",
+        "eval ls " + "y" * 60_000,
+        "nohup " + "-x " * 100 + "ls " + "y" * 60_000,
+    ],
+)
+def test_a_long_line_with_a_few_layers_is_still_read(command: str) -> None:
+    assert_allowed(command)
+
+
+@pytest.mark.parametrize(
+    ("subject", "behavior"),
+    [
+        ("/home/u/.ssh/id_rsa", "deny"),  # absolute: was admitted by the allow rule "**"
+        ("home/u/.ssh/id_rsa", "deny"),
+        ("/.ssh/config", "deny"),
+        (".ssh/config", "deny"),
+        ("/home/u/notes.txt", "allow"),
+        ("/home/u/.sshx/a", "allow"),
+    ],
+)
+def test_a_deny_pattern_starting_with_globstar_holds_for_absolute_paths(
+    subject: str, behavior: str
+) -> None:
+    policy = PermissionPolicy(mode="rules", allow={"read": ["**"]}, deny={"read": ["**/.ssh/**"]})
+    assert policy.check("read", subject, {}, kind="path").behavior == behavior
+
+
+def test_other_relative_patterns_still_name_relative_paths_only() -> None:
+    policy = PermissionPolicy(mode="rules", allow={"read": ["data/**", "/srv/**"]})
+    assert policy.check("read", "data/a", {}, kind="path").behavior == "allow"
+    assert policy.check("read", "/data/a", {}, kind="path").behavior == "deny"
+    assert policy.check("read", "/srv/a", {}, kind="path").behavior == "allow"
+    assert policy.check("read", "srv/a", {}, kind="path").behavior == "deny"
+
+
+@pytest.mark.parametrize("command", ["env -S '\\rm -rf /'", "env -S 'r\\tm -rf /'", "$'\\r'm x"])
+def test_a_program_named_with_a_control_character_is_denied(command: str) -> None:
+    # env -S makes "\r" a carriage return in the word: no program is named so, and a line
+    # that names one is not one to guess about
+    assert_denied(command)
