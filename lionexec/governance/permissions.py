@@ -84,14 +84,22 @@ _CHECKED_KINDS: Final = (None, "path", "command", "text")
 #: How deeply wrappers and ``sh -c`` / ``eval`` strings are followed before giving up (deny).
 _MAX_LAYERS: Final = 32
 
-#: Without a declared kind: parameters that hold a path ...
+#: Without a declared kind: parameters that hold a path ... (names as :func:`_plain_name`
+#: spells them: ``filePath``, ``file_path`` and ``FILE-PATH`` are ``filepath``)
 _PATH_PARAMETERS: Final = frozenset(
-    {"path", "file", "filename", "file_path", "filepath", "dir", "directory"}
+    {"path", "file", "filename", "filepath", "dir", "dirpath", "directory", "directorypath"}
+    | {"folder", "folderpath"}
 )
 #: ... parameters that hold a command ...
-_COMMAND_PARAMETERS: Final = frozenset({"command", "cmd"})
+_COMMAND_PARAMETERS: Final = frozenset({"command", "cmd", "commandline", "cmdline"})
 #: ... and tools whose subject is a command whatever the parameter is called.
 _COMMAND_TOOLS: Final = frozenset({"bash", "sh", "shell", "zsh"})
+
+
+def _plain_name(name: str) -> str:
+    """*name* case folded, without ``_`` and ``-``: how a parameter or tool name is compared
+    with the names above."""
+    return name.casefold().replace("_", "").replace("-", "")
 
 
 def ignoring_case(pattern: str) -> str:
@@ -197,11 +205,15 @@ def subject_kind_of(tool: Tool | None) -> SubjectKind:
     2. No tool, or no subject argument (the subject is then the tool name): ``"text"``.
     3. A subject parameter annotated :class:`pathlib.PurePath` or a subclass (``Path``,
        ``Path | None``, ``Annotated[Path, ...]``): ``"path"``.
-    4. A subject parameter named ``command`` or ``cmd``, or a tool named ``bash``, ``sh``,
-       ``shell`` or ``zsh``: ``"command"``.
-    5. A subject parameter named ``path``, ``file``, ``filename``, ``file_path``,
-       ``filepath``, ``dir`` or ``directory``: ``"path"``.
+    4. A subject parameter named ``command``, ``cmd``, ``command_line`` or ``cmdline``, or
+       a tool named ``bash``, ``sh``, ``shell`` or ``zsh``: ``"command"``.
+    5. A subject parameter named ``path``, ``file``, ``filename``, ``filepath``, ``dir``,
+       ``dirpath``, ``directory``, ``directory_path``, ``folder`` or ``folder_path``:
+       ``"path"``.
     6. Otherwise ``"text"``.
+
+    Names compare ignoring case, ``_`` and ``-``: ``filePath``, ``FILE_PATH`` and
+    ``file-path`` are ``filepath``, ``Command`` is ``command``, a tool ``Bash`` is ``bash``.
 
     Declare the kind when in doubt: inference exists so that tools written before kinds
     existed keep their meaning, and so that the common names are read the safe way.
@@ -218,9 +230,12 @@ def subject_kind_of(tool: Tool | None) -> SubjectKind:
     kind: SubjectKind
     if _is_path_annotation(_subject_annotation(tool, tool.subject)):
         kind = "path"
-    elif tool.subject in _COMMAND_PARAMETERS or tool.name in _COMMAND_TOOLS:
+    elif (
+        _plain_name(tool.subject) in _COMMAND_PARAMETERS
+        or _plain_name(tool.name) in _COMMAND_TOOLS
+    ):
         kind = "command"
-    elif tool.subject in _PATH_PARAMETERS:
+    elif _plain_name(tool.subject) in _PATH_PARAMETERS:
         kind = "path"
     else:
         kind = "text"
@@ -229,7 +244,7 @@ def subject_kind_of(tool: Tool | None) -> SubjectKind:
 
 
 def _kind_for_name(tool_name: str) -> SubjectKind:
-    return "command" if tool_name in _COMMAND_TOOLS else "text"
+    return "command" if _plain_name(tool_name) in _COMMAND_TOOLS else "text"
 
 
 def _subject_annotation(tool: Tool, name: str) -> object:

@@ -255,3 +255,49 @@ def test_a_program_named_with_a_control_character_is_denied(command: str) -> Non
     # env -S makes "\r" a carriage return in the word: no program is named so, and a line
     # that names one is not one to guess about
     assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    ("parameter", "kind"),
+    [
+        ("filePath", "path"),
+        ("FILE_PATH", "path"),
+        ("file-name", "path"),
+        ("dir_path", "path"),
+        ("folder", "path"),
+        ("Command", "command"),
+        ("command_line", "command"),
+        ("commandLine", "command"),
+        ("query", "text"),
+        ("profile", "text"),
+    ],
+)
+def test_subject_kinds_are_inferred_whatever_the_names_case_and_separators(
+    parameter: str, kind: str
+) -> None:
+    from lionexec.governance.permissions import subject_kind_of
+    from lionexec.tools import Tool
+    from lionexec.tools.schema import openai_schema
+
+    def tool(**kwargs: str) -> str:  # pragma: no cover - never called
+        return ""
+
+    parameters = {"type": "object", "properties": {parameter: {"type": "string"}}}
+    schema = openai_schema("reader", "", parameters)
+    made = Tool(func_callable=tool, name="reader", schema=schema, subject=parameter)
+    assert subject_kind_of(made) == kind
+
+
+def test_a_camel_case_path_parameter_cannot_climb_out_of_an_allowed_directory() -> None:
+    # read as text, "/data/*" matched "/data/../etc/passwd" (a glob's * spans anything)
+    from lionexec.governance.permissions import subject_kind_of
+    from lionexec.tools import Tool
+
+    def read(filePath: str) -> str:  # noqa: N803 (the name a model-facing schema uses)
+        return filePath  # pragma: no cover - never called
+
+    tool = Tool.from_function(read, subject="filePath")
+    policy = PermissionPolicy(mode="rules", allow={"read": ["/data/*"]})
+    kind = subject_kind_of(tool)
+    assert policy.check("read", "/data/../etc/passwd", {}, kind=kind).behavior == "deny"
+    assert policy.check("read", "/data/notes", {}, kind=kind).behavior == "allow"
