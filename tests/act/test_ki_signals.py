@@ -126,7 +126,7 @@ def one_run(index: int, seed: int, delay: float, duration: float) -> dict[str, A
         result["problems"] = [*report.get("problems", []), f"exit code {proc.returncode}"]
         result["verdict"] = "other"
     if result["verdict"] != "ok-interrupted" and result["verdict"] != "finished-before-signal":
-        result["stderr"] = err.decode(errors="replace")[-4000:]
+        result["stderr"] = err.decode(errors="replace")[-5000:]
     return result
 
 
@@ -151,7 +151,7 @@ def summary(results: list[dict[str, Any]]) -> str:
     ]
     for result in results:
         if result["verdict"] not in ("ok-interrupted", "finished-before-signal"):
-            lines.append(json.dumps(result)[:3000])
+            lines.append(json.dumps(result)[:6000])
     return "\n".join(lines)
 
 

@@ -293,7 +293,7 @@ def test_a_camel_case_path_parameter_cannot_climb_out_of_an_allowed_directory() 
     from lionexec.governance.permissions import subject_kind_of
     from lionexec.tools import Tool
 
-    def read(filePath: str) -> str:  # noqa: N803 (the name a model-facing schema uses)
+    def read(filePath: str) -> str:  # (the name a model-facing schema may use)
         return filePath  # pragma: no cover - never called
 
     tool = Tool.from_function(read, subject="filePath")

@@ -578,6 +578,10 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the KeyboardInterrupt, or what replaced it
         escaped = exc
     problems, facts = check_escaped(escaped)
+    if problems or facts.get("trio_corrupted"):
+        # the whole chain (a TrioInternalError's cause is where the run loop broke), for
+        # the parent's record of this run
+        traceback.print_exception(escaped, file=sys.stderr)
     counts: dict[str, Any] = {}
     if branch is not None:
         evidence_problems, counts = check_evidence(branch)
