@@ -52,6 +52,7 @@ from lionexec.errors import DuplicateCallError
 __all__ = [
     "MAX_ARGUMENT_CHARS",
     "MAX_ARGUMENT_DEPTH",
+    "MAX_CALL_ID_CHARS",
     "Proposal",
     "ProposedBatch",
     "read_arguments",
@@ -64,6 +65,9 @@ __all__ = [
 MAX_ARGUMENT_DEPTH: Final = 64
 #: An argument string longer than this many characters ends the call ``invalid``.
 MAX_ARGUMENT_CHARS: Final = 1_000_000
+#: A tool-call id longer than this many characters refuses the batch (providers' ids are under
+#: 64; a journal indexes call ids, and a call's default idempotency key holds its id).
+MAX_CALL_ID_CHARS: Final = 256
 # Ints of at least this many bits may have more than 4,300 digits (Python will not print them).
 _MAX_INT_BITS: Final = 14284
 _SMALL_INT: Final = 1 << 64
@@ -388,10 +392,16 @@ def _proposal(
         )
     if call_id is not None and not isinstance(call_id, str):
         raise ValueError(f"a tool call id must be a string, got {_shown(call_id)}")
-    if not is_unicode(function):
+    if not is_unicode(function) or "\x00" in function:
         _refuse_text("function name", function)
-    if call_id is not None and not is_unicode(call_id):
-        _refuse_text("call id", call_id)
+    if call_id is not None:
+        if not is_unicode(call_id) or "\x00" in call_id:
+            _refuse_text("call id", call_id)
+        if len(call_id) > MAX_CALL_ID_CHARS:
+            raise ValueError(
+                f"a tool call id must be at most {MAX_CALL_ID_CHARS} characters, got one of "
+                f"{len(call_id)}: {_shown(call_id)}"
+            )
     arguments, problem = _read_arguments(raw)
     # kept to be replayed verbatim, so it must encode (a lone surrogate becomes U+FFFD)
     raw_arguments = utf8_text(raw) if isinstance(raw, str) else None
@@ -405,7 +415,8 @@ def _proposal(
 
 def _refuse_text(label: str, text: str) -> NoReturn:
     raise ValueError(
-        f"a tool call's {label} must be valid Unicode (no lone surrogates), got {_shown(text)}"
+        f"a tool call's {label} must be valid Unicode without NUL characters (no lone "
+        f"surrogates), got {_shown(text)}"
     )
 
 
