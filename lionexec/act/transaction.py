@@ -422,7 +422,9 @@ class CallTransaction:
             return self._invalid(
                 ValidationError("arguments contain a non-finite number (NaN or Infinity)")
             )
-        if tool.idempotency_key is not None:  # the tool's own key may fail: invalid then
+        # the tool's own key: not a non-empty string, the call is invalid; its function
+        # raising is the tool's code failing (the call fails, the tool does not run)
+        if tool.idempotency_key is not None:
             try:
                 self._key = idempotency_key(
                     self.scope.branch_name, proposal.call_id, tool, arguments

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 import time
 import uuid
@@ -236,7 +237,7 @@ class Journal:
 
     Attributes:
         approval_expiry: seconds a parked call's approval stays pending before it expires
-            (``None``: never). Default one day.
+            (``None``: never; a finite number >= 0, else ``ValueError``). Default one day.
         clock: the clock approvals are dated by (``time.time``; tests may set another).
         commit_timeout: past this many seconds of the wall clock (default 30; checked about
             every tenth of it, at most every second) a group commit's waiters get a
@@ -253,7 +254,7 @@ class Journal:
         self.commit_timeout = commit_timeout
         self.linger = LINGER
         self._watchdog: _Watchdog | None = None
-        self.approval_expiry: float | None = 86_400.0
+        self._approval_expiry: float | None = 86_400.0
         self.clock: Callable[[], float] = time.time
         #: Approvals consumed (``used``) in this process for a call about to run here.
         self._consumed_here: OrderedDict[str, None] = OrderedDict()
@@ -275,6 +276,24 @@ class Journal:
         #: Transactions committed, and the write-aheads and outcome writes they carried.
         self.commits = 0
         self.committed_items = 0
+
+    @property
+    def approval_expiry(self) -> float | None:
+        """Seconds a parked call's approval stays pending before it expires (``None``:
+        never); a number >= 0 (``0``: at once). Default one day."""
+        return self._approval_expiry
+
+    @approval_expiry.setter
+    def approval_expiry(self, seconds: float | None) -> None:
+        if seconds is not None and (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds < math.inf
+        ):
+            raise ValueError(
+                f"approval_expiry must be a finite number of seconds >= 0 or None, not {seconds!r}"
+            )
+        self._approval_expiry = seconds
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.backend.target}>"

@@ -5,6 +5,7 @@ text a backend cannot store."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import trio
 
 from lionexec.conversation import ActionOutcome
 from lionexec.governance import PermissionPolicy
-from lionexec.journal import ApprovalNotFound, Journal, SqliteJournal
+from lionexec.journal import ApprovalNotFound, Journal, MemoryJournal, SqliteJournal
 from lionexec.tools import Tool
 
 from .conftest import JournalFactory
@@ -161,3 +162,14 @@ async def test_decisions_with_text_a_backend_cannot_store_are_refused_clearly(
             rejected = await journal.reject(second, reason="not \udc00 this")
             assert (rejected.state, rejected.reason) == ("rejected", "not \ufffd this")
             assert (await journal.approval(second)).reason == "not \ufffd this"
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, True, "60"])
+def test_an_approval_expiry_that_could_never_be_compared_is_refused(bad: object) -> None:
+    journal = MemoryJournal()
+    with pytest.raises(ValueError, match="approval_expiry"):
+        journal.approval_expiry = bad  # type: ignore[assignment]
+    assert journal.approval_expiry == 86_400.0  # unchanged
+    journal.approval_expiry = 0  # at once
+    journal.approval_expiry = None  # never
+    assert journal.approval_expiry is None
