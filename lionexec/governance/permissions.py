@@ -96,6 +96,22 @@ _COMMAND_PARAMETERS: Final = frozenset({"command", "cmd", "commandline", "cmdlin
 _COMMAND_TOOLS: Final = frozenset({"bash", "sh", "shell", "zsh"})
 
 
+#: How much of a subject a decision's reason quotes (the reason goes back to the model and
+#: into logs; the subject is in :attr:`PermissionDecision.action` whole).
+_QUOTED: Final = 200
+
+
+def _quote(subject: object) -> str:
+    """``repr(subject)`` for a reason, cut to :data:`_QUOTED` characters; never raises."""
+    try:
+        text = repr(subject)
+    except Exception:  # (a hostile object's __repr__, or one nested too deeply)
+        text = f"<{type(subject).__name__}>"
+    if len(text) > _QUOTED:
+        text = f"{text[:_QUOTED]}... ({len(text)} characters)"
+    return text
+
+
 def _plain_name(name: str) -> str:
     """*name* case folded, without ``_`` and ``-``: how a parameter or tool name is compared
     with the names above."""
@@ -997,7 +1013,7 @@ def _analyse_words(argv: list[str], result: _Command) -> None:
         if _WILDCARDS.search(argv[start]):
             result.globbed = True
         if _CONTROL_CHARACTER.search(argv[start]):  # (env -S '\rm' runs "\r" "m")
-            raise _Refused(f"names a program with a control character: {argv[start]!r}")
+            raise _Refused(f"names a program with a control character: {_quote(argv[start])}")
         basenamed[start] = _basename(argv[start])
         result.deny_form(" ".join([basenamed[start], *argv[start + 1 :]]))
     result.deny_form(" ".join(basenamed))
@@ -1456,7 +1472,7 @@ class PermissionPolicy:
         elif kind not in ("path", "command", "text"):
             raise ValueError(f"kind must be 'path', 'command' or 'text', not {kind!r}")
         if not isinstance(action, str):
-            return self._deny(tool_name, "", f"subject {action!r} is not a string")
+            return self._deny(tool_name, "", f"subject {_quote(action)} is not a string")
         if kind == "path":
             return self._check_path(tool_name, action)
         if kind == "command":
@@ -1508,7 +1524,10 @@ class PermissionPolicy:
                 or (pattern.ignore_case and pattern.body.casefold() == action.casefold())
             ):
                 return self._decision("allow", tool_name, action, key, pattern)
-        reason = f"subject {action!r} contains {what} and no allow rule without wildcards names it"
+        reason = (
+            f"subject {_quote(action)} contains {what} and no allow rule without wildcards "
+            "names it"
+        )
         return self._deny(tool_name, action, reason)
 
     def _check_command(self, tool_name: str, action: str) -> PermissionDecision:
@@ -1529,7 +1548,7 @@ class PermissionPolicy:
             if pattern.anything or any(_fullmatch(pattern, c) for c in candidates):
                 return self._decision("deny", tool_name, action, key, pattern)
         if command is None:
-            return self._deny(tool_name, action, f"command {action!r} {problem}")
+            return self._deny(tool_name, action, f"command {_quote(action)} {problem}")
         if _COMMAND_CONTROL.search(action):
             return self._operators(
                 tool_name, action, "a shell control operator, expansion or substitution"
@@ -1540,7 +1559,7 @@ class PermissionPolicy:
         if expansion is not None:
             return self._operators(tool_name, action, expansion)
         if len(command.written) != 1:  # pragma: no cover - only operators and newlines split one
-            return self._deny(tool_name, action, f"command {action!r} is not one command")
+            return self._deny(tool_name, action, f"command {_quote(action)} is not one command")
         [full] = command.written
         written = _Subject(full)
         for behavior in _ADMITTING:
@@ -1552,7 +1571,7 @@ class PermissionPolicy:
     def _check_path(self, tool_name: str, action: str) -> PermissionDecision:
         path = _parse_path(action)
         if isinstance(path, str):
-            return self._deny(tool_name, action, f"path {action!r} {path}")
+            return self._deny(tool_name, action, f"path {_quote(action)} {path}")
         for key, pattern in self._patterns("deny", tool_name, "path"):
             if _path_matches(path, pattern):
                 return self._decision("deny", tool_name, action, key, pattern)
@@ -1565,7 +1584,10 @@ class PermissionPolicy:
                         continue
                     return self._decision(behavior, tool_name, action, key, pattern)
         if climbed is not None:
-            reason = f"path {action!r} climbs out of the base of rule {climbed.source!r} with '..'"
+            reason = (
+                f"path {_quote(action)} climbs out of the base of rule {climbed.source!r} "
+                "with '..'"
+            )
             return self._deny(tool_name, action, reason)
         return self._by_default(tool_name, action)
 

@@ -301,3 +301,22 @@ def test_a_camel_case_path_parameter_cannot_climb_out_of_an_allowed_directory() 
     kind = subject_kind_of(tool)
     assert policy.check("read", "/data/../etc/passwd", {}, kind=kind).behavior == "deny"
     assert policy.check("read", "/data/notes", {}, kind=kind).behavior == "allow"
+
+
+@pytest.mark.parametrize(
+    ("kind", "subject"),
+    [
+        ("command", "rm " + "x" * 60_000),
+        ("command", "ls " + "y" * 60_000 + "; rm"),
+        ("path", "../" + "z" * 60_000),
+        ("text", "$(" + "w" * 60_000),
+        ("text", ["v" * 60_000]),
+    ],
+)
+def test_a_denial_quotes_a_huge_subject_cut_short(kind: str, subject: object) -> None:
+    policy = PermissionPolicy(mode="rules", deny={"t": ["rm *"]}, allow={"t": ["ls *"]})
+    decision = policy.check("t", subject, {}, kind=kind)  # type: ignore[arg-type]
+    assert decision.behavior == "deny"
+    assert len(decision.reason) < 400, decision.reason[:500]
+    if isinstance(subject, str):
+        assert decision.action == subject  # the decision still holds the whole subject
