@@ -12,7 +12,9 @@ How it joins the act transaction: :meth:`Journal.branch` returns a
   and every message of the history not yet journaled, and claims the call's idempotency key;
   a key already completed answers the call with its recorded outcome (the tool does not run),
   a key held by a call still running waits for it, a key used with other arguments fails the
-  call (:class:`~lionexec.journal.IdempotencyKeyConflict`);
+  call (:class:`~lionexec.journal.IdempotencyKeyConflict`); a call submitted to workers
+  (:meth:`Journal.submit`, seen in the same transaction) claims nothing: it waits for the
+  workers' answer, which becomes its recorded outcome (the tool does not run here);
 * when the drain service hands it **recorded outcomes**, commits the rest of the history
   (responses included) and marks the calls done.
 
@@ -84,6 +86,7 @@ from .store import (
     Claim,
     MessageRow,
     OutcomeOp,
+    Queued,
     RequestOp,
     Store,
     dumps_record,
@@ -196,7 +199,7 @@ class _Pending:
     sink: JournalSink
     op: RequestOp | None
     approval: ApprovalRow | None = None
-    claim: Claim | None = None
+    claim: Claim | Queued | None = None
     error: BaseException | None = None
     done: bool = False
     #: Waiting for a commit to take it (see :meth:`Journal._linger`), not to lead one.
@@ -553,7 +556,8 @@ class Journal:
         ``act()`` has run (it is running, or ran) or answered, raises
         :class:`~lionexec.errors.DuplicateCallError` and nothing is queued. A request the
         history holds unanswered and never run (a turn recorded for workers to answer) may
-        be submitted.
+        be submitted. The other way round, the branch's ``act()`` of a call id submitted
+        here does not run it: it waits for the workers' answer and records it.
         Needs a SQL journal (SQLite, PostgreSQL). One transaction; cancellable before it
         commits.
         """
@@ -608,6 +612,22 @@ class Journal:
                     f"call {call_id!r} was not submitted through this journal object: pass "
                     "branch_id= to wait for calls submitted elsewhere"
                 )
+        done = await self._answered(pairs, poll)
+        responses = [r for r in (row.response_message() for row in done) if r]
+        if into is not None:
+            await self._record_into(into, done, responses)
+        for branch, call_id in pairs:
+            if self._submitted.get(call_id) == branch:
+                del self._submitted[call_id]
+        return responses
+
+    async def _answered(
+        self, pairs: Sequence[tuple[str, str]], poll: float
+    ) -> list[queue.QueuedCall]:
+        """The queue rows of *pairs* ``(branch_id, call_id)``, in order, once every one is
+        answered (``done``): woken by ``NOTIFY`` on PostgreSQL (and every *poll* seconds),
+        polling on SQLite. Cancellable. Raises :class:`JournalError` naming a call that is
+        not queued."""
         shared = getattr(self.backend, "shared_listener", None)
         listener = shared("lionexec_done") if shared is not None else None
         delay = 0.005
@@ -617,18 +637,14 @@ class Journal:
                 await listener.start()  # one connection for every wait (again if it was lost)
                 seen = listener.generation
             rows = await self._run(lambda store: queue.lookup(store, pairs))
+            done: list[queue.QueuedCall] = []
             for (branch, call_id), row in zip(pairs, rows, strict=True):
                 if row is None:
                     raise JournalError(f"call {call_id!r} of branch {branch} is not queued")
-            if all(row is not None and row.state == queue.DONE for row in rows):
-                done = [row for row in rows if row is not None]
-                responses = [r for r in (row.response_message() for row in done) if r]
-                if into is not None:
-                    await self._record_into(into, done, responses)
-                for branch, call_id in pairs:
-                    if self._submitted.get(call_id) == branch:
-                        del self._submitted[call_id]
-                return responses
+                if row.state == queue.DONE:
+                    done.append(row)
+            if len(done) == len(pairs):
+                return done
             if listener is not None:
                 await listener.wait(seen, poll)
             else:
@@ -671,7 +687,7 @@ class Journal:
         *,
         approval: ApprovalRow | None = None,
         lazy: bool = False,
-    ) -> Claim | None:
+    ) -> Claim | Queued | None:
         """Queue *sink*'s unjournaled messages (and *op*, *approval*) for the next group
         commit; wait. *lazy* (an outcome write): linger first for a commit led by another
         caller (see the module docs)."""
@@ -739,7 +755,7 @@ class Journal:
             if item.lingering:
                 item.wake()
 
-    async def _commit_batch(self, batch: Batch) -> list[Claim]:
+    async def _commit_batch(self, batch: Batch) -> list[Claim | Queued]:
         """One transaction for *batch*: shielded from cancellation (others wait for it: not
         cut short), bounded instead by :attr:`commit_timeout` seconds of the wall clock (see
         the module docs)."""
@@ -794,7 +810,7 @@ class Journal:
                 if item.sink in refused:
                     item.error, item.done = refused[item.sink], True
             items = [item for item in items if not item.done]
-            claims: list[Claim] = []
+            claims: list[Claim | Queued] = []
             if batch:
                 claims = await self._commit_batch(batch)
             else:
@@ -822,7 +838,7 @@ class Journal:
         for item in items:
             if item.op is not None:
                 claim = item.claim = next(found)
-                if claim.mine:
+                if isinstance(claim, Claim) and claim.mine:
                     self._inflight[(item.op.branch_id, item.op.call_id)] = claim.row.key
                     self._held.setdefault(claim.row.key, None)
             item.done = True
@@ -998,8 +1014,10 @@ class JournalSink:
         """Commit the request (and the history so far), claim the key; see the module docs.
 
         Blocks for one group commit (and, for a key held by a running call, until that call
-        is answered). Cancellation while waiting: the call is recorded ``cancelled``; if its
-        request was already in a commit, that commit completes.
+        is answered; for a call submitted to workers, until they answered it: their answer
+        is the call's recorded outcome, and nothing is claimed for it here). Cancellation
+        while waiting: the call is recorded ``cancelled``; if its request was already in a
+        commit, that commit completes.
         """
         request = entry.request
         context = entry.context
@@ -1022,6 +1040,14 @@ class JournalSink:
         )
         claim = await self.journal._commit(self, op)
         assert claim is not None
+        if isinstance(claim, Queued):  # submitted to workers: theirs to run, never here
+            record = claim.response
+            if record is None:
+                pair = (self.branch_id, op.call_id)
+                [answered] = await self.journal._answered([pair], _POLL_MAX)
+                record = answered.response
+                assert record is not None  # (a done row holds its response)
+            return WriteAheadReply(recorded=queue.load_response(record).content)
         if claim.mine:
             if entry.attempt == 1 and claim.prior_attempts:
                 return WriteAheadReply(prior_attempts=claim.prior_attempts)

@@ -61,7 +61,7 @@ from .limits import (
     limits_by_key,
     refund,
 )
-from .sql import call_ids_in
+from .sql import call_ids_in, lock_branches
 from .store import Store, dumps_record
 
 __all__ = [
@@ -133,9 +133,7 @@ class QueuedCall:
         """The recorded response, or ``None`` before it is done."""
         if self.response is None:
             return None
-        message = _unstructure.converter.structure(json.loads(self.response), Message)
-        assert isinstance(message, ActionResponse)
-        return message
+        return load_response(self.response)
 
 
 @attrs.frozen(kw_only=True)
@@ -219,6 +217,14 @@ def response_record(response: ActionResponse, *, attempts: int | None = None) ->
     return dumps_record(record)
 
 
+def load_response(record: str) -> ActionResponse:
+    """The response a queue row holds (its ``response`` record)."""
+    message = _unstructure.converter.structure(json.loads(record), Message)
+    if not isinstance(message, ActionResponse):
+        raise JournalError(f"a queued response is a {type(message).__name__}, not ActionResponse")
+    return message
+
+
 def load_request(record: str) -> ActionRequest:
     message = _unstructure.converter.structure(json.loads(record), Message)
     if not isinstance(message, ActionRequest):
@@ -271,8 +277,15 @@ def _row(raw: Sequence[Any]) -> QueuedCall:
 def submit(store: Store, branch_id: str, requests: Sequence[ActionRequest]) -> None:
     """Queue *requests* of *branch_id*. All or nothing: a call id already queued for the
     branch, or one the branch's own ``act()`` has run or answered, raises
-    :class:`~lionexec.errors.DuplicateCallError` and nothing is queued."""
+    :class:`~lionexec.errors.DuplicateCallError` and nothing is queued.
+
+    The other way round, an ``act()`` of a call id queued here claims nothing and waits for
+    the workers' answer (:class:`~lionexec.journal.store.Queued`). Each side checks the
+    other's table in its own transaction, after the branch's lock on PostgreSQL
+    (:func:`~lionexec.journal.sql.lock_branches`; SQLite runs one transaction at a time)."""
     tx = _tx(store)
+    if _is_pg(store):
+        lock_branches(tx, [branch_id])
     now = db_now(store)
     rows = [
         (branch_id, r.call_id, r.function, request_record(r), QUEUED, now, 0, 0, 0, now)

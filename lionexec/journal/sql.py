@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, Protocol
 
@@ -33,11 +34,22 @@ from .store import (
     Claim,
     MessageRow,
     OutcomeOp,
+    Queued,
+    RequestOp,
     claim_for,
     new_row,
 )
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlStore", "Tx", "call_ids_in", "migrate"]
+__all__ = [
+    "BRANCH_LOCK",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SqlStore",
+    "Tx",
+    "call_ids_in",
+    "lock_branches",
+    "migrate",
+]
 
 
 def _index_call_ids(tx: Tx) -> None:
@@ -195,6 +207,40 @@ _APPROVAL_COLUMNS = (
     "reason"
 )
 _CHUNK = 400  # keys per IN (...) list: well under every placeholder limit
+#: The rows a claim inserts (a ``VALUES`` list or an ``unnest``, its columns ``column1``...)
+#: but those of calls submitted to workers: such a call is not claimed (``Queued``).
+_UNQUEUED = (
+    " WHERE NOT EXISTS (SELECT 1 FROM lionexec_queue AS q WHERE q.branch_id = v.column2 "
+    "AND q.call_id = v.column3) ON CONFLICT DO NOTHING"
+)
+
+#: The first key of the transaction-scoped advisory locks a PostgreSQL transaction takes per
+#: branch (``pg_advisory_xact_lock(BRANCH_LOCK, <CRC-32 of the branch id>)``, the two-key
+#: form: it never meets a one-key lock, such as the example server's per-conversation lock).
+BRANCH_LOCK: Final = 0x6C786271  # "lxbq"
+
+
+def branch_locks(branch_ids: Iterable[str]) -> str:
+    """The statements that take the transaction-scoped advisory lock of each of *branch_ids*
+    on PostgreSQL, in one order (of their keys: two transactions never wait for each other
+    in a cycle), ``;``-separated, with no parameters (the keys are numbers computed here): so
+    they can share a round trip with another statement without parameters.
+
+    :func:`lionexec.journal.queue.submit` and a commit that claims calls take the locks of
+    their branches before they read the other's table (``lionexec_calls``,
+    ``lionexec_queue``): at READ COMMITTED, each could otherwise check before the other
+    commits, and a call would be both queued for workers and claimed by a branch's
+    ``act()``. Statements of their own: the statements after them see what the transaction
+    they waited for committed. (SQLite needs none: its ``BEGIN IMMEDIATE`` transactions run
+    one at a time.)
+    """
+    keys = sorted({zlib.crc32(b.encode("utf-8", "surrogatepass")) - 2**31 for b in branch_ids})
+    return "; ".join(f"SELECT pg_advisory_xact_lock({BRANCH_LOCK}, {key})" for key in keys)
+
+
+def lock_branches(tx: Tx, branch_ids: Iterable[str]) -> None:
+    """Take the advisory locks of *branch_ids* (PostgreSQL only; see :func:`branch_locks`)."""
+    tx.execute(branch_locks(branch_ids))
 
 
 class Tx(Protocol):
@@ -356,7 +402,7 @@ class SqlStore:
             )
         )
 
-    def commit(self, batch: Batch) -> list[Claim]:
+    def commit(self, batch: Batch) -> list[Claim | Queued]:
         tx = self.tx
         self._insert(
             "INSERT INTO lionexec_branches (branch_id, created_at)",
@@ -371,7 +417,7 @@ class SqlStore:
                 f"({', '.join('?' * 17)}) ON CONFLICT DO NOTHING",
                 [attrs.astuple(row) for row in batch.approvals],
             )
-        claims: list[Claim] = []
+        claims: list[Claim | Queued] = []
         if batch.requests:
             claims = self._claim(batch)
         if batch.outcomes:
@@ -450,29 +496,92 @@ class SqlStore:
                         f"{branch_id} holds message {stored.get(seq)!r}, not {message_id!r}"
                     )
 
-    def _claim(self, batch: Batch) -> list[Claim]:
+    def _claim(self, batch: Batch) -> list[Claim | Queued]:
+        """Claim the key of each request op, but of a call submitted to workers (a row of
+        ``lionexec_queue``, seen in this transaction: see :func:`lock_branches`), for which
+        nothing is claimed (:class:`Queued`)."""
         tx = self.tx
-        insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
         ops = batch.requests
+        # PostgreSQL: the branches' locks (branch_locks) before the queue is read, in the
+        # round trip of the savepoint
+        locks = branch_locks(op.branch_id for op in ops) if self.bulk else ""
         if len({op.key for op in ops}) == len(ops):
-            # The usual case, every key new: insert the rows as claimed (one attempt each)
-            # and read nothing back. If any key or call is taken, undo and go the long way.
-            # (bench row "journal: 1k concurrent calls": a third of the writer's time went to
-            # reading back and updating the rows it had just inserted.)
+            # The usual case, every key new and no call queued: insert the rows as claimed
+            # (one attempt each) and read nothing back. If any key or call is taken, or
+            # queued, undo and go the long way. (bench row "journal: 1k concurrent calls": a
+            # third of the writer's time went to reading back and updating the rows it had
+            # just inserted.)
             fresh = [new_row(op, attempts=1) for op in ops]
-            tx.execute("SAVEPOINT lionexec_claim")
-            inserted = self._insert(
-                insert, _CALL_TYPES, [_values(row) for row in fresh], "ON CONFLICT DO NOTHING"
+            tx.execute(
+                f"{locks}; SAVEPOINT lionexec_claim" if locks else "SAVEPOINT lionexec_claim"
             )
+            locks = ""
+            inserted = self._insert_unqueued([_values(row) for row in fresh])
             if inserted == len(fresh):
                 tx.execute("RELEASE SAVEPOINT lionexec_claim")
                 return [Claim(row, True, 0) for row in fresh]
-            tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")
+            tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")  # (the locks are kept)
             tx.execute("RELEASE SAVEPOINT lionexec_claim")
+        elif locks:
+            tx.execute(locks)
+        queued = self._queued(ops)
+        if queued:
+            ops = [op for op in ops if (op.branch_id, op.call_id) not in queued]
+        claimed = iter(self._claim_slowly(ops) if ops else [])
+        return [
+            Queued(queued[(op.branch_id, op.call_id)])
+            if (op.branch_id, op.call_id) in queued
+            else next(claimed)
+            for op in batch.requests
+        ]
+
+    def _insert_unqueued(self, rows: Sequence[Sequence[Any]]) -> int:
+        """Insert the call rows *rows* (as :meth:`_insert` would) but those of calls queued
+        for workers, and those whose key or call is taken; return how many were inserted."""
+        head = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) SELECT * FROM"
+        if self.bulk:
+            arrays = ", ".join(f"?::{kind}[]" for kind in _CALL_TYPES)
+            names = ", ".join(f"column{i}" for i in range(1, len(_CALL_TYPES) + 1))
+            return len(
+                self.tx.execute(
+                    f"{head} unnest({arrays}) AS v ({names}){_UNQUEUED} RETURNING 1",
+                    _columns(rows, len(_CALL_TYPES)),
+                )
+            )
+        return sum(
+            self.tx.execute_count(sql, params)
+            for sql, params in self._value_lists(
+                f"{head} (", len(_CALL_TYPES), rows, f") AS v{_UNQUEUED}"
+            )
+        )
+
+    def _queued(self, ops: Sequence[RequestOp]) -> dict[tuple[str, str], str | None]:
+        """The calls of *ops* submitted to workers: their queue row's response (or ``None``,
+        not answered yet), by ``(branch_id, call_id)``."""
+        by_branch: dict[str, list[str]] = {}
+        for op in ops:
+            by_branch.setdefault(op.branch_id, []).append(op.call_id)
+        found: dict[tuple[str, str], str | None] = {}
+        for branch_id, call_ids in by_branch.items():
+            for start in range(0, len(call_ids), _CHUNK):
+                chunk = call_ids[start : start + _CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                for call_id, response in self.tx.execute(
+                    "SELECT call_id, response FROM lionexec_queue WHERE branch_id = ? "
+                    f"AND call_id IN ({marks})",
+                    (branch_id, *chunk),
+                ):
+                    found[(branch_id, call_id)] = response
+        return found
+
+    def _claim_slowly(self, ops: Sequence[RequestOp]) -> list[Claim | Queued]:
+        """Claim the keys of *ops* (none queued), reading back the rows that hold them."""
+        tx = self.tx
+        insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
         self._insert(
             insert, _CALL_TYPES, [_values(new_row(op)) for op in ops], "ON CONFLICT DO NOTHING"
         )
-        keys = list(dict.fromkeys(op.key for op in batch.requests))
+        keys = list(dict.fromkeys(op.key for op in ops))
         rows: dict[str, CallRow] = {}
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start : start + _CHUNK]
@@ -483,9 +592,9 @@ class SqlStore:
             ):
                 row = _call(raw)
                 rows[row.key] = row
-        claims = []
+        claims: list[Claim | Queued] = []
         counted: dict[str, int] = {}
-        for op in batch.requests:
+        for op in ops:
             held = rows.get(op.key)
             if held is None:  # this call holds another key (its key derivation changed)
                 found = tx.execute(

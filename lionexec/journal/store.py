@@ -38,6 +38,7 @@ __all__ = [
     "MemoryStore",
     "MessageRow",
     "OutcomeOp",
+    "Queued",
     "RequestOp",
     "Store",
     "dumps_record",
@@ -148,6 +149,19 @@ class Claim:
     prior_attempts: int
 
 
+@attrs.frozen
+class Queued:
+    """What :meth:`Store.commit` found for a :class:`RequestOp` whose call is submitted to
+    workers (a row of ``lionexec_queue``, seen in the transaction of the commit): nothing was
+    claimed for it (no key, no attempt); the workers run it.
+
+    Attributes:
+        response: the queue row's response record once the workers answered, else ``None``.
+    """
+
+    response: str | None
+
+
 @attrs.define
 class Batch:
     """Everything one transaction writes, applied in this order."""
@@ -167,8 +181,9 @@ class Batch:
 class Store(Protocol):
     """The journal's storage, one transaction per method. Synchronous."""
 
-    def commit(self, batch: Batch) -> list[Claim]:
-        """Apply *batch* atomically; return a :class:`Claim` per request op, in order.
+    def commit(self, batch: Batch) -> list[Claim | Queued]:
+        """Apply *batch* atomically; return a :class:`Claim` per request op, in order, or a
+        :class:`Queued` for an op whose call is submitted to workers (claimed by nothing).
 
         Raises if a message position of a branch is taken (another writer): nothing is
         applied then.
@@ -259,7 +274,8 @@ class MemoryStore:
         self._approvals: dict[str, ApprovalRow] = {}
         self._approval_of: dict[tuple[str, str], str] = {}
 
-    def commit(self, batch: Batch) -> list[Claim]:
+    def commit(self, batch: Batch) -> list[Claim | Queued]:
+        # (No queue in memory: Journal.submit needs a SQL journal, so no op is Queued.)
         # Check everything first: the commit is all or nothing.
         next_seq = {b: len(rows) for b, rows in self._messages.items()}
         ids: set[str] = set()
@@ -292,7 +308,7 @@ class MemoryStore:
             if approval.approval_id not in self._approvals and pair not in self._approval_of:
                 self._approvals[approval.approval_id] = approval
                 self._approval_of[pair] = approval.approval_id
-        claims = []
+        claims: list[Claim | Queued] = []
         for op in batch.requests:
             key = op.key
             row = self._calls.get(key)
