@@ -168,6 +168,11 @@ class Branch:
     # process-wide set `running`, which only act() changes)
     _in_flight: int = attrs.field(init=False, default=0)
     _stack: AsyncExitStack | None = attrs.field(init=False, default=None)
+    #: Entering (``__aenter__`` started, not done), or served (:meth:`serve` running).
+    _entering: bool = attrs.field(init=False, default=False)
+    _served: bool = attrs.field(init=False, default=False)
+    #: The scope of the services of the block entered (shielded once they started).
+    _guard: trio.CancelScope | None = attrs.field(init=False, default=None)
     #: The latest act()'s scope, reused until one of the collaborators it names is replaced.
     _last_scope: CallScope | None = attrs.field(init=False, default=None)
 
@@ -203,15 +208,23 @@ class Branch:
         records not written by then are counted as dropped (:attr:`SinkStatistics.dropped`)
         and reported on :attr:`failures`.
         """
-        problem = self._unservable(entering=False)
+        problem = self._unservable()
         if problem is not None:
             await trio.lowlevel.checkpoint()
             raise problem
-        grace = self.cancel_grace
-        async with trio.open_nursery() as nursery:
-            for feed in self._feeds:
-                await nursery.start(partial(feed.serve, grace=grace))
-            task_status.started()
+        await self._serve(task_status)
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
+        """:meth:`serve`, once the caller checked that the branch may be served."""
+        self._served = True  # (before the first await: a second serve() is refused)
+        try:
+            grace = self.cancel_grace
+            async with trio.open_nursery() as nursery:
+                for feed in self._feeds:
+                    await nursery.start(partial(feed.serve, grace=grace))
+                task_status.started()
+        finally:
+            self._served = False
 
     async def __aenter__(self) -> Self:
         """Serve the sinks (see :meth:`serve`) until the block is left.
@@ -223,14 +236,15 @@ class Branch:
         # Cancelled already: the branch is left as it was (services started, then stopped,
         # would have closed the sinks)
         await trio.lowlevel.checkpoint_if_cancelled()
-        problem = self._unservable(entering=True)
+        problem = self._unservable()
         if problem is not None:
             await trio.lowlevel.checkpoint()
             raise problem
-        stack = self._stack = AsyncExitStack()  # (taken before the next await)
+        self._entering = True  # (before the next await: a second entry is refused)
+        stack = AsyncExitStack()
         try:
             nursery = await stack.enter_async_context(trio.open_nursery())
-            guard = trio.CancelScope()
+            guard = self._guard = trio.CancelScope()
             stack.push_async_exit(partial(self._leave, guard))
             await nursery.start(self._serve_guarded, guard)
             # Started: the services outlive a cancellation of the block until it is left
@@ -239,17 +253,21 @@ class Branch:
             # which then waits for it forever.
             guard.shield = True
         except BaseException as exc:  # (cancelled while starting: leave what was entered)
-            self._stack = None
+            self._entering = False
+            self._guard = None
             if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
                 raise
+        else:
+            self._stack = stack
+            self._entering = False
         return self
 
-    def _unservable(self, *, entering: bool) -> Exception | None:
-        """Why the branch cannot be served (or entered) now, or ``None``."""
-        if entering and self._stack is not None:
-            return RuntimeError(f"branch {self.name} is entered already (one block at a time)")
-        if any(feed.serving for feed in self._feeds):
-            return RuntimeError(f"branch {self.name} is served already (one block at a time)")
+    def _unservable(self) -> Exception | None:
+        """Why the branch cannot be served or entered now, or ``None``."""
+        if self._entering or self._stack is not None or self._served:
+            return RuntimeError(
+                f"branch {self.name} is entered or served already (one block at a time)"
+            )
         if any(feed.closed for feed in self._feeds):
             return trio.ClosedResourceError(
                 f"branch {self.name} was closed: its sinks are closed and cannot be served again"
@@ -263,7 +281,7 @@ class Branch:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         with guard:
-            await self.serve(task_status=task_status)
+            await self._serve(task_status)
 
     async def _leave(
         self,
@@ -272,20 +290,26 @@ class Branch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
+        """The block is left: drain the sinks (see :meth:`_drain`), the services cancelled
+        at once if it is left by a cancellation (or a ``KeyboardInterrupt``...)."""
+        await self._drain(guard, stop=exc_type is not None and not issubclass(exc_type, Exception))
+        return False
+
+    async def _drain(self, guard: trio.CancelScope | None, *, stop: bool = False) -> None:
         """Close the feeds and wait until their services have written what is buffered and
-        closed the sinks. Left because of a cancellation (or cancelled while waiting), the
-        services are cancelled: they write what is buffered and close the sinks within
+        closed the sinks. With *stop* (or cancelled while waiting) the services, in *guard*,
+        are cancelled: they write what is buffered and close the sinks within
         ``cancel_grace`` seconds (see :meth:`serve`)."""
-        if exc_type is not None and not issubclass(exc_type, Exception):
+        if stop and guard is not None:
             guard.cancel()  # (before the feeds close: no sink is closed in a cancelled scope)
         try:
             await self._close_feeds()
             for feed in self._feeds:
                 await feed.wait_stopped()
         except BaseException:
-            guard.cancel()
+            if guard is not None:
+                guard.cancel()
             raise
-        return False
 
     async def __aexit__(
         self,
@@ -296,20 +320,29 @@ class Branch:
         stack, self._stack = self._stack, None
         if stack is None:
             return None
-        return await stack.__aexit__(exc_type, exc, tb)
+        try:
+            return await stack.__aexit__(exc_type, exc, tb)
+        finally:
+            self._guard = None
 
     async def aclose(self) -> None:
         """Drain and close the sinks. Idempotent; afterwards the branch no longer acts if it
         has sinks. Waits for buffered records to be written; cancelled, it waits at most
-        ``cancel_grace`` seconds for them (see :meth:`serve`)."""
-        if self._stack is not None:
-            await self.__aexit__(None, None, None)
-        else:
-            await self._close_feeds()
+        ``cancel_grace`` seconds for them (see :meth:`serve`). Inside the block (or from
+        another task, or while the branch is being entered) it closes the sinks and leaves
+        the block to end as it would."""
+        await self._drain(self._guard)
 
     async def _close_feeds(self) -> None:
+        """Close every feed; the sink of a feed no service ever ran is closed here
+        (:meth:`SinkFeed.close_unserved`), unless the branch is being entered (its services
+        start, find the feed closed, and close their sinks)."""
         for feed in self._feeds:
             feed.close()
+        if not self._entering:
+            for feed in self._feeds:
+                if feed.unserved:  # (shielded: a cancellation does not skip the next)
+                    await feed.close_unserved(self.cancel_grace)
         await trio.lowlevel.checkpoint()
 
     def _sink_failed(self, sink: EvidenceSink, call_id: str | None, error: BaseException) -> None:

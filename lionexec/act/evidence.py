@@ -209,6 +209,7 @@ class SinkFeed:
         #: The exception of the latest write that failed, if any.
         self.last_error: Exception | None = None
         self._serving = False
+        self._served = False  # a service ran (or the sink was closed without one)
         self._closed = False
         self._settle_waiters = 0  # tasks in wait_settled
 
@@ -333,7 +334,7 @@ class SinkFeed:
         closed again. Records not written (cut short, or left when the grace ran out) are
         counted as dropped and reported, as are records offered once the service stopped.
         """
-        self._serving = True
+        self._serving = self._served = True
         task_status.started()
         try:
             async for first in self._receive:
@@ -426,6 +427,19 @@ class SinkFeed:
         self._serving = False
         self._room.unpark_all()
         self._settled_lot.unpark_all()
+
+    @property
+    def unserved(self) -> bool:
+        """Whether the feed is closed and no service ever ran (none will): the sink is still
+        to be closed (:meth:`close_unserved`)."""
+        return self._closed and not self._served
+
+    async def close_unserved(self, grace: float) -> None:
+        """Close the sink of an :attr:`unserved` feed: shielded, within *grace* seconds, its
+        failure reported (never raised). Once."""
+        if self.unserved:
+            self._served = True
+            await self._aclose_quietly(grace)
 
     def close(self) -> None:
         """No more records: the service writes what is buffered, closes the sink and ends."""

@@ -576,13 +576,14 @@ def _parse_path(subject: str) -> _Path | str:
     return _Path(absolute, tuple(stack), lowest)
 
 
-def _path_matches(path: _Path, pattern: _Pattern) -> bool:
+def _path_matches(path: _Path, pattern: _Pattern, *, deny: bool = False) -> bool:
     if pattern.anything:
         return True
-    # a relative pattern starting with "**" (**/.ssh/**) names a place at any depth, under
-    # the root too: a deny rule written so must not be walked around by an absolute path
+    # a relative deny pattern starting with "**" (**/.ssh/**) names a place at any depth,
+    # under the root too: it must not be walked around by an absolute path (an allow or
+    # escalate rule so written admits relative paths only, as it always did)
     if path.absolute != pattern.absolute and not (
-        path.absolute and pattern.segments[:1] == (None,)
+        deny and path.absolute and pattern.segments[:1] == (None,)
     ):
         return False
     segments = path.segments
@@ -1005,14 +1006,16 @@ def _analyse(command: str, into: _Command | None = None, nested: bool = False) -
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _analyse_words(argv: list[str], result: _Command) -> None:
-    """Have deny rules see each program the simple command *argv* runs."""
+def _analyse_words(argv: list[str], result: _Command, *, guessed: bool = False) -> None:
+    """Have deny rules see each program the simple command *argv* runs (*guessed*: its
+    first word is only tried as one, see :func:`_each_word`)."""
     basenamed = list(argv)
     for start in _command_positions(argv, result):
         result.deeper()
         if _WILDCARDS.search(argv[start]):
             result.globbed = True
-        if _CONTROL_CHARACTER.search(argv[start]):  # (env -S '\rm' runs "\r" "m")
+        # (env -S '\rm x' runs the program named carriage return, m)
+        if _CONTROL_CHARACTER.search(argv[start]) and not (guessed and start == 0):
             raise _Refused(f"names a program with a control character: {_quote(argv[start])}")
         basenamed[start] = _basename(argv[start])
         result.deny_form(" ".join([basenamed[start], *argv[start + 1 :]]))
@@ -1110,7 +1113,7 @@ def _each_word(argv: list[str], first: int, result: _Command) -> None:
         elif word[:1] == "-":
             word = word[2:]
         if word:
-            _analyse_words([str(word), *argv[j + 1 :]], result)  # (a program, not NAME=)
+            _analyse_words([str(word), *argv[j + 1 :]], result, guessed=True)  # (not NAME=)
 
 
 def _command_strings(words: list[str], letter: str, result: _Command, name: str) -> None:
@@ -1276,7 +1279,8 @@ class PermissionPolicy:
         matched segment by segment: ``*``, ``?`` and ``[...]`` stay within one segment,
         a ``**`` segment matches any number of segments (zero included). An absolute
         pattern matches absolute paths, a relative one relative paths, except that a
-        relative pattern starting with ``**`` (``**/.ssh/**``) matches absolute paths too.
+        relative *deny* pattern starting with ``**`` (``**/.ssh/**``) matches absolute paths
+        too.
         An allow or escalate rule also requires that no ``..`` in the subject climbs back to
         or above the rule's literal base (``/data`` for ``/data/*``): ``/data/a/../b`` is
         under ``/data/*``, ``/data/../data/b`` is not. Deny rules match the normalised path.
@@ -1573,7 +1577,7 @@ class PermissionPolicy:
         if isinstance(path, str):
             return self._deny(tool_name, action, f"path {_quote(action)} {path}")
         for key, pattern in self._patterns("deny", tool_name, "path"):
-            if _path_matches(path, pattern):
+            if _path_matches(path, pattern, deny=True):
                 return self._decision("deny", tool_name, action, key, pattern)
         climbed: _Pattern | None = None
         for behavior in _ADMITTING:

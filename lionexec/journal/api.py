@@ -288,14 +288,22 @@ class Journal:
 
     @approval_expiry.setter
     def approval_expiry(self, seconds: float | None) -> None:
-        if seconds is not None and (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not 0 <= seconds < math.inf
-        ):
-            raise ValueError(
-                f"approval_expiry must be a finite number of seconds >= 0 or None, not {seconds!r}"
-            )
+        if seconds is not None:
+            try:
+                valid = not isinstance(seconds, bool) and isinstance(seconds, int | float)
+                value = float(seconds) if valid else math.nan
+            except OverflowError:  # (an int past a float's range)
+                value = math.inf
+            if not 0 <= value < math.inf:
+                shown = (
+                    f"an int of {seconds.bit_length()} bits"
+                    if isinstance(seconds, int) and seconds.bit_length() > 256
+                    else repr(seconds)[:80]
+                )
+                raise ValueError(
+                    f"approval_expiry must be a finite number of seconds >= 0 or None, not {shown}"
+                )
+            seconds = value
         self._approval_expiry = seconds
 
     def __repr__(self) -> str:
@@ -1041,6 +1049,20 @@ class JournalSink:
         claim = await self.journal._commit(self, op)
         assert claim is not None
         if isinstance(claim, Queued):  # submitted to workers: theirs to run, never here
+            submitted = queue.load_request(claim.request)
+            proposed = canonical_json(request.arguments)
+            if submitted.function != request.function or (
+                canonical_json(submitted.arguments) != proposed
+            ):
+                raise IdempotencyKeyConflict(
+                    f"call {request.call_id!r} (branch {self.branch_id}) was submitted to "
+                    f"workers as tool {submitted.function!r} with arguments "
+                    f"{_cut(canonical_json(submitted.arguments))}; act() proposes it as tool "
+                    f"{request.function!r} with arguments {_cut(proposed)}",
+                    key=key,
+                    first_call_id=request.call_id,
+                    call_id=request.call_id,
+                )
             record = claim.response
             if record is None:
                 pair = (self.branch_id, op.call_id)

@@ -529,7 +529,7 @@ class SqlStore:
             ops = [op for op in ops if (op.branch_id, op.call_id) not in queued]
         claimed = iter(self._claim_slowly(ops) if ops else [])
         return [
-            Queued(queued[(op.branch_id, op.call_id)])
+            Queued(*queued[(op.branch_id, op.call_id)])
             if (op.branch_id, op.call_id) in queued
             else next(claimed)
             for op in batch.requests
@@ -555,23 +555,23 @@ class SqlStore:
             )
         )
 
-    def _queued(self, ops: Sequence[RequestOp]) -> dict[tuple[str, str], str | None]:
-        """The calls of *ops* submitted to workers: their queue row's response (or ``None``,
-        not answered yet), by ``(branch_id, call_id)``."""
+    def _queued(self, ops: Sequence[RequestOp]) -> dict[tuple[str, str], tuple[str, str | None]]:
+        """The calls of *ops* submitted to workers: their queue row's request and response
+        (or ``None``, not answered yet), by ``(branch_id, call_id)``."""
         by_branch: dict[str, list[str]] = {}
         for op in ops:
             by_branch.setdefault(op.branch_id, []).append(op.call_id)
-        found: dict[tuple[str, str], str | None] = {}
+        found: dict[tuple[str, str], tuple[str, str | None]] = {}
         for branch_id, call_ids in by_branch.items():
             for start in range(0, len(call_ids), _CHUNK):
                 chunk = call_ids[start : start + _CHUNK]
                 marks = ", ".join("?" * len(chunk))
-                for call_id, response in self.tx.execute(
-                    "SELECT call_id, response FROM lionexec_queue WHERE branch_id = ? "
+                for call_id, request, response in self.tx.execute(
+                    "SELECT call_id, request, response FROM lionexec_queue WHERE branch_id = ? "
                     f"AND call_id IN ({marks})",
                     (branch_id, *chunk),
                 ):
-                    found[(branch_id, call_id)] = response
+                    found[(branch_id, call_id)] = (request, response)
         return found
 
     def _claim_slowly(self, ops: Sequence[RequestOp]) -> list[Claim | Queued]:

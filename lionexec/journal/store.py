@@ -156,9 +156,11 @@ class Queued:
     claimed for it (no key, no attempt); the workers run it.
 
     Attributes:
+        request: the queue row's request record (what was submitted under that call id).
         response: the queue row's response record once the workers answered, else ``None``.
     """
 
+    request: str
     response: str | None
 
 

@@ -69,7 +69,7 @@ async def test_a_second_block_at_once_is_refused_and_the_first_goes_on(tmp_path:
             await trio.testing.wait_all_tasks_blocked()
         responses = await branch.act([call("add", a=i, b=1) for i in range(3)])
     assert [r.output for r in responses] == [1, 2, 3]
-    assert len(refused) == 1 and "entered already" in str(refused[0])
+    assert len(refused) == 1 and "entered or served already" in str(refused[0])
     assert branch.name in str(refused[0])
     assert_consistent(branch)
     assert logged(tmp_path / "log.jsonl") == 3
@@ -102,7 +102,7 @@ async def test_a_block_inside_another_is_refused_without_sinks_too() -> None:
     branch = Branch()
     branch.registry.register_tool(add)
     async with branch:
-        with pytest.raises(RuntimeError, match="entered already"):
+        with pytest.raises(RuntimeError, match="entered or served already"):
             async with branch:
                 pass  # pragma: no cover
         [response] = await branch.act(call("add", a=2, b=2))
@@ -114,7 +114,7 @@ async def test_a_block_inside_another_is_refused_without_sinks_too() -> None:
 async def test_serving_an_entered_branch_is_refused(tmp_path: Path) -> None:
     branch = branch_at(tmp_path / "log.jsonl")
     async with branch, trio.open_nursery() as nursery:
-        with pytest.raises(RuntimeError, match="served already"):
+        with pytest.raises(RuntimeError, match="entered or served already"):
             await nursery.start(branch.serve)
 
 
@@ -129,3 +129,90 @@ async def test_a_left_branch_with_sinks_says_it_was_closed(tmp_path: Path) -> No
     assert [json.loads(line)["call_id"] for line in lines] == [
         branch.messages.requests()[0].call_id
     ]
+
+
+class CountingSink:
+    """A sink that counts its ``aclose`` calls (the contract: exactly one)."""
+
+    durable = False
+
+    def __init__(self) -> None:
+        self.closes = 0
+
+    async def write_ahead(self, entry: object) -> None:
+        return None
+
+    async def write(self, records: object) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        self.closes += 1
+        await trio.lowlevel.checkpoint()
+
+
+async def test_two_serves_started_together_serve_once() -> None:
+    sink = CountingSink()
+    branch = Branch(sinks=[sink])
+    refused: list[BaseException] = []
+
+    async def serve(nursery: trio.Nursery) -> None:
+        try:
+            await nursery.start(branch.serve)
+        except RuntimeError as exc:
+            refused.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, nursery)
+        nursery.start_soon(serve, nursery)
+        await trio.testing.wait_all_tasks_blocked()
+        await branch.aclose()
+    assert len(refused) == 1 and "served already" in str(refused[0])
+    assert sink.closes == 1
+
+
+@pytest.mark.parametrize("checkpoints", range(8))
+async def test_an_entry_cancelled_at_any_point_closes_every_sink_once(checkpoints: int) -> None:
+    sinks = [CountingSink(), CountingSink(), CountingSink()]
+    branch = Branch(sinks=sinks)
+    scope = trio.CancelScope()
+
+    async def cancel_soon() -> None:
+        for _ in range(checkpoints):
+            await trio.lowlevel.checkpoint()
+        scope.cancel()
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cancel_soon)
+            with scope:
+                async with branch:
+                    await trio.sleep_forever()
+    # entered or not, the block is gone and so are the sinks: each closed exactly once
+    assert [sink.closes for sink in sinks] in ([1, 1, 1], [0, 0, 0])
+    if sinks[0].closes:
+        with pytest.raises(trio.ClosedResourceError):
+            async with branch:
+                pass  # pragma: no cover
+    else:  # cancelled before anything started: the branch is as it was
+        async with branch:
+            pass
+        assert [sink.closes for sink in sinks] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("where", ["another task", "a nested cancel scope", "while entering"])
+async def test_aclose_while_entered_closes_the_sinks_and_corrupts_nothing(where: str) -> None:
+    sink = CountingSink()
+    branch = Branch(sinks=[sink])
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            if where == "while entering":
+                nursery.start_soon(branch.aclose)  # runs while the entry below starts
+            async with branch:
+                if where == "another task":
+                    nursery.start_soon(branch.aclose)
+                    await trio.testing.wait_all_tasks_blocked()
+                elif where == "a nested cancel scope":
+                    with trio.CancelScope():
+                        await branch.aclose()
+                assert not branch.statistics().sinks[0].serving
+    assert sink.closes == 1

@@ -320,3 +320,25 @@ def test_a_denial_quotes_a_huge_subject_cut_short(kind: str, subject: object) ->
     assert len(decision.reason) < 400, decision.reason[:500]
     if isinstance(subject, str):
         assert decision.action == subject  # the decision still holds the whole subject
+
+
+@pytest.mark.parametrize("subject", ["/etc/secrets.txt", "/root/.bashrc", "/x/notes.txt"])
+def test_a_relative_allow_pattern_starting_with_globstar_admits_no_absolute_path(
+    subject: str,
+) -> None:
+    # (only deny patterns so written reach under the root: allow "**/*" is "in the workspace")
+    policy = PermissionPolicy(mode="rules", allow={"write": ["**/*", "**/*.txt"]})
+    assert policy.check("write", subject, {}, kind="path").behavior == "deny"
+    assert policy.check("write", subject.lstrip("/"), {}, kind="path").behavior == "allow"
+
+
+@pytest.mark.parametrize(
+    "command", ["systemd-run --description 'a\tb' true", "ip netns exec ns1 printf 'x\ty'"]
+)
+def test_a_control_character_in_an_argument_only_guessed_as_a_program_is_not_refused(
+    command: str,
+) -> None:
+    # behind a wrapper whose options are not modelled, every word is tried as the program:
+    # one that is only an argument may hold a tab
+    decision = DENY_RM.check("bash", command, {})
+    assert decision.behavior == "allow", decision.reason

@@ -164,7 +164,18 @@ async def test_decisions_with_text_a_backend_cannot_store_are_refused_clearly(
             assert (await journal.approval(second)).reason == "not \ufffd this"
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, True, "60"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        math.nan,
+        math.inf,
+        -1.0,
+        True,
+        "60",
+        10**400,
+        pytest.param(10**5000, id="an int of 16610 bits"),
+    ],
+)
 def test_an_approval_expiry_that_could_never_be_compared_is_refused(bad: object) -> None:
     journal = MemoryJournal()
     with pytest.raises(ValueError, match="approval_expiry"):
@@ -173,3 +184,4 @@ def test_an_approval_expiry_that_could_never_be_compared_is_refused(bad: object)
     journal.approval_expiry = 0  # at once
     journal.approval_expiry = None  # never
     assert journal.approval_expiry is None
+

@@ -371,3 +371,42 @@ async def test_a_submit_racing_a_write_ahead_after_its_claim(
             assert len(refused) == 1 and "already run or answered" in str(refused[0])
             assert await submitter.queued(branch.id) == []
     assert runs.where == ["branch"]
+
+
+@pytest.mark.parametrize(
+    "proposal",
+    [
+        {"function": "ship", "arguments": {"n": 5}, "call_id": "c1"},
+        {"function": "scrap", "arguments": {"n": 4}, "call_id": "c1"},
+    ],
+    ids=["other arguments", "other tool"],
+)
+async def test_act_on_a_submitted_call_id_with_another_call_is_a_conflict(
+    durable: JournalFactory, proposal: dict[str, Any]
+) -> None:
+    """The same call id proposed as another call fails it (``IdempotencyKeyConflict``
+    naming both): the workers' answer to ``ship(n=4)`` is not this call's outcome, and
+    neither tool runs here."""
+    runs = Runs()
+    scrapped: list[int] = []
+
+    def scrap(n: int) -> int:
+        """Scrap."""
+        scrapped.append(n)
+        return n
+
+    registry = runs.registry("branch")
+    registry.register_tool(Tool.from_function(scrap, effect="unsafe"))
+    with trio.fail_after(60):
+        async with durable.new() as journal:
+            branch = await journal.branch(registry=registry)
+            async with branch:
+                await journal.submit(branch.id, [ship("c1", 4)])
+                [response] = await branch.act(proposal)
+            assert response.outcome is ActionOutcome.FAILED
+            assert response.error is not None
+            assert response.error.type == "IdempotencyKeyConflict"
+            assert "submitted to workers" in response.error.message
+            assert runs.where == [] and scrapped == []
+            [row] = await journal.queued(branch.id)
+            assert row.state == queue.QUEUED  # still the workers' to run
