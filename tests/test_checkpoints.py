@@ -255,6 +255,10 @@ CASES: dict[str, list[Case]] = {
         ("the service is not running", lambda: _feed().wait_settled(5)),
     ],
     "SinkFeed.wait_stopped": [("the service is not running", lambda: _feed().wait_stopped())],
+    "SinkFeed.close_unserved": [
+        ("the feed is open", lambda: _feed().close_unserved(1.0)),
+        ("closed, never served", lambda: _closed_feed().close_unserved(1.0)),
+    ],
 }
 
 
@@ -271,6 +275,12 @@ class _NullSink:
 
 def _feed() -> SinkFeed:
     return SinkFeed(_NullSink(), capacity=1, report=lambda *args: None)
+
+
+def _closed_feed() -> SinkFeed:
+    feed = _feed()
+    feed.close()
+    return feed
 
 
 #: Cases that run assert_checkpoints themselves (after their own setup).

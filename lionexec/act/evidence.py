@@ -436,10 +436,12 @@ class SinkFeed:
 
     async def close_unserved(self, grace: float) -> None:
         """Close the sink of an :attr:`unserved` feed: shielded, within *grace* seconds, its
-        failure reported (never raised). Once."""
+        failure reported (never raised). Once; otherwise only a checkpoint."""
         if self.unserved:
             self._served = True
             await self._aclose_quietly(grace)
+        else:
+            await trio.lowlevel.checkpoint()
 
     def close(self) -> None:
         """No more records: the service writes what is buffered, closes the sink and ends."""

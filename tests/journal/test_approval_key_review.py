@@ -184,4 +184,3 @@ def test_an_approval_expiry_that_could_never_be_compared_is_refused(bad: object)
     journal.approval_expiry = 0  # at once
     journal.approval_expiry = None  # never
     assert journal.approval_expiry is None
-
