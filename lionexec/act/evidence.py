@@ -430,8 +430,8 @@ class SinkFeed:
 
     @property
     def unserved(self) -> bool:
-        """Whether the feed is closed and no service ever ran (none will): the sink is still
-        to be closed (:meth:`close_unserved`)."""
+        """Whether the feed is closed and no service ever ran, nor will; its sink is then
+        still to be closed (see :meth:`close_unserved`)."""
         return self._closed and not self._served
 
     async def close_unserved(self, grace: float) -> None:
