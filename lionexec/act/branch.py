@@ -214,6 +214,12 @@ class Branch:
             raise problem
         await self._serve(task_status)
 
+    # KI-protected (the three below): a KeyboardInterrupt landing in a frame that holds a
+    # nursery open, as the frame resumes from the nursery's __aexit__, would leave it never
+    # exited; trio's state is then corrupt, and a shielded service that outlives the run
+    # makes trio.run end in TrioInternalError (reproduced in raw trio). Trio delivers it at
+    # the next checkpoint instead, as to _concurrently's nursery.
+    @trio.lowlevel.enable_ki_protection
     async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
         """:meth:`serve`, once the caller checked that the branch may be served."""
         self._served = True  # (before the first await: a second serve() is refused)
@@ -226,6 +232,7 @@ class Branch:
         finally:
             self._served = False
 
+    @trio.lowlevel.enable_ki_protection
     async def __aenter__(self) -> Self:
         """Serve the sinks (see :meth:`serve`) until the block is left.
 
@@ -311,6 +318,7 @@ class Branch:
                 guard.cancel()
             raise
 
+    @trio.lowlevel.enable_ki_protection
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,

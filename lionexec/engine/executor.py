@@ -262,6 +262,7 @@ class Executor:
         await processor.process()
 
     @asynccontextmanager
+    @trio.lowlevel.enable_ki_protection  # (its nursery: see Processor._cycle)
     async def running(self) -> AsyncIterator[Self]:
         """Run the processor's service for the duration of an ``async with`` block.
 

@@ -511,6 +511,10 @@ class Processor:
         """
         await self._cycle()
 
+    # KI-protected, as act's _concurrently: a KeyboardInterrupt landing as this frame resumes
+    # from its nursery's __aexit__ would leave the nursery never exited (trio corrupt); trio
+    # delivers it at the next checkpoint instead. The events run in tasks of their own.
+    @trio.lowlevel.enable_ki_protection
     async def _cycle(self) -> int:
         """One cycle; returns the units of capacity it took."""
         await trio.lowlevel.checkpoint_if_cancelled()

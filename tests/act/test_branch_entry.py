@@ -8,6 +8,7 @@ for a shielded service (the outer deadline could not end it).
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -216,3 +217,63 @@ async def test_aclose_while_entered_closes_the_sinks_and_corrupts_nothing(where:
                         await branch.aclose()
                 assert not branch.statistics().sinks[0].serving
     assert sink.closes == 1
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_abandoned_nursery_whose_child_outlives_the_run_is_a_trio_internal_error() -> None:
+    """Why the branch's nursery holders are KI-protected: in raw trio, a KeyboardInterrupt
+    that leaves a nursery never exited (as one landing in its frame as the frame resumes from
+    the nursery's ``__aexit__`` does), while a child outlives the run in a shielded, bounded
+    cleanup (a sink's service, a cancelled call's announcements), ends ``trio.run`` in
+    ``TrioInternalError``: the one violation the KI soak has seen."""
+
+    async def child() -> None:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.05)
+
+    async def main() -> None:
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()  # never exited, as if a KeyboardInterrupt hit
+        nursery.start_soon(child)
+        await trio.lowlevel.checkpoint()
+        raise KeyboardInterrupt
+
+    with pytest.raises(trio.TrioInternalError):
+        trio.run(main)
+    gc.collect()  # (the abandoned nursery and child report themselves as they are collected)
+
+
+async def test_leaving_a_branch_holds_its_nursery_ki_protected() -> None:
+    """A sink's ``expedite()`` is called as its feed closes: from the block's exit it runs
+    KI-protected (the frame holding the branch's nursery), from a caller's ``aclose()`` not."""
+    protected: list[bool] = []
+
+    class Expediting(CountingSink):
+        def expedite(self) -> None:
+            protected.append(trio.lowlevel.currently_ki_protected())
+
+    async with Branch(sinks=[Expediting()]):
+        pass
+    branch = Branch(sinks=[Expediting()])
+    await branch.aclose()
+    assert protected == [True, False]
+
+
+async def test_a_processor_cycle_holds_its_nursery_ki_protected() -> None:
+    from lionexec.engine import Event, Processor
+
+    protected: list[bool] = []
+
+    class Checking(Processor):
+        async def request_permission(self, **request: object) -> bool:
+            protected.append(trio.lowlevel.currently_ki_protected())
+            return True
+
+    class Nothing(Event):
+        async def _invoke(self) -> None:
+            return None
+
+    processor = Checking(queue_capacity=4, capacity_refresh_time=0.01, concurrency_limit=1)
+    await processor.enqueue(Nothing())
+    await processor.process()
+    assert protected == [True]
