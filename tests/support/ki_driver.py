@@ -56,6 +56,7 @@ import sys
 import time
 import traceback
 from collections import Counter
+from functools import partial
 from typing import Any
 
 EXIT_OK_INTERRUPTED = 0
@@ -230,7 +231,8 @@ async def run_batches(
         elif step == 2:  # two batches overlapping on one branch
             other = proposals(rng, rng.randrange(1, 6), serial=-serial)
             await _overlapping(
-                branch.act(batch), branch.act(other, strategy="sequential", call_params=capped)
+                partial(branch.act, batch),
+                partial(branch.act, other, strategy="sequential", call_params=capped),
             )
         elif step == 3:
             await branch.act(batch, call_params=timing_out)
@@ -256,7 +258,7 @@ async def run_batches(
 
 
 async def _overlapping(*calls: Any) -> None:
-    """Await *calls* concurrently, in a nursery of their own.
+    """Run the async callables *calls* concurrently, in a nursery of their own.
 
     KI-protected, as an application should hold a nursery around work that can outlive it: a
     ``KeyboardInterrupt`` that lands in this frame as it resumes from the nursery's
@@ -268,12 +270,9 @@ async def _overlapping(*calls: Any) -> None:
     """
     import trio
 
-    async def run(call: Any) -> None:
-        await call
-
     async with trio.open_nursery() as nursery:
         for call in calls:
-            nursery.start_soon(run, call)
+            nursery.start_soon(call)
 
 
 async def run_raw(branch: Any, state: State, duration: float, seed: int) -> None:
