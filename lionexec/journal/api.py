@@ -523,6 +523,7 @@ class Journal:
         )
         return export
 
+    @trio.lowlevel.enable_ki_protection  # (its nursery: see lionexec.act.Branch._serve)
     async def flush(self) -> None:
         """Commit everything the open branches recorded so far (their outcomes included).
 

@@ -224,6 +224,9 @@ class Worker:
 
     # -- the service ------------------------------------------------------------------------
 
+    # KI-protected (with _serve_calls): a KeyboardInterrupt as a frame resumes from its
+    # nursery's __aexit__ would leave the nursery never exited (see lionexec.act.Branch._serve)
+    @trio.lowlevel.enable_ki_protection
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Claim and run calls until cancelled; then shut down gracefully (module docs).
 
@@ -241,6 +244,7 @@ class Worker:
                 with trio.CancelScope(shield=True):
                     await self._shutdown()
 
+    @trio.lowlevel.enable_ki_protection
     async def _serve_calls(self, *, task_status: trio.TaskStatus[trio.Nursery]) -> None:
         # Shielded: a cancellation of run() reaches the calls only through _shutdown().
         with trio.CancelScope(shield=True):
