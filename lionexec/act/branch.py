@@ -262,8 +262,8 @@ class Branch:
         except BaseException as exc:  # (cancelled while starting: leave what was entered)
             self._entering = False
             self._guard = None
-            if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
+            await stack.__aexit__(type(exc), exc, exc.__traceback__)
+            raise  # (the entry failed: never a branch entered without its services)
         else:
             self._stack = stack
             self._entering = False

@@ -635,15 +635,19 @@ async def _sse_chunks(response: httpx.Response, limit: int) -> AsyncGenerator[An
                 if line:
                     _keep_data(line, data)
                 elif data:
-                    text = "\n".join(data)
-                    data.clear()
-                    yield text if text.strip() == "[DONE]" else _loads(text)
+                    yield _event(data)
     except httpx.DecodingError as exc:
         raise _undecodable(response, exc) from exc
     _keep_data(bytes(pending.rstrip(b"\r")), data)  # the last line, if the stream did not end it
     if data:
-        text = "\n".join(data)
-        yield text if text.strip() == "[DONE]" else _loads(text)
+        yield _event(data)
+
+
+def _event(data: list[str]) -> Any:
+    """The event whose ``data`` lines *data* holds (emptied): parsed JSON, or ``"[DONE]"``."""
+    text = "\n".join(data)
+    data.clear()
+    return text if text.strip() == "[DONE]" else _loads(text)
 
 
 def _keep_data(line: bytes, data: list[str]) -> None:

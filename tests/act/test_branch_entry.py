@@ -239,7 +239,7 @@ def test_an_abandoned_nursery_whose_child_outlives_the_run_is_a_trio_internal_er
         raise KeyboardInterrupt
 
     with pytest.raises(trio.TrioInternalError):
-        trio.run(main)
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     gc.collect()  # (the abandoned nursery and child report themselves as they are collected)
 
 

@@ -582,13 +582,19 @@ DEEP = 100_000
     ids=lambda value: value[:40] if isinstance(value, str) else None,
 )
 async def test_hostile_bodies_get_400_naming_the_problem(body: bytes, message: str) -> None:
+    await assert_refused(body, message)
+
+
+async def assert_refused(body: bytes, message: str) -> None:
+    """POST *body* to a fresh server: a 400 whose error starts with *message*, and nothing
+    recorded (no conversation created)."""
     app = make_app()
     with trio.fail_after(BUDGET):
         async with serving(app) as client:
             reply = await client.post("/v1/act", content=body)
     assert reply.status_code == 400, reply.text
     assert strict_loads(reply.content)["error"].startswith(message), reply.json()
-    assert app.conversations == {}  # nothing recorded, no conversation created
+    assert app.conversations == {}
 
 
 async def test_arguments_that_are_merely_not_json_are_recorded_invalid() -> None:
@@ -631,14 +637,7 @@ SHAPES = {  # every tool call shape read_proposal reads, its arguments as a raw 
 async def test_every_shapes_argument_string_is_held_to_the_limits(
     shape: str, arguments: str, message: str
 ) -> None:
-    app = make_app()
-    body = act_text(json.dumps([SHAPES[shape](arguments)]))
-    with trio.fail_after(BUDGET):
-        async with serving(app) as client:
-            reply = await client.post("/v1/act", content=body)
-    assert reply.status_code == 400, reply.text
-    assert strict_loads(reply.content)["error"].startswith(message), reply.json()
-    assert app.conversations == {}  # nothing recorded, no conversation created
+    await assert_refused(act_text(json.dumps([SHAPES[shape](arguments)])), message)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
