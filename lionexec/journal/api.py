@@ -479,6 +479,10 @@ class Journal:
         :class:`~lionexec.journal.Resolution` records with action ``approved``, ``rejected``
         or ``expired``. *only_branch*: only that branch's approvals (a server resuming the
         conversation it holds, not others).
+
+        One resume of a branch runs at a time in this journal; another waits for it. A
+        resume called by a tool that a resume is running skips the branches that resume
+        holds (it waits for the tool): their approvals decided since, a later resume applies.
         """
         only = None if only_branch is None else str(_branch_uuid(only_branch))
         return await _approvals.resume(self, tools, only_branch=only, **branch_kwargs)

@@ -35,6 +35,7 @@ processes resuming at once run it once; a ``rejected`` or ``expired`` one is ans
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import uuid
@@ -431,6 +432,11 @@ async def resume(
         by_branch.setdefault(row.branch_id, []).append(row)
     resolutions: list[Resolution] = []
     for branch_id, approvals in by_branch.items():
+        if (journal, branch_id) in _resumed_here.get():
+            # A tool this task's own resume of the branch runs resumes again: that resume
+            # waits for the tool, so waiting for it would never end. It is left to that one
+            # (what it did not take, a later resume applies).
+            continue
         # One resume of a branch at a time in this journal: two at once would both open
         # (and enter) the one branch object the journal holds, or use it while the other
         # leaves it.
@@ -457,10 +463,17 @@ async def resume(
     return resolutions
 
 
+#: The branches (journal, branch id) a resume is resuming in this context: the tools it runs
+#: (in its task, or in tasks it starts, which inherit the context) see them.
+_resumed_here: contextvars.ContextVar[frozenset[tuple[Journal, str]]] = contextvars.ContextVar(
+    "lionexec_resumed_here", default=frozenset()
+)
+
+
 @contextlib.asynccontextmanager
 async def _resuming(journal: Journal, branch_id: str) -> AsyncIterator[None]:
     """Hold the journal's lock for resuming branch *branch_id* (made on first use, dropped
-    when nobody holds or waits for it)."""
+    when nobody holds or waits for it), and name the branch in :data:`_resumed_here`."""
     entry = journal._resuming.get(branch_id)
     if entry is None:
         entry = journal._resuming[branch_id] = (trio.Lock(), [0])
@@ -468,7 +481,11 @@ async def _resuming(journal: Journal, branch_id: str) -> AsyncIterator[None]:
     users[0] += 1
     try:
         async with lock:
-            yield
+            token = _resumed_here.set(_resumed_here.get() | {(journal, branch_id)})
+            try:
+                yield
+            finally:
+                _resumed_here.reset(token)
     finally:
         users[0] -= 1
         if not users[0] and journal._resuming.get(branch_id) is entry:
