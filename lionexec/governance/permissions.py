@@ -757,6 +757,31 @@ _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
     "torsocks": _wrapper("-u -p -a -P --user --pass --address --port"),
     "caffeinate": _wrapper("-t -w"),
     "daemonize": _wrapper("-c -e -o -p -l -u -E"),
+    # container entry points and process supervisors (gosu, su-exec, tini, dumb-init,
+    # catatonit; runit's chpst and the daemontools/s6 chain-loaders)
+    "gosu": _wrapper("", 1),
+    "su-exec": _wrapper("", 1),
+    "tini": _wrapper("-p -e"),
+    "dumb-init": _wrapper("-r --rewrite"),
+    "catatonit": _wrapper(),
+    "chpst": _wrapper("-u -U -b -e -/ -C -n -l -L -m -d -o -p -f -c"),
+    "softlimit": _wrapper("-m -a -d -s -l -f -c -o -p -t -r"),
+    "pgrphack": _wrapper(),
+    **dict.fromkeys(("setuidgid", "envuidgid", "envdir", "s6-setuidgid"), _wrapper("", 1)),
+    "s6-envdir": _wrapper("-c", 1),
+    "setlock": _wrapper("", 1),
+    # moreutils, LD_PRELOAD shims, throttles
+    "chronic": _wrapper(),
+    "ifne": _wrapper(),
+    "eatmydata": _wrapper(),
+    "nocache": _wrapper(),
+    "torify": _wrapper(),
+    "tsocks": _wrapper(),
+    "faketime": _wrapper("-p --date-prog", 1),
+    "trickle": _wrapper("-d -u -w -t -l -n"),
+    "cpulimit": _wrapper("-l -p -e --limit --pid --exe"),
+    "systemd-inhibit": _wrapper("--what --who --why --mode"),
+    "entr": _wrapper(),
     **dict.fromkeys(
         (
             "perf",
@@ -768,6 +793,11 @@ _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
             "cgexec",
             "systemd-run",
             "start-stop-daemon",
+            "parallel",  # GNU parallel, and sem (parallel --semaphore)
+            "sem",
+            "gdb",  # gdb -ex run --args PROGRAM
+            "lldb",
+            "rr",
         ),
         _wrapper(None),
     ),
@@ -1295,7 +1325,9 @@ class PermissionPolicy:
         ``unshare``, ``strace``, ``fakeroot``, the dynamic loader...: the table ``_WRAPPERS``
         in this module) unwrapped with their options (read as getopt reads them: clusters,
         abbreviated long options; for a few whose options are not listed, ``perf``, ``ip``,
-        ``bwrap``, ``systemd-run``..., every later word is tried as the program), other
+        ``bwrap``, ``systemd-run``, GNU ``parallel``, ``gdb``..., every later word is tried
+        as the program; container entry points and supervisors too: ``gosu``, ``tini``,
+        ``chpst``...), other
         shells' keywords that run the words after them (zsh's ``noglob``, ``nocorrect``,
         ``-`` and ``repeat N``, fish's ``not``, ``and``, ``or``) and zsh's ``=rm`` (rm's
         full path) read through, ``sh -c``, ``su -c``/``--command``, ``sg``, ``script -c``,

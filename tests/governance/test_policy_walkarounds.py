@@ -133,6 +133,66 @@ def test_more_programs_that_run_a_program_or_a_string(command: str) -> None:
 @pytest.mark.parametrize(
     "command",
     [
+        "gosu root rm -rf /",  # container entry points
+        "su-exec root:root rm -rf /",
+        "tini -- rm -rf /",
+        "tini -s -p SIGKILL rm -rf /",
+        "dumb-init -r 15:9 rm -rf /",
+        "catatonit -- rm -rf /",
+        "chpst -u root -/ /srv rm -rf /",  # runit
+        "softlimit -m 100000 rm -rf /",  # daemontools and s6 chain-loaders
+        "setuidgid root rm -rf /",
+        "envuidgid root rm -rf /",
+        "envdir ./env rm -rf /",
+        "s6-setuidgid root rm -rf /",
+        "s6-envdir -c x ./env rm -rf /",
+        "setlock /tmp/lock rm -rf /",
+        "pgrphack rm -rf /",
+        "chronic rm -rf /",  # moreutils
+        "ifne -n rm -rf /",
+        "eatmydata rm -rf /",  # LD_PRELOAD shims
+        "nocache rm -rf /",
+        "torify rm -rf /",
+        "tsocks rm -rf /",
+        "faketime -f '2020-01-01 00:00:00' rm -rf /",
+        "faketime 2020-01-01 rm -rf /",
+        "trickle -d 10 -u 10 rm -rf /",
+        "cpulimit -l 50 -- rm -rf /",
+        "systemd-inhibit --why backup rm -rf /",
+        "entr -r rm -rf /",
+        "parallel rm ::: /a /b",  # GNU parallel (its options are not modelled)
+        "parallel -j 4 --halt now,fail=1 rm -rf ::: /a",
+        "sem -j 2 rm -rf /",
+        "gdb -batch -ex run --args rm -rf /",  # debuggers run their program
+        "lldb -o run -- rm -rf /",
+        "rr record rm -rf /",
+    ],
+)
+def test_supervisors_shims_and_debuggers_run_the_program_after_them(command: str) -> None:
+    assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "gosu app ls -l",
+        "tini -- ls",
+        "chpst -u app ls",
+        "envdir ./env ls",
+        "parallel echo ::: a b",
+        "faketime 2020-01-01 date",
+        "gdb -batch -ex bt ./a.out",
+    ],
+)
+def test_ordinary_lines_of_supervisors_shims_and_debuggers_are_still_allowed(
+    command: str,
+) -> None:
+    assert_allowed(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
         "=rm -rf /",  # zsh: =rm is rm's full path
         "=env rm -rf /",
         "zsh -c '=rm -rf /'",
