@@ -26,7 +26,20 @@ classes with no framework:
 * a **creation time** (``time.time()``) on the request, the response and the event, as the
   contract has (messages' ``created_at``; ADR-0003/0012: the event's construction time);
 * ids from the same fast generator as lionexec (:func:`lionexec._ids.uuid4`): three per call
-  (request, response, event), as lionexec makes.
+  (request, response, event), as lionexec makes;
+* **hostile input refused** as lionexec refuses it (the security issue): a function name or
+  call id holding NUL or a lone surrogate, a call id over 256 characters (the batch is
+  refused); arguments holding NaN or Infinity, an integer too long to print, a name that is
+  not a string, text that is not valid Unicode, or nested too deeply (the call is
+  ``invalid``), all checked in the one pass that copies them;
+* **evidence immutability** (the security issue, which issue 13 says to measure with): the
+  tool gets arguments it cannot change the record through (a copy unless they are all
+  scalars), and the record keeps a private copy of what the tool returned;
+* a call whose batch is cancelled before it starts does not start (a cancellation check
+  before the tool, as lionexec's event makes: ADR-0003's invoke).
+
+Added to the floor in session 15 (the last three items): lionexec did this work per call and
+the floor did not. Its notes give the ratios against the floor without them too.
 
 Concurrent batches run in one nursery; a one-call batch runs inline (no nursery), the leanest
 way to do a single call.
@@ -35,6 +48,7 @@ way to do a single call.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import typing
@@ -62,6 +76,64 @@ def _copy(value: Any) -> Any:
     if kind is list:
         return [_copy(item) for item in value]
     return value
+
+
+class _Hostile(ValueError):
+    """Arguments lionexec refuses (the call is ``invalid``)."""
+
+
+_LIMIT = 1 << 64  # smaller integers are printable: no check
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _text(text: str) -> str:
+    if not text.isascii():
+        text.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
+    return text
+
+
+def _private(value: Any) -> Any:
+    """:func:`_copy` of a model's arguments, refusing in the same pass what lionexec refuses:
+    non-finite floats, integers too long to print (over 4,300 digits), names that are not
+    strings, text that is not valid Unicode (ValueError); too deep a value raises
+    RecursionError."""
+    kind = type(value)
+    if kind is str:
+        return _text(value)
+    if kind is int:
+        if -_LIMIT < value < _LIMIT:
+            return value
+        str(value)  # over 4,300 digits: ValueError (it could not be printed)
+        return value
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        raise _Hostile("not a finite number")
+    if kind is dict:
+        copied = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Hostile("a name that is not a string")
+            copied[_text(key)] = _private(item)
+        return copied
+    if kind is list:
+        return [_private(item) for item in value]
+    if kind is bool or value is None:
+        return value
+    raise _Hostile(f"not JSON: {kind.__name__}")
+
+
+def _scalars_only(arguments: dict[str, Any]) -> bool:
+    for value in arguments.values():  # noqa: SIM110 (a loop is faster than all())
+        if type(value) not in _SCALARS:
+            return False
+    return True
+
+
+def _name(label: str, text: Any) -> str:
+    if type(text) is not str or not text or "\x00" in text:
+        raise ValueError(f"a tool call needs a {label} without NUL, got {text!r:.80}")
+    return _text(text)
 
 
 class FloorTool:
@@ -188,11 +260,16 @@ class FloorBranch:
             arguments = json.loads(raw) if type(raw) is str else raw
         else:
             name, arguments, call_id = function, call.get("arguments"), call.get("call_id")
-        if type(name) is not str:
-            raise ValueError(f"a tool call needs a function name, got {name!r:.80}")
-        if call_id is not None and type(call_id) is not str:
-            raise ValueError(f"a tool call id must be a string, got {call_id!r:.80}")
-        return FloorRequest(name, _copy(arguments), call_id or new_call_id())
+        name = _name("function name", name)
+        if call_id is not None:
+            call_id = _name("call id", call_id)
+            if len(call_id) > 256:
+                raise ValueError(f"a tool call id over 256 characters: {call_id!r:.80}")
+        try:
+            arguments = _private(arguments)
+        except (ValueError, RecursionError):
+            arguments = None  # the call is invalid
+        return FloorRequest(name, arguments, call_id or new_call_id())
 
     def _finish(
         self,
@@ -214,8 +291,12 @@ class FloorBranch:
             return self._finish(request, "invalid", None, ("ValidationError", "bad call"), None)
         event = FloorEvent()
         start = _perf()
+        arguments = request.arguments
         try:
-            output = await tool.func(**request.arguments)
+            await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled call never starts
+            if not _scalars_only(arguments):  # nothing the tool gets is the record's
+                arguments = _copy(arguments)
+            output = await tool.func(**arguments)
         except Exception as exc:
             event.duration = _perf() - start
             exc.__traceback__ = None
@@ -227,6 +308,7 @@ class FloorBranch:
             self._finish(request, "cancelled", None, _error(exc), event)
             raise
         event.duration = _perf() - start
+        output = _copy(output)  # the record's own: the tool may change what it returned
         event.response, event.status = output, "completed"
         return self._finish(request, "completed", output, None, event)
 

@@ -1,0 +1,142 @@
+"""benchmarks/_floor.py, the equivalent-work floor of ``nox -s bench``, does the work lionexec's
+``act`` does: each case here runs both and compares what they did (issue 13: a floor that
+skips part of the contract flatters every ratio against it)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import lionexec  # noqa: F401  (the package under test, before the checkout is on the path)
+from lionexec.act import Branch
+
+# benchmarks/ is not installed: reach it in the checkout (appended, so the installed lionexec
+# is never shadowed by the checkout's copy)
+if str(Path(__file__).resolve().parents[2]) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+from benchmarks._floor import FloorBranch
+
+
+def both(*tools: Any) -> list[Any]:
+    lionexec_branch = Branch()
+    lionexec_branch.register_tools(list(tools))
+    floor = FloorBranch()
+    floor.register_tools(list(tools))
+    return [lionexec_branch, floor]
+
+
+def outcome(response: Any) -> str:
+    value = getattr(response, "outcome", None)
+    return str(getattr(value, "value", value))
+
+
+async def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"a": math.nan, "b": 1},
+        {"a": math.inf, "b": 1},
+        {"a": 10**5000, "b": 1},
+        {"a": -(10**5000), "b": 1},
+        {"a": "\ud800", "b": 1},
+        {"\ud800": 1, "b": 1},
+        {1: 1, "b": 1},
+        {"a": nested(200), "b": 1},
+        {"a": 1, "b": 2, "c": 3},
+        {"a": 1},
+    ],
+    ids=[
+        "nan",
+        "inf",
+        "big",
+        "-big",
+        "surrogate",
+        "surrogate-name",
+        "int-name",
+        "deep",
+        "extra",
+        "missing",
+    ],
+)
+async def test_hostile_or_wrong_arguments_end_the_call_invalid_in_both(
+    arguments: dict[Any, Any],
+) -> None:
+    with trio.fail_after(5):
+        for branch in both(add):
+            [response] = await branch.act([{"function": "add", "arguments": arguments}])
+            assert outcome(response) == "invalid", type(branch).__name__
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"function": "ad\x00d", "arguments": {"a": 1, "b": 1}},
+        {"function": "add\ud800", "arguments": {"a": 1, "b": 1}},
+        {"function": "add", "arguments": {"a": 1, "b": 1}, "call_id": "c\x00"},
+        {"function": "add", "arguments": {"a": 1, "b": 1}, "call_id": "c\ud800"},
+        {"function": "add", "arguments": {"a": 1, "b": 1}, "call_id": "c" * 257},
+        {"function": "", "arguments": {"a": 1, "b": 1}},
+    ],
+    ids=["nul-name", "surrogate-name", "nul-id", "surrogate-id", "long-id", "empty-name"],
+)
+async def test_hostile_names_and_call_ids_refuse_the_batch_in_both(call: dict[str, Any]) -> None:
+    with trio.fail_after(5):
+        for branch in both(add):
+            with pytest.raises(ValueError):
+                await branch.act([call])
+
+
+async def test_neither_the_tool_nor_its_caller_can_change_the_record_in_both() -> None:
+    kept: list[Any] = []
+
+    async def keep(items: list) -> list:  # type: ignore[type-arg]  (the floor reads bare types)
+        """Keep the list it was given, and return one it keeps too."""
+        items.append(99)  # changes the tool's own copy only
+        out = [1]
+        kept.append(out)
+        return out
+
+    with trio.fail_after(5):
+        for branch in both(keep):
+            [response] = await branch.act([{"function": "keep", "arguments": {"items": [1]}}])
+            kept[-1].append(2)  # changes what the tool returned, after the record
+            if isinstance(branch, FloorBranch):
+                request, output = branch.history[0], branch.history[1].output
+                arguments = request.arguments
+            else:
+                request = branch.messages[response.content.action_request_id]
+                arguments, output = request.content.arguments, response.content.output
+            assert (arguments, output) == ({"items": [1]}, [1]), type(branch).__name__
+
+
+async def test_a_call_whose_batch_is_cancelled_before_it_starts_does_not_start_in_both() -> None:
+    started: list[int] = []
+
+    async def mark(a: int) -> int:
+        """Never checkpoints."""
+        started.append(a)
+        return a
+
+    with trio.fail_after(5):
+        for branch in both(mark):
+            started.clear()
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await branch.act([{"function": "mark", "arguments": {"a": i}} for i in range(3)])
+            assert started == [], type(branch).__name__
