@@ -432,10 +432,12 @@ async def resume(
         by_branch.setdefault(row.branch_id, []).append(row)
     resolutions: list[Resolution] = []
     for branch_id, approvals in by_branch.items():
-        if (journal, branch_id) in _resumed_here.get():
-            # A tool this task's own resume of the branch runs resumes again: that resume
-            # waits for the tool, so waiting for it would never end. It is left to that one
-            # (what it did not take, a later resume applies).
+        entry = journal._resuming.get(branch_id)
+        if entry is not None and entry[0].locked() and (journal, branch_id) in _resumed_here.get():
+            # A tool run by a resume of this branch resumes again (or a task it started,
+            # which inherited the context, while that resume runs): that resume waits for
+            # the tool, so waiting for it would never end. It is left to that one (what it did
+            # not take, a later resume applies).
             continue
         # One resume of a branch at a time in this journal: two at once would both open
         # (and enter) the one branch object the journal holds, or use it while the other

@@ -77,3 +77,45 @@ async def test_a_resume_inside_a_resume_of_the_branch_leaves_it_to_the_outer_one
             assert history.unanswered() == []
             assert len(history.responses()) == len(invoices)
     assert sorted(paid) == sorted(invoices)
+
+
+@pytest.mark.timeout(30)
+async def test_a_task_a_resumed_tool_started_resumes_the_branch_once_that_resume_ended(
+    tmp_path: Path,
+) -> None:
+    """The task inherits the context the tool ran in; once the resume that ran the tool has
+    ended, nothing waits for that task, and its resume applies the branch's approvals."""
+    later: list[Any] = []
+    approvals: dict[str, str] = {}
+    outer_done, later_done = trio.Event(), trio.Event()
+
+    async with SqliteJournal(tmp_path / "journal.db") as journal:
+        async with trio.open_nursery() as background:
+
+            async def resume_later() -> None:
+                await outer_done.wait()
+                later.append(await journal.resume(tools, policy=POLICY))
+                later_done.set()
+
+            async def pay(invoice: str) -> str:
+                """Pay an invoice; the first one approves the late call and leaves a task."""
+                if invoice == "A0":
+                    await journal.approve(approvals["LATE"])
+                    background.start_soon(resume_later)
+                return f"paid {invoice}"
+
+            tools = [Tool.from_function(pay)]
+            branch = await journal.branch(policy=POLICY)
+            branch.register_tools(tools)
+            with trio.fail_after(20):
+                async with branch:
+                    for invoice in ("A0", "LATE"):
+                        [parked] = await branch.act(call(invoice))
+                        approvals[invoice] = parked.output["approval_id"]
+                    await journal.approve(approvals["A0"])
+                    [first] = await journal.resume(tools, policy=POLICY)
+                    assert first.call_id == "call_A0"
+                    outer_done.set()
+                    await later_done.wait()
+        [[late]] = later
+        assert (late.call_id, late.outcome) == ("call_LATE", ActionOutcome.COMPLETED)
