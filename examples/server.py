@@ -146,6 +146,7 @@ registers no hooks or message callbacks on its branches, so events cost nothing 
 from __future__ import annotations
 
 import argparse
+import gc
 import hmac
 import json
 import math
@@ -2050,6 +2051,10 @@ async def _main(config: ServerConfig) -> None:
 
         async with open_app(config) as app, trio.open_nursery() as nursery:
             binds = await nursery.start(partial(serve, app, shutdown_trigger=on_signal))
+            # What start-up made (modules, the app, recovered conversations) lives as long as
+            # the server: out of the cyclic collector's generations, full collections no
+            # longer walk it (docs/concepts/act.md, "Memory").
+            gc.freeze()
             kept = "in memory" if app.journal is None else f"in the journal {app.journal.target}"
             runs = "; calls run on workers" if config.workers else ""
             print(
