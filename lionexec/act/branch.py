@@ -497,12 +497,16 @@ class Branch:
         lost = [feed.lost for feed in durable] if durable else []
         try:
             self._admit(batch.turn, requests, made_here)
-            if len(transactions) == 1 and limiter is None and not params.throttle_period:
+            if len(transactions) == 1 and not params.throttle_period:
                 # one call, nothing to pace: fan_out's sequential path without its coroutine
-                # (the single-call act row of nox -s bench)
-                await trio.lowlevel.checkpoint()
+                # (the single-call act row of nox -s bench; a server's one-call request)
                 try:
-                    results = [await run(0, transactions[0])]
+                    if limiter is None:
+                        await trio.lowlevel.checkpoint()
+                        results = [await run(0, transactions[0])]
+                    else:
+                        async with limiter:  # (a checkpoint)
+                            results = [await run(0, transactions[0])]
                 except Exception as exc:
                     if not params.return_exceptions:
                         raise

@@ -739,6 +739,43 @@ async def test_a_shared_limiter_caps_calls_across_acts(autojump_clock: trio.abc.
         assert_consistent(b)
 
 
+async def test_one_call_acts_hold_a_shared_limiter_token_while_they_run(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A one-call act runs inline (not through fan_out): it still takes one token of the
+    shared limiter for its call, and gives it back however the call ends."""
+    running = 0
+    peak = 0
+
+    async def work() -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await trio.sleep(1)
+        running -= 1
+
+    async def fail() -> None:
+        raise ValueError("no")
+
+    limiter = trio.CapacityLimiter(2)
+    branches = [Branch() for _ in range(6)]
+    for b in branches:
+        b.register_tools([Tool.from_function(work), Tool.from_function(fail)])
+    async with trio.open_nursery() as nursery:
+        for b in branches:
+            nursery.start_soon(lambda b=b: b.act(call("work"), limiter=limiter))
+    assert peak == 2
+    assert trio.current_time() == pytest.approx(3)  # 6 one-call acts, 2 at a time
+    [failed] = await branches[0].act(call("fail"), limiter=limiter)
+    assert failed.outcome is ActionOutcome.FAILED
+    with trio.move_on_after(0.5):
+        await branches[1].act(call("work"), limiter=limiter)  # cancelled while running
+    assert limiter.borrowed_tokens == 0
+    for b in branches:
+        assert_consistent(b)
+    assert [r.outcome for r in branches[1].messages.responses()][-1] is ActionOutcome.CANCELLED
+
+
 # -- retention (issue 13) -----------------------------------------------------------------------
 
 
