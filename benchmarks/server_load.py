@@ -32,6 +32,7 @@ and in time (``TIME_LIMIT``).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import os
@@ -326,6 +327,10 @@ async def serve_cpu(app_name: str) -> None:
                 config.bind = ["127.0.0.1:0"]
                 asgi = bare_app() if app_name == "bare" else raw_app()
                 binds = await nursery.start(partial(serve, asgi, config, shutdown_trigger=trigger))
+            # as examples/server.py's main() does once serving (issue 13 item 3's guidance for
+            # servers), whichever the app: what start-up made leaves the collector's
+            # generations
+            gc.freeze()
             print(f"{app_name} server on {binds[0]}", flush=True)
             await stop.wait()
             nursery.cancel_scope.cancel()
