@@ -715,25 +715,29 @@ def test_act_outside_trio_names_trio_and_records_nothing() -> None:
         asyncio.run(alcall(add, [1]))  # type: ignore[arg-type]
 
 
-async def test_a_shared_limiter_caps_calls_across_acts(autojump_clock: trio.abc.Clock) -> None:
-    running = 0
-    peak = 0
+def one_second_of_work() -> tuple[Tool, list[int]]:
+    """A tool ``work`` that runs for 1 s, and ``[running, most running at once]``."""
+    counts = [0, 0]
 
     async def work() -> None:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
+        counts[0] += 1
+        counts[1] = max(counts[1], counts[0])
         await trio.sleep(1)
-        running -= 1
+        counts[0] -= 1
 
+    return Tool.from_function(work), counts
+
+
+async def test_a_shared_limiter_caps_calls_across_acts(autojump_clock: trio.abc.Clock) -> None:
+    work, counts = one_second_of_work()
     limiter = trio.CapacityLimiter(3)
     branches = [Branch() for _ in range(3)]
     for b in branches:
-        b.register_tools(Tool.from_function(work))
+        b.register_tools(work)
     async with trio.open_nursery() as nursery:
         for b in branches:
             nursery.start_soon(lambda b=b: b.act([call("work")] * 4, limiter=limiter))
-    assert peak == 3
+    assert counts[1] == 3
     assert trio.current_time() == pytest.approx(4)  # 12 calls, 3 at a time
     for b in branches:
         assert_consistent(b)
@@ -744,15 +748,7 @@ async def test_one_call_acts_hold_a_shared_limiter_token_while_they_run(
 ) -> None:
     """A one-call act runs inline (not through fan_out): it still takes one token of the
     shared limiter for its call, and gives it back however the call ends."""
-    running = 0
-    peak = 0
-
-    async def work() -> None:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await trio.sleep(1)
-        running -= 1
+    work, counts = one_second_of_work()
 
     async def fail() -> None:
         raise ValueError("no")
@@ -760,11 +756,11 @@ async def test_one_call_acts_hold_a_shared_limiter_token_while_they_run(
     limiter = trio.CapacityLimiter(2)
     branches = [Branch() for _ in range(6)]
     for b in branches:
-        b.register_tools([Tool.from_function(work), Tool.from_function(fail)])
+        b.register_tools([work, Tool.from_function(fail)])
     async with trio.open_nursery() as nursery:
         for b in branches:
             nursery.start_soon(lambda b=b: b.act(call("work"), limiter=limiter))
-    assert peak == 2
+    assert counts[1] == 2
     assert trio.current_time() == pytest.approx(3)  # 6 one-call acts, 2 at a time
     [failed] = await branches[0].act(call("fail"), limiter=limiter)
     assert failed.outcome is ActionOutcome.FAILED

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from lionexec.act import Branch
 from lionexec.conversation import ActionOutcome
 from lionexec.governance import PermissionPolicy
 from lionexec.journal import Journal, MemoryJournal, SqliteJournal
@@ -30,6 +31,21 @@ def call(invoice: str) -> dict[str, Any]:
 
 def journal_for(kind: str, tmp_path: Path) -> Journal:
     return MemoryJournal() if kind == "memory" else SqliteJournal(tmp_path / "journal.db")
+
+
+async def paying_branch(journal: Journal, pay: Any) -> tuple[Branch, list[Tool]]:
+    tools = [Tool.from_function(pay)]
+    branch = await journal.branch(policy=POLICY)
+    branch.register_tools(tools)
+    return branch, tools
+
+
+async def park(branch: Branch, invoices: list[str], approvals: dict[str, str]) -> None:
+    """Act each invoice's call (each escalates); note its approval id in *approvals*."""
+    for invoice in invoices:
+        [parked] = await branch.act(call(invoice))
+        assert parked.outcome is ActionOutcome.AWAITING_APPROVAL
+        approvals[invoice] = parked.output["approval_id"]
 
 
 @pytest.mark.timeout(30)
@@ -53,15 +69,10 @@ async def test_a_resume_inside_a_resume_of_the_branch_leaves_it_to_the_outer_one
                 inner.append(await journal.resume(tools, policy=POLICY))
             return f"paid {invoice}"
 
-        tools = [Tool.from_function(pay)]
-        branch = await journal.branch(policy=POLICY)
-        branch.register_tools(tools)
+        branch, tools = await paying_branch(journal, pay)
         with trio.fail_after(20):
             async with branch:
-                for invoice in invoices:
-                    [parked] = await branch.act(call(invoice))
-                    assert parked.outcome is ActionOutcome.AWAITING_APPROVAL
-                    approvals[invoice] = parked.output["approval_id"]
+                await park(branch, invoices, approvals)
                 for invoice in invoices[:-1]:
                     await journal.approve(approvals[invoice])
                 outer = await journal.resume(tools, policy=POLICY)
@@ -104,14 +115,10 @@ async def test_a_task_a_resumed_tool_started_resumes_the_branch_once_that_resume
                     background.start_soon(resume_later)
                 return f"paid {invoice}"
 
-            tools = [Tool.from_function(pay)]
-            branch = await journal.branch(policy=POLICY)
-            branch.register_tools(tools)
+            branch, tools = await paying_branch(journal, pay)
             with trio.fail_after(20):
                 async with branch:
-                    for invoice in ("A0", "LATE"):
-                        [parked] = await branch.act(call(invoice))
-                        approvals[invoice] = parked.output["approval_id"]
+                    await park(branch, ["A0", "LATE"], approvals)
                     await journal.approve(approvals["A0"])
                     [first] = await journal.resume(tools, policy=POLICY)
                     assert first.call_id == "call_A0"
