@@ -39,7 +39,7 @@ classes with no framework:
   before the tool, as lionexec's event makes: ADR-0003's invoke).
 
 Added to the floor in session 15 (the last three items): lionexec did this work per call and
-the floor did not. Its notes give the ratios against the floor without them too.
+the floor did not. README.md gives the ratios against the floor without them too.
 
 Concurrent batches run in one nursery; a one-call batch runs inline (no nursery), the leanest
 way to do a single call.

@@ -2053,7 +2053,7 @@ async def _main(config: ServerConfig) -> None:
             binds = await nursery.start(partial(serve, app, shutdown_trigger=on_signal))
             # What start-up made (modules, the app, recovered conversations) lives as long as
             # the server: out of the cyclic collector's generations, full collections no
-            # longer walk it (docs/concepts/act.md, "Memory").
+            # longer walk it (docs/concepts/act.md, "Long-lived branches").
             gc.freeze()
             kept = "in memory" if app.journal is None else f"in the journal {app.journal.target}"
             runs = "; calls run on workers" if config.workers else ""
