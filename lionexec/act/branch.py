@@ -497,6 +497,7 @@ class Branch:
         lost = [feed.lost for feed in durable] if durable else []
         try:
             self._admit(batch.turn, requests, made_here)
+            results: list[Any]
             if len(transactions) == 1 and not params.throttle_period:
                 # one call, nothing to pace: fan_out's sequential path without its coroutine
                 # (the single-call act row of nox -s bench; a server's one-call request)
