@@ -92,11 +92,14 @@ def _text(text: str) -> str:
     return text
 
 
-def _private(value: Any) -> Any:
-    """:func:`_copy` of a model's arguments, refusing in the same pass what lionexec refuses:
-    non-finite floats, integers too long to print (over 4,300 digits), names that are not
-    strings, text that is not valid Unicode (ValueError); too deep a value raises
-    RecursionError."""
+_DEPTH = 64  # lionexec's MAX_ARGUMENT_DEPTH: the arguments' own dict is level 1
+
+
+def _private(value: Any, depth: int = 1) -> Any:
+    """:func:`_copy` of a model's arguments, refusing in the same pass what lionexec refuses
+    (ValueError): non-finite floats, integers too long to print (over 4,300 digits), names
+    that are not strings, text that is not valid Unicode, containers more than 64 levels
+    deep."""
     kind = type(value)
     if kind is str:
         return _text(value)
@@ -109,15 +112,17 @@ def _private(value: Any) -> Any:
         if math.isfinite(value):
             return value
         raise _Hostile("not a finite number")
-    if kind is dict:
+    if kind is dict or kind is list:
+        if depth > _DEPTH:
+            raise _Hostile("nested too deeply")
+        if kind is list:
+            return [_private(item, depth + 1) for item in value]
         copied = {}
         for key, item in value.items():
             if type(key) is not str:
                 raise _Hostile("a name that is not a string")
-            copied[_text(key)] = _private(item)
+            copied[_text(key)] = _private(item, depth + 1)
         return copied
-    if kind is list:
-        return [_private(item) for item in value]
     if kind is bool or value is None:
         return value
     raise _Hostile(f"not JSON: {kind.__name__}")
@@ -267,7 +272,7 @@ class FloorBranch:
                 raise ValueError(f"a tool call id over 256 characters: {call_id!r:.80}")
         try:
             arguments = _private(arguments)
-        except (ValueError, RecursionError):
+        except ValueError:
             arguments = None  # the call is invalid
         return FloorRequest(name, arguments, call_id or new_call_id())
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 import lionexec  # noqa: F401  (the package under test, before the checkout is on the path)
 from lionexec.act import Branch
@@ -140,3 +142,42 @@ async def test_a_call_whose_batch_is_cancelled_before_it_starts_does_not_start_i
                 scope.cancel()
                 await branch.act([{"function": "mark", "arguments": {"a": i}} for i in range(3)])
             assert started == [], type(branch).__name__
+
+
+TEXT = st.text(max_size=4) | st.sampled_from(["é", "\ud800", "a\udfffb", "\x00"])
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.just(5000).map(lambda digits: 10**digits)  # too long to print
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | TEXT
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(TEXT | st.integers(0, 3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(value=VALUES | st.integers(60, 68).map(nested))
+async def test_both_agree_on_any_argument_value(value: Any) -> None:
+    """Whatever a model sends as an argument, the floor and lionexec make the same call of
+    it: ``invalid`` both, or ``completed`` both with the same record."""
+
+    async def take(x: list) -> list:  # type: ignore[type-arg]  (the floor reads bare types)
+        """Return what it was given."""
+        return x
+
+    with trio.fail_after(5):
+        seen = []
+        for branch in both(take):
+            [response] = await branch.act([{"function": "take", "arguments": {"x": value}}])
+            if isinstance(branch, FloorBranch):
+                output = branch.history[-1].output
+            else:
+                output = response.content.output
+            seen.append((outcome(response), output))
+        assert seen[0] == seen[1], seen
