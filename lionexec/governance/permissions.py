@@ -798,6 +798,42 @@ _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
             "gdb",  # gdb -ex run --args PROGRAM
             "lldb",
             "rr",
+            # project and environment runners: uv run, poetry run, npx, npm exec, nix develop
+            # -c, direnv exec, conda run... (their subcommands and options are not modelled)
+            "uv",
+            "uvx",
+            "poetry",
+            "pipenv",
+            "pdm",
+            "hatch",
+            "rye",
+            "pixi",
+            "tox",
+            "conda",
+            "mamba",
+            "micromamba",
+            "npx",
+            "npm",
+            "pnpm",
+            "pnpx",
+            "yarn",
+            "bun",
+            "bunx",
+            "bundle",
+            "nix",
+            "direnv",
+            "dotenv",
+            # launchers: X and D-Bus sessions, MPI and Slurm, GPU offload, compiler caches
+            "xvfb-run",
+            "dbus-launch",
+            "mpirun",
+            "mpiexec",
+            "srun",
+            "prime-run",
+            "optirun",
+            "primusrun",
+            "ccache",
+            "distcc",
         ),
         _wrapper(None),
     ),
@@ -1325,9 +1361,10 @@ class PermissionPolicy:
         ``unshare``, ``strace``, ``fakeroot``, the dynamic loader...: the table ``_WRAPPERS``
         in this module) unwrapped with their options (read as getopt reads them: clusters,
         abbreviated long options; for a few whose options are not listed, ``perf``, ``ip``,
-        ``bwrap``, ``systemd-run``, GNU ``parallel``, ``gdb``..., every later word is tried
-        as the program; container entry points and supervisors too: ``gosu``, ``tini``,
-        ``chpst``...), other
+        ``bwrap``, ``systemd-run``, GNU ``parallel``, ``gdb``, project runners such as
+        ``uv run``, ``poetry run``, ``npx`` or ``nix develop -c``..., every later word is
+        tried as the program; container entry points and supervisors too: ``gosu``,
+        ``tini``, ``chpst``...), other
         shells' keywords that run the words after them (zsh's ``noglob``, ``nocorrect``,
         ``-`` and ``repeat N``, fish's ``not``, ``and``, ``or``) and zsh's ``=rm`` (rm's
         full path) read through, ``sh -c``, ``su -c``/``--command``, ``sg``, ``script -c``,

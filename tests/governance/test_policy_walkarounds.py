@@ -193,6 +193,69 @@ def test_ordinary_lines_of_supervisors_shims_and_debuggers_are_still_allowed(
 @pytest.mark.parametrize(
     "command",
     [
+        "uv run rm -rf /",  # project runners
+        "uv run --with httpx -- rm -rf /",
+        "uvx --from coreutils rm -rf /",
+        "poetry run rm -rf /",
+        "pipenv run rm -rf /",
+        "pdm run rm -rf /",
+        "hatch run rm -rf /",
+        "rye run rm -rf /",
+        "pixi run rm -rf /",
+        "tox exec -- rm -rf /",
+        "conda run -n base rm -rf /",
+        "mamba run -n base rm -rf /",
+        "micromamba run -n base rm -rf /",
+        "npx rm -rf /",
+        "npm exec -- rm -rf /",
+        "pnpm exec rm -rf /",
+        "pnpx rm -rf /",
+        "yarn exec rm -rf /",
+        "bun x rm -rf /",
+        "bunx rm -rf /",
+        "bundle exec rm -rf /",
+        "nix develop -c rm -rf /",
+        "nix shell nixpkgs#coreutils -c rm -rf /",
+        "direnv exec . rm -rf /",
+        "dotenv run -- rm -rf /",
+        "xvfb-run -a rm -rf /",  # launchers
+        "dbus-launch rm -rf /",
+        "mpirun -np 2 rm -rf /",
+        "mpiexec -n 2 rm -rf /",
+        "srun -N 1 rm -rf /",
+        "prime-run rm -rf /",
+        "optirun rm -rf /",
+        "primusrun rm -rf /",
+        "ccache rm -rf /",
+        "distcc rm -rf /",
+    ],
+)
+def test_project_runners_and_launchers_run_the_program_after_them(command: str) -> None:
+    assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "uv run pytest -q",
+        "poetry install --no-root",
+        "npm test",
+        "npx prettier --write .",
+        "nix develop -c make",
+        "conda install numpy",
+        "bundle exec rake",
+        "mpirun -np 4 ./app",
+        "xvfb-run -a pytest",
+        "ccache gcc -c x.c",
+    ],
+)
+def test_ordinary_lines_of_project_runners_and_launchers_are_still_allowed(command: str) -> None:
+    assert_allowed(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
         "=rm -rf /",  # zsh: =rm is rm's full path
         "=env rm -rf /",
         "zsh -c '=rm -rf /'",
