@@ -653,6 +653,15 @@ def _wrapper(
 _ENV_VALUES: Final = frozenset(
     {"-a", "-u", "-C", "-S", "--argv0", "--unset", "--chdir", "--split-string"}
 )
+#: uv's options that take a value (uv run, and uv tool run as uvx).
+_UV_VALUES: Final = (
+    "-p -f -C -P --python --with --with-editable --with-requirements --directory --project"
+    " --env-file --extra --group --only-group --no-group --index --index-url --extra-index-url"
+    " --default-index --find-links --package --config-file --cache-dir --color --config-setting"
+    " --upgrade-package --reinstall-package --refresh-package --no-binary-package"
+    " --no-build-package --index-strategy --keyring-provider --resolution --prerelease"
+    " --exclude-newer --link-mode --python-platform --allow-insecure-host"
+)
 _SETARCH_ALIASES: Final = ("linux32", "linux64", "uname26", "i386", "x86_64", "aarch64")
 #: Commands that run another command given after their options (each is looked up by its
 #: basename, case folded; see :func:`_program`). Options are listed as the programs' manuals
@@ -770,6 +779,49 @@ _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
     **dict.fromkeys(("setuidgid", "envuidgid", "envdir", "s6-setuidgid"), _wrapper("", 1)),
     "s6-envdir": _wrapper("-c", 1),
     "setlock": _wrapper("", 1),
+    # project and environment runners: their global options, the subcommand ("run",
+    # "exec", "develop"...), its options, then the program. The options listed are the ones
+    # that take a value; one missed is caught as a misread (see _suspects).
+    "uv": _wrapper(_UV_VALUES, 1),
+    "uvx": _wrapper(_UV_VALUES + " --from"),
+    "poetry": _wrapper("-C --directory -P --project", 1),
+    "pipenv": _wrapper("--python", 1),
+    "pdm": _wrapper("-p --project", 1),
+    "hatch": _wrapper("-e --env", 1),
+    "rye": _wrapper("", 1),
+    "pixi": _wrapper("-e --environment --manifest-path", 1),
+    "tox": _wrapper("-e -c -x --conf --root --workdir --override", 1),
+    **dict.fromkeys(("conda", "mamba", "micromamba"), _wrapper("-n -p --name --prefix --cwd", 1)),
+    "npx": _wrapper("-p -c --package --call"),
+    "npm": _wrapper("-p -c -w --package --call --workspace --prefix", 1),
+    "pnpm": _wrapper("-C -F --dir --filter", 1),
+    "pnpx": _wrapper(),
+    "yarn": _wrapper("--cwd", 1),
+    "bun": _wrapper("--cwd", 1),
+    "bunx": _wrapper("-p --package"),
+    "bundle": _wrapper("--gemfile", 1),
+    "nix": _wrapper("-I --include --option --override-input --extra-experimental-features", 1),
+    "direnv": _wrapper("", 2),  # direnv exec DIR PROGRAM
+    "dotenv": _wrapper("-f -q -e --file --quote --export", 1),
+    # launchers: X and D-Bus sessions, MPI and Slurm, GPU offload, compiler caches
+    "xvfb-run": _wrapper(
+        "-n -e -f -p -s -w --server-num --error-file --auth-file --xauth-protocol --server-args"
+        " --wait"
+    ),
+    "dbus-launch": _wrapper("--config-file --autolaunch"),
+    **dict.fromkeys(
+        ("mpirun", "mpiexec"),
+        _wrapper(
+            "-n -c -N -H -f -x -np -ppn -wdir -hosts -hostfile -machinefile -mca --host"
+            " --hostfile --machinefile --map-by --rank-by --bind-to --wdir --mca"
+        ),
+    ),
+    "srun": _wrapper(
+        "-N -n -c -p -t -J -A -q -w -x -o -e -D -C --nodes --ntasks --cpus-per-task --partition"
+        " --time --job-name --account --qos --nodelist --exclude --output --error --chdir --mem"
+        " --gres --constraint"
+    ),
+    **dict.fromkeys(("prime-run", "optirun", "primusrun", "ccache", "distcc"), _wrapper()),
     # moreutils, LD_PRELOAD shims, throttles
     "chronic": _wrapper(),
     "ifne": _wrapper(),
@@ -798,42 +850,6 @@ _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
             "gdb",  # gdb -ex run --args PROGRAM
             "lldb",
             "rr",
-            # project and environment runners: uv run, poetry run, npx, npm exec, nix develop
-            # -c, direnv exec, conda run... (their subcommands and options are not modelled)
-            "uv",
-            "uvx",
-            "poetry",
-            "pipenv",
-            "pdm",
-            "hatch",
-            "rye",
-            "pixi",
-            "tox",
-            "conda",
-            "mamba",
-            "micromamba",
-            "npx",
-            "npm",
-            "pnpm",
-            "pnpx",
-            "yarn",
-            "bun",
-            "bunx",
-            "bundle",
-            "nix",
-            "direnv",
-            "dotenv",
-            # launchers: X and D-Bus sessions, MPI and Slurm, GPU offload, compiler caches
-            "xvfb-run",
-            "dbus-launch",
-            "mpirun",
-            "mpiexec",
-            "srun",
-            "prime-run",
-            "optirun",
-            "primusrun",
-            "ccache",
-            "distcc",
         ),
         _wrapper(None),
     ),
@@ -851,6 +867,8 @@ _STRING_RUNNERS: Final[Mapping[str, str]] = {
     "mapfile": "C",  # and mapfile (readarray) for every few lines it reads
     "readarray": "C",
     "emulate": "c",  # zsh: emulate sh -c STRING
+    "npx": "c",  # npx -c STRING, npm exec -c STRING: run in a shell
+    "npm": "c",
     "sg": "",  # sg GROUP [-c] STRING
 }
 #: Shells that quote otherwise than POSIX shells (a backslash is an escape inside fish's single
@@ -1361,10 +1379,10 @@ class PermissionPolicy:
         ``unshare``, ``strace``, ``fakeroot``, the dynamic loader...: the table ``_WRAPPERS``
         in this module) unwrapped with their options (read as getopt reads them: clusters,
         abbreviated long options; for a few whose options are not listed, ``perf``, ``ip``,
-        ``bwrap``, ``systemd-run``, GNU ``parallel``, ``gdb``, project runners such as
-        ``uv run``, ``poetry run``, ``npx`` or ``nix develop -c``..., every later word is
-        tried as the program; container entry points and supervisors too: ``gosu``,
-        ``tini``, ``chpst``...), other
+        ``bwrap``, ``systemd-run``, GNU ``parallel``, ``gdb``..., every later word is tried
+        as the program; container entry points and supervisors too: ``gosu``, ``tini``,
+        ``chpst``..., and project runners: ``uv run``, ``poetry run``, ``npx``, ``npm exec``
+        (and its ``-c`` string), ``nix develop -c``...), other
         shells' keywords that run the words after them (zsh's ``noglob``, ``nocorrect``,
         ``-`` and ``repeat N``, fish's ``not``, ``and``, ``or``) and zsh's ``=rm`` (rm's
         full path) read through, ``sh -c``, ``su -c``/``--command``, ``sg``, ``script -c``,

@@ -228,10 +228,28 @@ def test_ordinary_lines_of_supervisors_shims_and_debuggers_are_still_allowed(
         "primusrun rm -rf /",
         "ccache rm -rf /",
         "distcc rm -rf /",
+        "npx -c 'rm -rf /'",  # npx -c and npm exec -c run a string in a shell
+        "npm exec -c 'rm -rf /'",
+        "npx --package=x -c 'ls; rm -rf /'",
     ],
 )
 def test_project_runners_and_launchers_run_the_program_after_them(command: str) -> None:
     assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "uv run pytest " + " ".join(f"tests/test_{i}.py" for i in range(100)),
+        "npm install " + " ".join(f"package-{i}" for i in range(60)),
+        "ccache gcc " + " ".join(f"-DFLAG_{i}=1" for i in range(80)) + " -c x.c -o x.o",
+        "mpirun -np 4 ./app " + " ".join(f"--opt{i}" for i in range(50)),
+    ],
+)
+def test_a_long_line_behind_a_runner_is_still_allowed(command: str) -> None:
+    """The runners' options are modelled, so their arguments are not each tried as the
+    program (each would cost a layer of the 32 a line may nest)."""
+    assert_allowed(command)
 
 
 @pytest.mark.parametrize(
