@@ -1110,10 +1110,14 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
     """The index of each program *argv* runs (a wrapper's program, then its program's...)."""
     i = 0
     while i < len(argv) and _shell_assignment(argv[i]):
+        _variable_command(argv[i], result)
         i += 1
     while i < len(argv):
         yield i
         name = _program(argv[i])
+        if name == "git":  # git -c KEY=VALUE: git runs some values (aliases, pagers...)
+            _git_config_commands(argv[i + 1 :], result)
+            return
         if name == "eval":
             result.deeper()
             _analyse(" ".join(argv[i + 1 :]), result, nested=True)
@@ -1156,6 +1160,7 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
             elif options and word.startswith("-") and len(word) > 1:
                 i += _option_words(word, values)
             elif assignment is not None and assignment(word):
+                _variable_command(word, result)
                 i += 1
             elif positional:  # (setarch ARCH -R PROGRAM: options may follow)
                 positional -= 1
@@ -1169,6 +1174,97 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
                 if j == i or argv[j][:1] != "-":
                     result.deeper()
                     _analyse(" ".join(argv[j:]), result, nested=True)
+
+
+#: Variables whose value a program runs as a command line (pagers, editors, git's ssh and
+#: askpass, less's preprocessor...): in ``NAME=value`` words, deny rules read the value too.
+_COMMAND_VARIABLES: Final = frozenset(
+    {
+        "PAGER",
+        "MANPAGER",
+        "SYSTEMD_PAGER",
+        "GIT_PAGER",
+        "EDITOR",
+        "VISUAL",
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "GIT_EXTERNAL_DIFF",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "BROWSER",
+    }
+)
+#: git's global options that take a value in the next word (``-c`` aside).
+_GIT_VALUES: Final = frozenset(
+    {"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env"}
+)
+#: git configuration keys whose value git runs (compared case folded): by prefix (any
+#: alias, ``pager.<command>``) or by the end of the key (``core.pager``, ``core.editor``,
+#: ``core.sshCommand``, ``credential.helper``, ``diff.external``, ``gpg.program``,
+#: ``diff.<driver>.textconv``, ``filter.<driver>.smudge``, ``mergetool.<tool>.cmd``,
+#: ``sendemail.toCmd``, ``uploadpack.packObjectsHook``...).
+_GIT_COMMAND_PREFIXES: Final = ("alias.", "pager.")
+_GIT_COMMAND_SUFFIXES: Final = (
+    "pager",
+    "editor",
+    "command",
+    "cmd",
+    "program",
+    "helper",
+    "external",
+    "textconv",
+    "driver",
+    "clean",
+    "smudge",
+    "process",
+    "askpass",
+    "fsmonitor",
+    "gitproxy",
+    "difffilter",
+    "hook",
+    "pack",
+    "smtpserver",
+)
+
+
+def _variable_command(word: str, result: _Command) -> None:
+    """Have deny rules read the value of the assignment *word* as a command line if its
+    variable is one a program runs (:data:`_COMMAND_VARIABLES`; ``LESSOPEN``'s leading
+    ``|`` dropped)."""
+    name, _, value = word.partition("=")
+    if name.removesuffix("+") in _COMMAND_VARIABLES and value.strip("| "):
+        result.deeper()
+        _analyse(value.lstrip("|"), result, nested=True)
+
+
+def _git_config_commands(words: list[str], result: _Command) -> None:
+    """Have deny rules read the value of each ``-c KEY=VALUE`` among git's global options
+    (before its subcommand) whose key holds a command git runs (an alias's ``!`` dropped;
+    see :data:`_GIT_COMMAND_SUFFIXES`) as a command line."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "-c" or (word.startswith("-c") and len(word) > 2):
+            setting = words[i + 1] if word == "-c" and i + 1 < len(words) else word[2:]
+            i += 2 if word == "-c" else 1
+            key, _, value = setting.partition("=")
+            key = key.casefold()
+            runs = key.startswith(_GIT_COMMAND_PREFIXES) or key.endswith(_GIT_COMMAND_SUFFIXES)
+            value = value.lstrip("!")
+            if runs and value.strip():
+                result.deeper()
+                _analyse(value, result, nested=True)
+        elif word in _GIT_VALUES:
+            i += 2
+        elif word.startswith("-"):
+            i += 1
+        else:
+            return  # the subcommand
 
 
 def _suspects(argv: list[str], first: int, program: int, result: _Command) -> None:
@@ -1382,7 +1478,11 @@ class PermissionPolicy:
         ``bwrap``, ``systemd-run``, GNU ``parallel``, ``gdb``..., every later word is tried
         as the program; container entry points and supervisors too: ``gosu``, ``tini``,
         ``chpst``..., and project runners: ``uv run``, ``poetry run``, ``npx``, ``npm exec``
-        (and its ``-c`` string), ``nix develop -c``...), other
+        (and its ``-c`` string), ``nix develop -c``...), the commands held in
+        ``NAME=value`` words for variables programs run (``PAGER``, ``GIT_PAGER``,
+        ``EDITOR``, ``GIT_SSH_COMMAND``, ``LESSOPEN``...) and in ``git -c KEY=VALUE`` for
+        keys git runs (aliases, ``core.pager``, ``core.sshCommand``, ``credential.helper``,
+        drivers and filters...), other
         shells' keywords that run the words after them (zsh's ``noglob``, ``nocorrect``,
         ``-`` and ``repeat N``, fish's ``not``, ``and``, ``or``) and zsh's ``=rm`` (rm's
         full path) read through, ``sh -c``, ``su -c``/``--command``, ``sg``, ``script -c``,

@@ -483,3 +483,54 @@ def test_a_control_character_in_an_argument_only_guessed_as_a_program_is_not_ref
     # one that is only an argument may hold a tab
     decision = DENY_RM.check("bash", command, {})
     assert decision.behavior == "allow", decision.reason
+
+
+# -- commands held in configuration and the environment ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c alias.x='!rm -rf /' x",  # a git alias starting with ! runs in a shell
+        "git -c 'alias.x=!rm -rf /' x",
+        "git -calias.x='!rm -rf /' x",
+        "git -c core.pager='rm -rf /' log",
+        "git -c core.editor='rm -rf /' commit",
+        "git -c core.sshCommand='rm -rf /' fetch",
+        "git -c CORE.PAGER='rm -rf /' log",  # keys are case-insensitive
+        "git -c credential.helper='!rm -rf /' fetch",
+        "git -c diff.external='rm -rf /' diff",
+        "git -c diff.pdf.textconv='rm -rf /' diff",
+        "git -c mergetool.x.cmd='rm -rf /' mergetool -t x",
+        "git -c pager.log='rm -rf /' log",
+        "git -C /repo -c core.fsmonitor='rm -rf /' status",
+        "GIT_PAGER='rm -rf /' git log",  # variables that hold a command
+        "PAGER='rm -rf /' man ls",
+        "EDITOR='rm -rf /' crontab -e",
+        "VISUAL='rm -rf /' git commit",
+        "GIT_SSH_COMMAND='rm -rf /' git fetch",
+        "GIT_EDITOR='rm -rf /' git rebase -i",
+        "LESSOPEN='|rm -rf / %s' less x",
+        "MANPAGER='rm -rf /' man ls",
+        "env GIT_PAGER='rm -rf /' git log",
+        "sudo GIT_PAGER='rm -rf /' git log",
+    ],
+)
+def test_commands_held_in_configuration_or_the_environment(command: str) -> None:
+    assert_denied(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c user.name=bot commit -m 'rm old files'",
+        'git -c user.name="O\'Brien" commit -m x',  # not a command: not parsed
+        "git -c core.pager=less log",
+        "git -c alias.st=status st",
+        "GIT_PAGER=cat git log",
+        "EDITOR=vim git commit",
+        "PAGER='less -R' man ls",
+    ],
+)
+def test_ordinary_configuration_and_environment_are_still_allowed(command: str) -> None:
+    assert_allowed(command)
