@@ -1076,6 +1076,13 @@ class _Command:
         self.denied_forms.append(form)
 
 
+def _nested(command: str, result: _Command) -> None:
+    """Have deny rules read *command*, a command line another runs (a ``sh -c`` string, an
+    ``eval``, a variable's value...): one more layer of *result*."""
+    result.deeper()
+    _analyse(command, result, nested=True)
+
+
 def _analyse(command: str, into: _Command | None = None, nested: bool = False) -> _Command:
     result = _Command() if into is None else into
     result.parse(command)
@@ -1119,14 +1126,12 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
             _git_config_commands(argv[i + 1 :], result)
             return
         if name == "eval":
-            result.deeper()
-            _analyse(" ".join(argv[i + 1 :]), result, nested=True)
+            _nested(" ".join(argv[i + 1 :]), result)
             return
         if name == "trap":  # trap STRING SIGNAL...: the shell runs STRING later
             for word in argv[i + 1 :]:
                 if word[:1] != "-":
-                    result.deeper()
-                    _analyse(word, result, nested=True)
+                    _nested(word, result)
                     break
             return
         letter = _STRING_RUNNERS.get(name)
@@ -1172,8 +1177,7 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
             # were they misread, from another word near there that is not an option)
             for j in range(first, min(len(argv), i + _SUSPECT_WORDS)):
                 if j == i or argv[j][:1] != "-":
-                    result.deeper()
-                    _analyse(" ".join(argv[j:]), result, nested=True)
+                    _nested(" ".join(argv[j:]), result)
 
 
 #: Variables whose value a program runs as a command line (pagers, editors, git's ssh and
@@ -1238,8 +1242,7 @@ def _variable_command(word: str, result: _Command) -> None:
     ``|`` dropped)."""
     name, _, value = word.partition("=")
     if name.removesuffix("+") in _COMMAND_VARIABLES and value.strip("| "):
-        result.deeper()
-        _analyse(value.lstrip("|"), result, nested=True)
+        _nested(value.lstrip("|"), result)
 
 
 def _git_config_commands(words: list[str], result: _Command) -> None:
@@ -1257,8 +1260,7 @@ def _git_config_commands(words: list[str], result: _Command) -> None:
             runs = key.startswith(_GIT_COMMAND_PREFIXES) or key.endswith(_GIT_COMMAND_SUFFIXES)
             value = value.lstrip("!")
             if runs and value.strip():
-                result.deeper()
-                _analyse(value, result, nested=True)
+                _nested(value, result)
         elif word in _GIT_VALUES:
             i += 2
         elif word.startswith("-"):
@@ -1319,8 +1321,7 @@ def _command_strings(words: list[str], letter: str, result: _Command, name: str)
         if string:
             if name in _OTHER_QUOTING and "\\" in string:
                 raise _Refused(f"has a backslash in a {name} string (not quoted as sh quotes)")
-            result.deeper()
-            _analyse(string, result, nested=True)
+            _nested(string, result)
 
 
 #: The long options of a shell (or su) whose value is a command line.
