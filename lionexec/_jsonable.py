@@ -40,9 +40,9 @@ __all__ = [
     "NEG_INFINITY",
     "UNSERIALIZABLE",
     "JSONValue",
-    "compact_encoder",
     "exception_record",
     "is_unicode",
+    "json_encoder",
     "jsonable",
     "repeated_name",
     "utf8_text",
@@ -295,20 +295,25 @@ def _exception(exc: BaseException, depth: int, path: set[int]) -> dict[str, JSON
     return record
 
 
-def compact_encoder(
-    *, sort_keys: bool = False, ensure_ascii: bool = False
+def json_encoder(
+    *,
+    separators: tuple[str, str] = (",", ":"),
+    sort_keys: bool = False,
+    ensure_ascii: bool = False,
 ) -> Callable[[Any], str]:
-    """``json.dumps(value, allow_nan=False, separators=(",", ":"), sort_keys=...,
-    ensure_ascii=...)`` as one reusable function, for values that hold no reference cycle
+    """``json.dumps(value, allow_nan=False, separators=..., sort_keys=..., ensure_ascii=...)``
+    as one reusable function (compact by default), for values that hold no reference cycle
     (what :func:`jsonable` returns, and records built from it).
 
     The text is the same as ``json.dumps``'s (the same C encoder makes it); the encoder is
     built once instead of on every call, which halves the time for a message-sized record
-    (bench row "journal: 1k concurrent calls, SQLite"). A cycle raises ``RecursionError``
-    rather than ``ValueError``: there is no circular-reference check.
+    (bench rows "journal: 1k concurrent calls, SQLite" and "server CPU per request"). A
+    cycle raises ``RecursionError`` rather than ``ValueError``: there is no
+    circular-reference check.
     """
+    item_separator, key_separator = separators
     encoder = json.JSONEncoder(
-        separators=(",", ":"),
+        separators=separators,
         ensure_ascii=ensure_ascii,
         allow_nan=False,
         sort_keys=sort_keys,
@@ -322,7 +327,10 @@ def compact_encoder(
     )
     # (the arguments JSONEncoder.iterencode passes: markers, default, string encoder, indent,
     # key separator, item separator, sort_keys, skipkeys, allow_nan)
-    chunks = make(None, encoder.default, strings, None, ":", ",", sort_keys, False, False)
+    chunks = make(
+        None, encoder.default, strings, None, key_separator, item_separator, sort_keys,
+        False, False,
+    )  # fmt: skip
     join = "".join
 
     def encode(value: Any) -> str:

@@ -35,9 +35,9 @@ from lionexec._jsonable import (
     UNSERIALIZABLE,
     _convert,
     _flat,
-    compact_encoder,
     exception_record,
     is_unicode,
+    json_encoder,
     jsonable,
     utf8_text,
 )
@@ -452,16 +452,16 @@ _JSON_DATA = st.recursive(
 
 
 @settings(max_examples=300)
-@given(_JSON_DATA, st.booleans(), st.booleans())
-def test_the_compact_encoder_writes_what_json_dumps_writes(
-    value: Any, sort_keys: bool, ensure_ascii: bool
+@given(_JSON_DATA, st.booleans(), st.booleans(), st.sampled_from([(",", ":"), (", ", ": ")]))
+def test_the_json_encoder_writes_what_json_dumps_writes(
+    value: Any, sort_keys: bool, ensure_ascii: bool, separators: tuple[str, str]
 ) -> None:
     """Byte for byte, for JSON data (and so for anything :func:`jsonable` returns)."""
-    encode = compact_encoder(sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+    encode = json_encoder(separators=separators, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
     expected = json.dumps(
         value,
         allow_nan=False,
-        separators=(",", ":"),
+        separators=separators,
         sort_keys=sort_keys,
         ensure_ascii=ensure_ascii,
     )
@@ -469,15 +469,15 @@ def test_the_compact_encoder_writes_what_json_dumps_writes(
     assert encode(jsonable(value)) == expected
 
 
-def test_the_compact_encoder_refuses_what_strict_json_dumps_refuses() -> None:
-    encode = compact_encoder()
+def test_the_json_encoder_refuses_what_strict_json_dumps_refuses() -> None:
+    encode = json_encoder()
     for bad in (math.nan, [math.inf], {"x": -math.inf}):
         with pytest.raises(ValueError, match="not JSON compliant"):
             encode(bad)
     with pytest.raises(TypeError, match="not JSON serializable"):
         encode({"x": object()})
     assert encode("é") == '"é"'
-    assert compact_encoder(ensure_ascii=True)("é") == '"\\u00e9"'
+    assert json_encoder(ensure_ascii=True)("é") == '"\\u00e9"'
 
 
 def test_a_str_subclass_cannot_vouch_for_its_own_unicode() -> None:

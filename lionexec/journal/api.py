@@ -57,7 +57,7 @@ import attrs
 import trio
 
 from lionexec import _unstructure
-from lionexec._jsonable import compact_encoder, jsonable, utf8_text
+from lionexec._jsonable import json_encoder, jsonable, utf8_text
 from lionexec.act import Branch, read_batch
 from lionexec.act.evidence import EvidenceRecord, SinkFeed, WriteAhead, WriteAheadReply
 from lionexec.conversation import (
@@ -139,7 +139,7 @@ def canonical_json(value: Any) -> str:
     return _canonical(jsonable(value))
 
 
-_canonical = compact_encoder(sort_keys=True)
+_canonical = json_encoder(sort_keys=True)
 
 
 @attrs.frozen(kw_only=True)

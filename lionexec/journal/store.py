@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from lionexec._jsonable import compact_encoder, is_unicode
+from lionexec._jsonable import is_unicode, json_encoder
 
 from .errors import JournalError
 
@@ -418,5 +418,5 @@ def dumps_record(record: Any) -> str:
     return _dumps_ascii(record)
 
 
-_dumps = compact_encoder()
-_dumps_ascii = compact_encoder(ensure_ascii=True)
+_dumps = json_encoder()
+_dumps_ascii = json_encoder(ensure_ascii=True)
