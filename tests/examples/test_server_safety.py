@@ -21,6 +21,8 @@ import httpx
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lionexec import HookPoint, MessageManager
 from lionexec.serialization import converter
@@ -700,6 +702,38 @@ def test_the_servers_json_writer_is_strict() -> None:
         "ok": 1.5,
     }
     assert server.dumps({"plain": [1, "two", None]}) == b'{"plain": [1, "two", null]}'
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+# JSON values nested around the limit, with brackets inside strings too (the reader counts
+# brackets before it walks: a count at most the limit proves the depth is, and no more)
+_NESTED = st.recursive(
+    st.none() | st.integers() | st.sampled_from(["", "[", "{[", "]]", "[[[[[[", "a{b}c"]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NESTED, st.integers(min_value=1, max_value=6))
+def test_the_servers_json_reader_refuses_exactly_what_nests_too_deep(
+    value: Any, max_depth: int
+) -> None:
+    text = json.dumps(value)
+    if _depth(value) > max_depth:
+        with pytest.raises(server.BadJSON, match=f"nested more than {max_depth} levels deep"):
+            server.loads(text, max_depth=max_depth)
+    else:
+        assert server.loads(text.encode(), max_depth=max_depth) == value
 
 
 # -- idempotent retries ---------------------------------------------------------------------------
