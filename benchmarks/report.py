@@ -504,6 +504,12 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
             mine = _lionexec(row)
             ratio = None if raw is None or not mine else (mine - raw) / mine
             what = f"{name}: lionexec's share of the server CPU ≤ {bound:.0%}"
+            paired_row = find("server CPU per request: lionexec / raw app, interleaved in one run")
+            paired = (paired_row or {}).get("results", {}).get("lionexec") or {}
+            if paired.get("value"):
+                shares = [1 - 1 / paired[q] for q in ("value", "q1", "q3") if paired.get(q)]
+                spread = f" [{shares[1]:.0%}–{shares[2]:.0%}]" if len(shares) == 3 else ""
+                paired_note = f"; interleaved with the raw app in one run: {shares[0]:.0%}{spread}"
         else:  # value
             ratio = _lionexec(row)
             what = f"{name}: ≤ {_number(bound, row['unit'])}"

@@ -24,9 +24,10 @@ parsing, limits, the idempotency lookup, events) add to the same HTTP work.
 Run it alone with ``python -m benchmarks.server_load`` (``--requests``, ``--clients``,
 ``--quick``; ``--cpu`` for the CPU comparison only). As a :mod:`benchmarks` area it speaks the
 harness's child protocol (``--impl lionexec --json``): the lionexec child reports the load and
-the lionexec server's CPU per request, the raw child the raw app's and the bare app's; lionagi
-has no counterpart and shows as n/a. Only 127.0.0.1 traffic; bounded in count (the requests)
-and in time (``TIME_LIMIT``).
+the lionexec server's CPU per request (and, run interleaved with it, its ratio to the raw
+app's: :func:`paired_cpu`), the raw child the raw app's and the bare app's; lionagi has no
+counterpart and shows as n/a. Only 127.0.0.1 traffic; bounded in count (the requests) and in
+time (``TIME_LIMIT``).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ REQUESTS, CLIENTS = 2_000, 50
 QUICK_REQUESTS, QUICK_CLIENTS = 300, 10
 WARMUP = 100
 CPU_APPS = ("bare", "raw", "lionexec")
-CPU_REQUESTS, CPU_CLIENTS, CPU_RUNS, CPU_WARMUP = 1_000, 10, 7, 300
+CPU_REQUESTS, CPU_CLIENTS, CPU_RUNS, CPU_WARMUP = 1_000, 10, 11, 300
 QUICK_CPU_REQUESTS, QUICK_CPU_RUNS = 300, 3
 
 
@@ -462,6 +463,31 @@ def cpu_measurements(result: CpuResult, clients: int) -> list[Measurement]:
     return [m]
 
 
+#: The scenario of :func:`paired_cpu`'s ratio.
+PAIRED_CPU = "server CPU per request: lionexec / raw app, interleaved in one run"
+
+
+def paired_cpu(lionexec: CpuResult, raw: CpuResult, clients: int) -> Measurement:
+    """lionexec's server CPU per request over the raw app's, run *i* against run *i*.
+
+    :func:`measure_cpu` runs the two back to back (who goes first rotates), so a burst of load
+    elsewhere hits both sides of a pair; the median of the ratios is steadier than the ratio of
+    medians taken from two child processes minutes apart. lionexec's share of its server's
+    CPU is ``1 - 1 / ratio``.
+    """
+    m = Measurement(
+        PAIRED_CPU,
+        "x",
+        lionexec.requests,
+        None,
+        samples=[mine / theirs for mine, theirs in zip(lionexec.runs, raw.runs, strict=True)],
+        note=f"{len(lionexec.runs)} pairs of runs of {k(lionexec.requests)} one-call requests "
+        f"from {clients} clients, interleaved",
+    )
+    m.summarize()
+    return m
+
+
 def cpu_summary(results: dict[str, CpuResult]) -> str:
     lines = ["server CPU per one-call request (median, IQR q1-q3), µs:"]
     for app, result in results.items():
@@ -590,7 +616,9 @@ def child(impl: str, requests: int, clients: int, quick: bool = False) -> dict[s
         return report
     report["results"] = [asdict(m) for m in measurements(result)]
     print(summary(impl, result), file=sys.stderr, flush=True)
-    apps = ("lionexec",) if impl == "lionexec" else ("bare", "raw")
+    # lionexec's child runs the raw app too, interleaved with its own (its row is the raw
+    # child's): the ratio of each pair of runs made back to back (see paired_cpu)
+    apps = ("raw", "lionexec") if impl == "lionexec" else ("bare", "raw")
     cpu_requests, cpu_runs = (
         (QUICK_CPU_REQUESTS, QUICK_CPU_RUNS) if quick else (CPU_REQUESTS, CPU_RUNS)
     )
@@ -603,8 +631,12 @@ def child(impl: str, requests: int, clients: int, quick: bool = False) -> dict[s
                 asdict(Measurement(CPU_LABELS[app], "us/op", cpu_requests, None, note=note))
             )
         return report
-    for app in apps:
-        report["results"] += [asdict(m) for m in cpu_measurements(cpu[app], CPU_CLIENTS)]
+    if impl == "lionexec":
+        report["results"] += [asdict(m) for m in cpu_measurements(cpu["lionexec"], CPU_CLIENTS)]
+        report["results"].append(asdict(paired_cpu(cpu["lionexec"], cpu["raw"], CPU_CLIENTS)))
+    else:
+        for app in apps:
+            report["results"] += [asdict(m) for m in cpu_measurements(cpu[app], CPU_CLIENTS)]
     print(cpu_summary(cpu), file=sys.stderr, flush=True)
     return report
 
