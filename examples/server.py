@@ -460,7 +460,7 @@ def dumps(value: object) -> bytes:
 
     A non-finite float becomes ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, an int too long to
     print ``"<int with N bits>"``, anything else JSON cannot hold ``"<unserializable T>"``.
-    The fast path is one ``json.dumps``; only a value it refuses is rewritten.
+    The fast path is one encoding (``json.dumps``'s text); only a value it refuses is rewritten.
     """
     try:
         return _ENCODE(value).encode()
