@@ -169,7 +169,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
 from lionexec import ActionOutcome, ActionRequest, ActionResponse, Branch, HookPoint
-from lionexec._jsonable import is_unicode, repeated_name, utf8_text
+from lionexec._jsonable import is_unicode, json_encoder, repeated_name, utf8_text
 from lionexec.act import read_proposal
 from lionexec.conversation import ErrorInfo, Message, MessageManager, result_text, to_openai
 from lionexec.errors import DuplicateCallError, NotDurableError
@@ -468,9 +468,10 @@ def dumps(value: object) -> bytes:
         return _ENCODE(_strict(value, 0)).encode()
 
 
-#: ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` with its encoder built once, not
-#: per reply (server CPU row of nox -s bench).
-_ENCODE: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+#: ``json.dumps(value, ensure_ascii=False, allow_nan=False)``'s text with its encoder built once,
+#: not per reply (server CPU row of nox -s bench); a cycle raises RecursionError, which
+#: :func:`dumps` rewrites like any value it refuses.
+_ENCODE: Final = json_encoder(separators=(", ", ": "))
 
 
 def _strict(value: Any, depth: int) -> Any:
