@@ -327,7 +327,8 @@ class SinkFeed:
         that raises is reported and its records counted as failed; the service goes on.
         When the feed is closed, the records still buffered are written and the sink is
         closed. Cancellation (or any other ``BaseException``) stops the service (a write in
-        progress is cut short): the records buffered then are written in a shielded scope
+        progress is cut short; a batch that reached it before its write began counts as
+        buffered): the records buffered then are written in a shielded scope
         bounded by *grace* seconds, the sink is closed (:meth:`EvidenceSink.aclose` is always
         called: shielded, bounded by *grace* too, its failure or its running out of time
         reported) and the exception propagates; so is a close the cancellation cut short,
@@ -336,14 +337,22 @@ class SinkFeed:
         """
         self._serving = self._served = True
         task_status.started()
+        pending: EvidenceRecord | None = None
         try:
             async for first in self._receive:
+                if trio.current_effective_deadline() == -math.inf:
+                    # stopped after *first* reached the service, before its write began
+                    # (the block was left by a cancellation as the call was recorded): it is
+                    # written in the grace below, not dropped as a write cut short would be
+                    pending = first
+                    await trio.lowlevel.checkpoint()  # (raises the cancellation)
+                    pending = None
                 await self._write(first)
         except BaseException:
             try:
                 with trio.CancelScope(shield=True) as scope:
                     scope.deadline = trio.current_time() + grace
-                    await self._write_buffered()
+                    await self._write_buffered(pending)
             finally:
                 try:
                     await self._aclose_quietly(grace)
@@ -387,14 +396,17 @@ class SinkFeed:
         self._settled += len(batch)
         self._settled_lot.unpark_all()
 
-    async def _write_buffered(self) -> None:
-        """Write the records buffered now (the service is stopping); the caller bounds it."""
+    async def _write_buffered(self, first: EvidenceRecord | None = None) -> None:
+        """Write *first* (taken from the buffer already), then the records buffered now (the
+        service is stopping); the caller bounds it."""
         while True:
-            try:
-                first = self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel):
-                return
+            if first is None:
+                try:
+                    first = self._receive.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    return
             await self._write(first)
+            first = None
 
     async def _aclose_quietly(self, grace: float) -> None:
         """Close the sink while an exception propagates: shielded, bounded by *grace*

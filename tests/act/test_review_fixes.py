@@ -138,6 +138,38 @@ async def test_records_a_sink_cannot_write_within_the_grace_are_counted_dropped(
     assert_consistent(branch)
 
 
+async def test_a_record_that_reached_the_service_as_the_block_was_left_is_written() -> None:
+    """The block is left by a ``BaseException`` (as by a cancellation) in the step that
+    offered a record: the service, woken with it, is stopped before it runs. The record is
+    written within the grace, not dropped: a stop cuts short only a write that began. (A
+    cancelled server lost records so, when its service ran after the block was left.)"""
+
+    class Stop(BaseException):
+        pass
+
+    sink = StuckSink()  # (never stuck here: each write checkpoints, then counts)
+
+    async def ok() -> int:
+        return 1
+
+    branch = Branch(sinks=[sink], cancel_grace=60)  # (a real-time bound: ample)
+    branch.register_tools(ok)
+    stopped = False
+    with trio.fail_after(10):
+        try:
+            async with branch:
+                await branch.act(call("ok"))  # its record reaches the service, not yet run
+                raise Stop
+        except* Stop:
+            stopped = True
+    assert stopped
+    assert (sink.written, sink.closes) == (1, 1)
+    [stats] = branch.statistics().sinks
+    assert (stats.buffered, stats.written, stats.dropped, stats.serving) == (0, 1, 0, False)
+    assert branch.failures.statistics().total == 0
+    assert_consistent(branch)
+
+
 async def test_a_cancelled_branch_service_writes_what_is_buffered_and_closes_its_sinks() -> None:
     sink = StuckSink()
     release = trio.Event()
