@@ -1,5 +1,5 @@
-"""Development sessions: ``nox -s tests``, ``lint``, ``typing``, ``bench``, ``demo``, ``docs``,
-``crash``, ``ki-soak``, ``workers``.
+"""Development sessions: ``nox -s tests``, ``lint``, ``typing``, ``docs``, ``build``, ``bench``,
+``demo``, ``crash``, ``ki-soak``, ``workers``.
 
 Every session builds its own virtualenv with the interpreter nox runs on, so the only thing a
 fresh machine needs is Python and ``pip install nox``.
@@ -8,6 +8,8 @@ fresh machine needs is Python and ``pip install nox``.
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 
 import nox
 
@@ -41,6 +43,17 @@ def typing(session: nox.Session) -> None:
     """mypy --strict on the package."""
     session.install(".", *nox.project.dependency_groups(PYPROJECT, "typing"))
     session.run("mypy", "--strict", "lionexec")
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build the sdist and the wheel into dist/ and check them (twine check --strict)."""
+    shutil.rmtree("dist", ignore_errors=True)
+    session.install("build", "twine")
+    session.run("python", "-m", "build", "--outdir", "dist", ".")
+    session.run(
+        "twine", "check", "--strict", *sorted(str(p) for p in pathlib.Path("dist").glob("*"))
+    )
 
 
 @nox.session
