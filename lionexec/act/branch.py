@@ -366,14 +366,9 @@ class Branch:
     ) -> None:
         """Register one tool or callable, or several (``None`` entries are skipped).
 
-        See :meth:`ActionManager.register_tools`.
+        See :meth:`ActionManager.register_tools`, which takes the same arguments.
         """
-        if tools is None:
-            return
-        if isinstance(tools, Tool) or callable(tools):
-            self.registry.register_tool(tools, update=update)
-        else:
-            self.registry.register_tools([t for t in tools if t is not None], update=update)
+        self.registry.register_tools(tools, update=update)
 
     def statistics(self) -> BranchStatistics:
         """A snapshot of the history, the log, the calls in flight, failures and sinks."""

@@ -42,15 +42,32 @@ class ActionManager:
         (registered,) = self.register_tools([tool], update=update)
         return registered
 
-    def register_tools(self, tools: Iterable[ToolLike], /, *, update: bool = False) -> list[Tool]:
-        """Register several tools at once: all of them, or (on any error) none.
+    def register_tools(
+        self,
+        tools: ToolLike | Iterable[ToolLike | None] | None,
+        /,
+        *,
+        update: bool = False,
+    ) -> list[Tool]:
+        """Register one tool or callable, or several: all of them, or (on any error) none.
+
+        *tools* is a :class:`Tool`, a callable to wrap in ``Tool.from_function(it)``, or an
+        iterable of those; ``None`` (alone or as an entry) is skipped. Returns the tools
+        registered, in order.
 
         Raises:
             DuplicateToolError: a name is taken (or repeated in *tools*) and *update* is false.
             TypeError: an item is not callable.
         """
+        if tools is None:
+            return []
+        items: Iterable[ToolLike | None] = (
+            (tools,) if isinstance(tools, Tool) or callable(tools) else tools
+        )
         batch: dict[str, Tool] = {}
-        for item in tools:
+        for item in items:
+            if item is None:
+                continue
             tool = item if isinstance(item, Tool) else _as_tool(item)
             if not update and (tool.name in self._tools or tool.name in batch):
                 raise DuplicateToolError(tool.name)

@@ -150,3 +150,17 @@ def test_unregister_removes_a_tool() -> None:
     assert "search" not in manager
     with pytest.raises(ToolNotFoundError):
         manager.unregister("search")
+
+
+def test_register_tools_takes_what_the_branch_takes() -> None:
+    # One callable, a Tool, None, and iterables with None entries: one behaviour per name.
+    manager = ActionManager()
+    assert [t.name for t in manager.register_tools(search)] == ["search"]
+    assert manager.register_tools(None) == []
+    registered = manager.register_tools([None, Tool.from_function(read_file), None])
+    assert [t.name for t in registered] == ["read_file"]
+    assert manager.names == ["search", "read_file"]
+    with pytest.raises(DuplicateToolError):
+        manager.register_tools(search)
+    with pytest.raises(TypeError):
+        manager.register_tools([42])  # type: ignore[list-item]
