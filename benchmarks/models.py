@@ -152,7 +152,8 @@ async def _saturate_lionexec(base_url: str, seconds: float) -> dict[str, int]:
     import httpx
 
     from lionexec.engine import EventStatus
-    from lionexec.models import Endpoint, ModelCall, RateLimitedProcessor, RateLimiter
+    from lionexec.limits import RateLimiter
+    from lionexec.models import Endpoint, ModelCall, RateLimitedProcessor
 
     counts = {"completed": 0, "other": 0}
     limiter = RateLimiter(requests=RATE, period=1.0, burst=BURST)
@@ -274,7 +275,8 @@ async def _cost_raw(base_url: str, calls: int) -> tuple[float, float]:
 async def _cost_lionexec(base_url: str, calls: int, through: bool) -> tuple[float, float]:
     import httpx
 
-    from lionexec.models import Endpoint, ModelCall, RateLimitedProcessor, RateLimiter
+    from lionexec.limits import RateLimiter
+    from lionexec.models import Endpoint, ModelCall, RateLimitedProcessor
 
     payload = {"model": MODEL, "messages": MESSAGES}
     endpoint = Endpoint(base_url)

@@ -29,11 +29,11 @@ import trio
 
 from lionexec import Branch
 from lionexec.governance import PermissionPolicy
+from lionexec.limits import RateLimiter
 from lionexec.models import (
     Endpoint,
     LoopResult,
     Model,
-    RateLimiter,
     TextDelta,
     ToolCallsProposed,
     ToolResult,

@@ -29,6 +29,7 @@ BOTTOM = frozenset({"lionexec.errors"})
 #: its own part, the bottom helpers, and parts of strictly lower rank.
 RANKS: dict[str, int] = {
     "engine": 1,
+    "limits": 1,
     "tools": 2,
     "governance": 3,
     "conversation": 3,

@@ -6,6 +6,10 @@ Backends: :class:`MemoryJournal` (one process), :class:`~lionexec.journal.sqlite
 ``postgresql://`` URL). See ``docs/journal.md`` for the guarantees.
 """
 
+import warnings as _warnings
+from typing import Any as _Any
+
+from .. import limits as _limits
 from .._public import publish as _publish
 from .api import Journal as Journal
 from .api import JournaledCall as JournaledCall
@@ -23,9 +27,6 @@ from .errors import JournalSchemaError as JournalSchemaError
 from .errors import NotAJournalError as NotAJournalError
 from .jsonl import call_records as call_records
 from .jsonl import write_jsonl as write_jsonl
-from .limits import Limit as Limit
-from .limits import LimitDeniedError as LimitDeniedError
-from .limits import LocalLimiter as LocalLimiter
 from .recovery import Applied as Applied
 from .recovery import NotApplied as NotApplied
 from .recovery import RecoveryReport as RecoveryReport
@@ -47,9 +48,6 @@ __all__ = [
     "JournalSchemaError",
     "JournalSink",
     "JournaledCall",
-    "Limit",
-    "LimitDeniedError",
-    "LocalLimiter",
     "MemoryJournal",
     "NotAJournalError",
     "NotApplied",
@@ -60,5 +58,20 @@ __all__ = [
     "open_journal",
     "write_jsonl",
 ]
+
+#: Names that moved to :mod:`lionexec.limits`; still served here, with a warning, for one release.
+_MOVED = frozenset({"Limit", "LimitDeniedError", "LocalLimiter"})
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _MOVED:
+        _warnings.warn(
+            f"lionexec.journal.{name} is deprecated; import it from lionexec.limits instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_limits, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _publish(__name__, globals())

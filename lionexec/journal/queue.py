@@ -45,9 +45,7 @@ from lionexec.conversation import (
     Message,
 )
 from lionexec.errors import DuplicateCallError
-
-from .errors import JournalError
-from .limits import (
+from lionexec.limits import (
     NEVER,
     Busy,
     Deferred,
@@ -61,6 +59,8 @@ from .limits import (
     limits_by_key,
     refund,
 )
+
+from .errors import JournalError
 from .sql import call_ids_in, lock_branches
 from .store import Store, dumps_record
 

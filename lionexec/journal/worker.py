@@ -49,12 +49,12 @@ from lionexec._failures import FailureLog
 from lionexec.act import Branch
 from lionexec.errors import ConfigurationError
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
+from lionexec.limits import Limit, limits_by_key
 from lionexec.tools import ActionManager, Tool
 
 from . import queue
 from .api import Journal
 from .errors import JournalError
-from .limits import Limit, limits_by_key
 from .queue import Claimed, Completion
 
 __all__ = ["Worker", "WorkerStatistics"]

@@ -9,18 +9,17 @@ first use, so ``import lionexec.models`` alone does not import ``httpx``.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
+from .. import limits as _limits
 from .._public import publish as _publish
-from .errors import BudgetExceededError as BudgetExceededError
 from .errors import MalformedResponseError as MalformedResponseError
 from .errors import ModelConnectionError as ModelConnectionError
 from .errors import ModelError as ModelError
 from .errors import ProviderError as ProviderError
 from .errors import StreamTruncatedError as StreamTruncatedError
 from .errors import UnknownFinishReasonError as UnknownFinishReasonError
-from .limiter import RateLimiter as RateLimiter
-from .limiter import RateLimiterStatistics as RateLimiterStatistics
 from .processor import RateLimitedProcessor as RateLimitedProcessor
 from .processor import RateLimitedStatistics as RateLimitedStatistics
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "BudgetExceededError",
     "Endpoint",
     "LoopResult",
     "MalformedResponseError",
@@ -51,8 +49,6 @@ __all__ = [
     "ProviderError",
     "RateLimitedProcessor",
     "RateLimitedStatistics",
-    "RateLimiter",
-    "RateLimiterStatistics",
     "RunEvent",
     "StreamTruncatedError",
     "TextDelta",
@@ -82,7 +78,18 @@ _LAZY = {
 }
 
 
+#: Names that moved to :mod:`lionexec.limits`; still served here, with a warning, for one release.
+_MOVED = frozenset({"BudgetExceededError", "RateLimiter", "RateLimiterStatistics"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        warnings.warn(
+            f"lionexec.models.{name} is deprecated; import it from lionexec.limits instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_limits, name)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

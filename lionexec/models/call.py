@@ -36,6 +36,7 @@ from lionexec.conversation.parts import (
     parse_data_url,
 )
 from lionexec.engine import NOT_SERIALIZED, Event
+from lionexec.limits import RateLimiter, retry_after_seconds
 
 from .errors import (
     MalformedResponseError,
@@ -44,7 +45,6 @@ from .errors import (
     StreamTruncatedError,
     UnknownFinishReasonError,
 )
-from .limiter import RateLimiter, retry_after_seconds
 
 __all__ = [
     "FINISH_REASONS",

@@ -8,7 +8,6 @@ from typing import Any
 from lionexec.errors import LionexecError
 
 __all__ = [
-    "BudgetExceededError",
     "MalformedResponseError",
     "ModelConnectionError",
     "ModelError",
@@ -95,10 +94,6 @@ class UnknownFinishReasonError(ModelError, ValueError):
         shown = repr(finish_reason)[:200]
         super().__init__(f"unknown finish reason {shown}")
         self.finish_reason = shown
-
-
-class BudgetExceededError(ModelError, ValueError):
-    """A call's estimated cost is larger than the limiter could ever grant at once."""
 
 
 def _error_detail(body: object) -> str:

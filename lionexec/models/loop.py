@@ -26,10 +26,10 @@ from lionexec.conversation import (
 )
 from lionexec.engine import EventStatus, Processor
 from lionexec.errors import ConfigurationError
+from lionexec.limits import RateLimiter
 
 from .call import Endpoint, ModelCall, ModelResponse, build_payload, text_delta
 from .errors import MalformedResponseError, ModelError
-from .limiter import RateLimiter
 
 __all__ = [
     "LoopResult",

@@ -10,9 +10,7 @@ import attrs
 import trio
 
 from lionexec.engine import Event, EventStatus, Processor, ProcessorStatistics
-
-from .errors import BudgetExceededError
-from .limiter import RateLimiter, RateLimiterStatistics
+from lionexec.limits import BudgetExceededError, RateLimiter, RateLimiterStatistics
 
 __all__ = ["RateLimitedProcessor", "RateLimitedStatistics"]
 

@@ -35,7 +35,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
-from .limiter import RateLimiter
+from lionexec.limits import RateLimiter
 
 __all__ = ["Disconnect", "Fail", "LocalProvider", "ProviderLog", "Raw", "Reply", "Stall", "Step"]
 

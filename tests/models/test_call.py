@@ -9,6 +9,7 @@ import pytest
 import trio
 
 from lionexec.engine import EventStatus
+from lionexec.limits import RateLimiter
 from lionexec.models import (
     Endpoint,
     MalformedResponseError,
@@ -16,7 +17,6 @@ from lionexec.models import (
     ModelConnectionError,
     ModelResponse,
     ProviderError,
-    RateLimiter,
     StreamTruncatedError,
     UnknownFinishReasonError,
 )

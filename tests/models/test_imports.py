@@ -14,7 +14,8 @@ from lionexec.models import Endpoint, ModelCall
 def test_import_lionexec_does_not_import_httpx() -> None:
     code = (
         "import sys, lionexec, lionexec.models;"
-        "from lionexec.models import RateLimiter, RateLimitedProcessor;"
+        "from lionexec.limits import RateLimiter;"
+        "from lionexec.models import RateLimitedProcessor;"
         "assert 'httpx' not in sys.modules, 'httpx imported';"
         "from lionexec.models import ModelCall;"
         "assert 'httpx' in sys.modules"

@@ -16,13 +16,13 @@ import trio.testing
 from lionexec.act import Branch
 from lionexec.conversation import ActionRequest, ActionResponse, AssistantResponse, Instruction
 from lionexec.errors import ConfigurationError
+from lionexec.limits import RateLimiter
 from lionexec.models import (
     Endpoint,
     LoopResult,
     Model,
     ProviderError,
     RateLimitedProcessor,
-    RateLimiter,
     TextDelta,
     ToolCallsProposed,
     ToolResult,

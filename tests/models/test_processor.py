@@ -11,13 +11,12 @@ import trio.lowlevel
 import trio.testing
 
 from lionexec.engine import Event, EventStatus, ProcessorStatistics
+from lionexec.limits import BudgetExceededError, RateLimiter
 from lionexec.models import (
-    BudgetExceededError,
     Endpoint,
     ModelCall,
     RateLimitedProcessor,
     RateLimitedStatistics,
-    RateLimiter,
 )
 from lionexec.models.testing import LocalProvider, Reply
 

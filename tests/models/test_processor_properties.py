@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lionexec.engine import Event, EventStatus
-from lionexec.models import RateLimitedProcessor, RateLimiter
+from lionexec.limits import RateLimiter
+from lionexec.models import RateLimitedProcessor
 
 
 @attrs.define(kw_only=True, eq=False)

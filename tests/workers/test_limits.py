@@ -1,7 +1,7 @@
 """Limits per tool and per branch: rates (deferred, never lost), concurrent calls (not
 started until a slot frees) and cost budgets (denied with the reason).
 
-Three places, one judge (:func:`lionexec.journal.limits.judge`): in process
+Three places, one judge (:func:`lionexec.limits.judge`): in process
 (:class:`LocalLimiter`, on trio's ``MockClock``), in the claim transaction of the queue
 (SQLite and PostgreSQL, two workers by name), and across two real worker processes on one
 real PostgreSQL.
@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 from lionexec.conversation import ActionOutcome, ActionResponse
 from lionexec.errors import ConfigurationError
 from lionexec.journal import SqliteJournal, open_journal, queue
-from lionexec.journal.limits import (
+from lionexec.journal.queue import Completion
+from lionexec.journal.worker import Worker
+from lionexec.limits import (
     Busy,
     Deferred,
     Denied,
@@ -33,8 +35,6 @@ from lionexec.journal.limits import (
     LocalLimiter,
     limits_by_key,
 )
-from lionexec.journal.queue import Completion
-from lionexec.journal.worker import Worker
 from lionexec.tools import Tool
 
 from .conftest import Workers, call

@@ -17,8 +17,9 @@ import trio.testing
 from lionexec.conversation import ActionOutcome, ActionResponse
 from lionexec.errors import ConfigurationError, DuplicateCallError
 from lionexec.journal import JournalError, MemoryJournal, SqliteJournal, open_journal, queue
-from lionexec.journal.queue import Completion, Limit
+from lionexec.journal.queue import Completion
 from lionexec.journal.worker import Worker
+from lionexec.limits import Limit
 from lionexec.tools import Tool
 
 from .conftest import call
@@ -79,8 +80,8 @@ async def test_a_heartbeat_keeps_only_the_leases_still_held(target: str) -> None
 
 
 def test_gcra_is_the_in_process_limiters_arithmetic() -> None:
-    from lionexec._gcra import gcra
-    from lionexec.models.limiter import RateLimiter
+    from lionexec.limits import RateLimiter
+    from lionexec.limits._gcra import gcra
 
     limiter = RateLimiter(requests=10, period=1.0, burst=3)
     tat = -1e300

@@ -12,8 +12,9 @@ import trio
 
 from lionexec.conversation import ActionResponse
 from lionexec.journal import JournalError, SqliteJournal, open_journal, queue
-from lionexec.journal.queue import Completion, Limit
+from lionexec.journal.queue import Completion
 from lionexec.journal.worker import Worker
+from lionexec.limits import Limit
 from lionexec.tools import Tool
 
 

@@ -1,6 +1,7 @@
-"""One GCRA (generic cell rate algorithm) step, shared by layers that may not import each other:
-the in-process :class:`~lionexec.RateLimiter` and the limits workers keep in a database
-(:mod:`lionexec.journal.limits`)."""
+"""One GCRA (generic cell rate algorithm) step, shared by both limiters of
+:mod:`lionexec.limits`: the model-call :class:`~lionexec.limits.RateLimiter` and the per-tool,
+per-branch :class:`~lionexec.limits.Limit` schedules (judged in process, or by the workers of a
+database), so a rate means the same thing in every place."""
 
 from __future__ import annotations
 

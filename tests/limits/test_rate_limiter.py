@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec.errors import ConfigurationError
-from lionexec.models import BudgetExceededError, RateLimiter
-from lionexec.models.limiter import parse_duration, retry_after_seconds
+from lionexec.limits import BudgetExceededError, RateLimiter, parse_duration, retry_after_seconds
 
 
 def grants(limiter: RateLimiter, times: list[float], cost: int = 0) -> list[float]:
