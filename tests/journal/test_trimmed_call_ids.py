@@ -18,7 +18,7 @@ import trio
 
 from lionexec.errors import DuplicateCallError
 from lionexec.journal import SCHEMA_VERSION, SqliteJournal
-from lionexec.journal.sql import MIGRATIONS
+from lionexec.journal.backends._sql import MIGRATIONS
 from lionexec.tools import Tool
 
 from .conftest import JournalFactory

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from lionexec.conversation import ActionOutcome, ActionResponse
 from lionexec.errors import ConfigurationError
-from lionexec.journal import SqliteJournal, open_journal, queue
+from lionexec.journal import SqliteJournal, open_journal
 from lionexec.journal.limits import (
     Busy,
     Deferred,
@@ -33,8 +33,8 @@ from lionexec.journal.limits import (
     LocalLimiter,
     limits_by_key,
 )
-from lionexec.journal.queue import Completion
-from lionexec.journal.worker import Worker
+from lionexec.journal.workers import Completion, Worker
+from lionexec.journal.workers import _queue as queue
 from lionexec.tools import Tool
 
 from .conftest import Workers, call

@@ -11,9 +11,9 @@ import pytest
 import trio
 
 from lionexec.conversation import ActionResponse
-from lionexec.journal import JournalError, SqliteJournal, open_journal, queue
-from lionexec.journal.queue import Completion, Limit
-from lionexec.journal.worker import Worker
+from lionexec.journal import JournalError, Limit, SqliteJournal, open_journal
+from lionexec.journal.workers import Completion, Worker
+from lionexec.journal.workers import _queue as queue
 from lionexec.tools import Tool
 
 

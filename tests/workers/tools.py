@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from lionexec.journal.queue import Limit
+from lionexec.journal import Limit
 from lionexec.tools import ActionManager, Tool
 
 
