@@ -55,7 +55,6 @@ from lionexec.conversation import (
     ActionRequest,
     ActionResponse,
     ErrorInfo,
-    MessageManager,
 )
 from lionexec.governance import (
     AwaitingApproval,
@@ -67,7 +66,6 @@ from lionexec.governance import (
 from lionexec.tools import ActionManager, Tool
 
 from ._commit import CommitEngine
-from ._history import load_history
 from ._keys import branch_uuid, canonical_json, cut, digest, policy_digest, storable_key
 from ._report import Resolution, registry_of
 from .backends.base import (
@@ -359,11 +357,6 @@ class ApprovalDesk:
         only = None if only_branch is None else str(branch_uuid(only_branch))
         return await apply_decided(self, tools, only_branch=only, **branch_kwargs)
 
-    async def history(self, branch_id: str) -> MessageManager:
-        """A fresh copy of branch *branch_id*'s committed history."""
-        rows = await self.engine.run(lambda store: store.messages(branch_id))
-        return load_history(branch_id, rows)
-
 
 # -- the escalation handler ---------------------------------------------------------------------
 
@@ -551,7 +544,7 @@ async def apply_decided(
             if sink is not None and sink.branch is not None:
                 resolutions += await _resume_branch(desk, sink.branch, approvals)
                 continue
-            history = await desk.history(branch_id)
+            history = await desk.engine.history(branch_id)
             if not any(_unanswered(history, row) for row in approvals):
                 continue
             if registry is None and any(row.state == APPROVED for row in approvals):

@@ -36,6 +36,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import trio
 
+from lionexec.conversation import MessageManager
+
+from ._history import load_history
 from .backends.base import (
     DONE,
     ApprovalRow,
@@ -181,6 +184,15 @@ class CommitEngine:
         if not self._open:
             raise JournalError(f"{self.name} is not open (use `async with journal:`)")
         return await self.backend.run(fn, cancellable=cancellable)
+
+    async def history(self, branch_id: str) -> MessageManager:
+        """A fresh copy of the committed history of branch *branch_id* (a UUID's text).
+
+        Raises :class:`~lionexec.journal.JournalError` naming the branch and message position
+        if a stored message cannot be read.
+        """
+        rows = await self.run(lambda store: store.messages(branch_id))
+        return load_history(branch_id, rows)
 
     # -- the open branches --------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from lionexec.tools import ActionManager, Tool
 
 from ._approvals import Approval, ApprovalDesk
 from ._commit import COMMIT_TIMEOUT, CommitEngine
-from ._history import JournaledCall, load_history
+from ._history import JournaledCall
 from ._keys import branch_uuid
 from ._recovery import recover
 from ._report import RecoveryReport, Resolution
@@ -281,9 +281,7 @@ class Journal:
         Raises :class:`~lionexec.journal.JournalError` naming the branch and message position
         if a stored message cannot be read.
         """
-        name = str(branch_uuid(branch_id))
-        rows = await self._run(lambda store: store.messages(name))
-        return load_history(name, rows)
+        return await self._engine.history(str(branch_uuid(branch_id)))
 
     async def calls(
         self, branch_id: uuid.UUID | str | None = None, *, unfinished: bool = False
@@ -334,10 +332,13 @@ class Journal:
         answered ``interrupted`` (it may or may not have taken effect) unless its
         ``reconcile`` hook finds out, or ``cancelled`` (``not_started``) if it never reached
         its write-ahead commit. Decided approvals are applied first (:meth:`resume`); calls
-        submitted to workers are left to them. *tools*: the registry (or tools) to re-run
-        calls with (``None``: safe calls are left, ``left``); *branch_kwargs* go to
-        :meth:`branch`. Branches open in this journal are skipped. Returns a
-        :class:`~lionexec.journal.RecoveryReport`.
+        submitted to workers are left to them.
+
+        *tools*: the registry (or tools) to re-run calls with; a safe call whose tool is not
+        among them is left unanswered (``left``) for a recovery that has it (``None``: every
+        safe call; ``unsafe`` ones need no tool). *branch_kwargs* go to :meth:`branch`
+        (``policy=``, ``hooks=``, ...). Branches open in this journal are skipped (their
+        calls are running, not lost). Returns a :class:`~lionexec.journal.RecoveryReport`.
         """
         return await recover(self._approvals, tools, **branch_kwargs)
 

@@ -120,7 +120,7 @@ async def _recover_pass(
     engine = desk.engine
     if name in engine.sinks:
         return False
-    history = await desk.history(name)
+    history = await engine.history(name)
     if not history.unanswered():
         return False
     kwargs = dict(branch_kwargs)

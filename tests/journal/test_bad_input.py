@@ -107,7 +107,7 @@ async def test_a_wrong_url_is_a_connection_error_naming_it() -> None:
     ids=["query", "query-upper"],
 )
 async def test_a_password_given_as_a_parameter_is_never_in_a_message(url: str) -> None:
-    # (session 13 review: only the user:password@ form was redacted)
+    # (once, only the user:password@ form was redacted)
     journal = open_journal(url, connect_timeout=1)
     assert "secret" not in journal.target
     with pytest.raises(JournalConnectionError) as info:

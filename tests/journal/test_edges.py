@@ -1,4 +1,4 @@
-"""Edges of the journal's promise found by review: a call ending after the sink service
+"""Edges of the journal's promise: a call ending after the sink service
 stopped, a record that would not fit a durable sink's buffer, a branch reopened while it
 closes, a key waiter after its holder's outcome commit failed, and recovery of a key held by a
 lost call of a later branch. Each is answered exactly once, and nothing waits forever."""

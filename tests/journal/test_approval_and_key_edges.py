@@ -1,4 +1,4 @@
-"""Durable approvals and idempotency keys, edges found by review: two resumes of one branch
+"""Durable approvals and idempotency keys, their edges: two resumes of one branch
 at once in one journal, idempotency keys no backend can keep (a hostile key must fail its own
 call, not the group commit it would share with other conversations), and decisions given
 text a backend cannot store."""
