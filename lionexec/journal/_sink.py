@@ -48,6 +48,11 @@ class JournalSink:
     It mirrors the branch's history into the journal: each commit writes the messages
     appended since the last one, in order (:meth:`MessageManager.appended_since`). The journal
     keeps the whole history; a branch with ``retain=`` trims only what was committed.
+
+    Args:
+        engine: the journal's group commit (a journal's own: :meth:`Journal.branch` gives it).
+        branch_id: the branch's id (a UUID's text).
+        history: the branch's history, as committed so far.
     """
 
     #: :meth:`Branch.act` returns only once its batch's outcomes are committed.

@@ -207,6 +207,11 @@ class Store(Protocol):
       say); the backend turns a database's own errors into
       :class:`~lionexec.journal.JournalError` or
       :class:`~lionexec.journal.JournalConnectionError`.
+    * **The work queue** of submitted calls needs SQL: a store that can hold it also has a
+      ``tx`` attribute (its transaction: ``execute``, ``executemany`` and ``execute_count``
+      with ``?`` placeholders) and ``bulk`` (true on PostgreSQL); on a store without ``tx``
+      (in memory), submitting calls and running workers raise
+      :class:`~lionexec.journal.JournalError`.
     """
 
     def commit(self, batch: Batch) -> list[Claim | Queued]:
