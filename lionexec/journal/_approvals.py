@@ -50,12 +50,7 @@ import trio
 
 from lionexec._failures import call_user
 from lionexec._jsonable import is_unicode, utf8_text
-from lionexec.conversation import (
-    ActionOutcome,
-    ActionRequest,
-    ActionResponse,
-    ErrorInfo,
-)
+from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
 from lionexec.governance import (
     AwaitingApproval,
     CallContext,
