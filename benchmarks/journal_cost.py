@@ -201,9 +201,8 @@ def recovery_body(target: Callable[[], str]) -> Body:
     async def body(n: int) -> float:
         from lionexec import _unstructure
         from lionexec.conversation import ActionRequest
-        from lionexec.journal import open_journal
-        from lionexec.journal.api import canonical_json
-        from lionexec.journal.store import Batch, MessageRow, RequestOp
+        from lionexec.journal import canonical_json, open_journal
+        from lionexec.journal.backends import Batch, MessageRow, RequestOp
         from lionexec.tools import Tool
 
         where = target()

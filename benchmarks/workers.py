@@ -10,7 +10,7 @@ Rows (lionexec only; the other implementations have no counterpart and show as n
 * **per-call overhead of a claimed call against an in-process journaled call**, on the
   same PostgreSQL: microseconds per call for ``N`` calls submitted to one worker process
   and waited for, against ``N`` concurrent calls of one ``Branch.act`` on a
-  :class:`~lionexec.journal.postgres.PostgresJournal` branch in this process (outcomes
+  :class:`~lionexec.journal.PostgresJournal` branch in this process (outcomes
   committed); and the round trip of one call at a time (``submit`` + ``wait``, against a
   one-call ``act``), ``SINGLE`` calls in sequence.
 

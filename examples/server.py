@@ -175,15 +175,15 @@ from lionexec.conversation import ErrorInfo, Message, MessageManager, result_tex
 from lionexec.errors import DuplicateCallError, NotDurableError
 from lionexec.governance import PermissionPolicy
 from lionexec.journal import (
+    Approval,
     ApprovalClosed,
     ApprovalNotFound,
     Journal,
     JournalError,
+    canonical_json,
     open_journal,
 )
-from lionexec.journal.api import canonical_json
-from lionexec.journal.approvals import Approval
-from lionexec.journal.queue import load_request
+from lionexec.journal.workers import load_request
 from lionexec.serialization import converter
 from lionexec.tools import ActionManager
 

@@ -1,10 +1,10 @@
 """``python -m lionexec demo``: run lionexec's demo.
 
 ``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal
-(see :mod:`lionexec.journal.cli`).
+(see :mod:`lionexec.journal._cli`).
 
 ``python -m lionexec worker --database URL --tools MODULE:ATTRIBUTE``: run a worker that
-claims submitted calls (see :mod:`lionexec.journal.worker_cli`).
+claims submitted calls (see :mod:`lionexec.journal.workers._cli`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "journal":
-        from .journal.cli import main as journal_main
+        from .journal._cli import main as journal_main
 
         return journal_main(args[1:])
     if args and args[0] == "worker":
-        from .journal.worker_cli import main as worker_main
+        from .journal.workers._cli import main as worker_main
 
         return worker_main(args[1:])
     if not args or args[0] != "demo":

@@ -22,7 +22,7 @@ import trio
 from lionexec import Branch
 from lionexec.engine import Event, Executor, Processor
 from lionexec.journal import SqliteJournal
-from lionexec.journal.worker import Worker
+from lionexec.journal.workers import Worker
 from lionexec.tools import Tool
 
 pytestmark = pytest.mark.timeout(60)
@@ -86,5 +86,5 @@ async def test_the_journal_nurseries(holders: dict[str, bool], tmp_path: Path) -
         async with trio.open_nursery() as nursery:
             await nursery.start(worker.run)
             nursery.cancel_scope.cancel()
-    wanted = ("Journal.flush", "Worker.run", "Worker._serve_calls")
+    wanted = ("CommitEngine.flush", "Worker.run", "Worker._serve_calls")
     assert {name: holders.get(name) for name in wanted} == dict.fromkeys(wanted, True)

@@ -1,9 +1,13 @@
 """The durable journal (layer 5): conversations and calls that survive a restart.
 
-Backends: :class:`MemoryJournal` (one process), :class:`~lionexec.journal.sqlite.SqliteJournal`
-(one file; the embedded default) and ``lionexec.journal.postgres.PostgresJournal`` (needs the
-``postgres`` extra; import it from that module, or use :func:`open_journal` with a
-``postgresql://`` URL). See ``docs/journal.md`` for the guarantees.
+Journals: :class:`MemoryJournal` (one process), :class:`SqliteJournal` (one file; the
+embedded default) and :class:`PostgresJournal` (several processes or machines; needs the
+``postgres`` extra, imported when a ``PostgresJournal`` is made, so ``import
+lionexec.journal`` alone does not import psycopg), or :func:`open_journal` for a path or
+URL. See ``docs/journal.md`` for the guarantees.
+
+Subpackages: :mod:`lionexec.journal.backends` (the backend interface and the backends, for
+writing another) and :mod:`lionexec.journal.workers` (workers that run submitted calls).
 """
 
 import warnings as _warnings
@@ -11,12 +15,22 @@ from typing import Any as _Any
 
 from .. import limits as _limits
 from .._public import publish as _publish
-from .api import Journal as Journal
-from .api import JournaledCall as JournaledCall
-from .api import JournalSink as JournalSink
-from .api import MemoryJournal as MemoryJournal
-from .api import open_journal as open_journal
-from .approvals import Approval as Approval
+from ._approvals import Approval as Approval
+from ._history import JournaledCall as JournaledCall
+from ._journal import Journal as Journal
+from ._journal import MemoryJournal as MemoryJournal
+from ._jsonl import call_records as call_records
+from ._jsonl import write_jsonl as write_jsonl
+from ._keys import canonical_json as canonical_json
+from ._open import PostgresJournal as PostgresJournal
+from ._open import SqliteJournal as SqliteJournal
+from ._open import open_journal as open_journal
+from ._recovery import Applied as Applied
+from ._recovery import NotApplied as NotApplied
+from ._report import RecoveryReport as RecoveryReport
+from ._report import Resolution as Resolution
+from ._sink import JournalSink as JournalSink
+from .backends._sql import SCHEMA_VERSION as SCHEMA_VERSION
 from .errors import ApprovalClosed as ApprovalClosed
 from .errors import ApprovalError as ApprovalError
 from .errors import ApprovalNotFound as ApprovalNotFound
@@ -25,14 +39,6 @@ from .errors import JournalConnectionError as JournalConnectionError
 from .errors import JournalError as JournalError
 from .errors import JournalSchemaError as JournalSchemaError
 from .errors import NotAJournalError as NotAJournalError
-from .jsonl import call_records as call_records
-from .jsonl import write_jsonl as write_jsonl
-from .recovery import Applied as Applied
-from .recovery import NotApplied as NotApplied
-from .recovery import RecoveryReport as RecoveryReport
-from .recovery import Resolution as Resolution
-from .sql import SCHEMA_VERSION as SCHEMA_VERSION
-from .sqlite import SqliteJournal as SqliteJournal
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -51,10 +57,12 @@ __all__ = [
     "MemoryJournal",
     "NotAJournalError",
     "NotApplied",
+    "PostgresJournal",
     "RecoveryReport",
     "Resolution",
     "SqliteJournal",
     "call_records",
+    "canonical_json",
     "open_journal",
     "write_jsonl",
 ]

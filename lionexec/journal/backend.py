@@ -1,61 +1,21 @@
-"""How a journal reaches its store: the async side of a backend."""
+"""Deprecated: ``lionexec.journal.backend`` moved; import Backend and MemoryBackend from
+lionexec.journal.backends.
+
+This module re-exports the names it had and warns once, on import; it will be removed.
+"""
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Callable
-from typing import TypeVar
+import warnings
 
-import trio
-
-from .store import MemoryStore, Store
+from .backends import Backend as Backend
+from .backends import MemoryBackend as MemoryBackend
 
 __all__ = ["Backend", "MemoryBackend"]
 
-T = TypeVar("T")
-
-
-class Backend(abc.ABC):
-    """Runs :class:`~lionexec.journal.store.Store` methods, each in one transaction.
-
-    Attributes:
-        target: what the backend opened, printable (a path, or a URL without its password).
-    """
-
-    target: str
-
-    @abc.abstractmethod
-    async def open(self) -> None:
-        """Connect and bring the schema up to date (migrations)."""
-
-    @abc.abstractmethod
-    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
-        """Run ``fn(store)`` in one transaction, off the trio thread for a database.
-
-        With *cancellable* false, a cancellation waits for the transaction to end (a group
-        commit is never abandoned half-way); otherwise the backend stops the query as best
-        it can (PostgreSQL cancels it on the server).
-        """
-
-    @abc.abstractmethod
-    async def aclose(self) -> None:
-        """Disconnect. Idempotent."""
-
-
-class MemoryBackend(Backend):
-    """A :class:`~lionexec.journal.store.MemoryStore`: fast, and gone when the process ends."""
-
-    target = ":memory:"
-
-    def __init__(self) -> None:
-        self.store = MemoryStore()
-
-    async def open(self) -> None:
-        await trio.lowlevel.checkpoint()
-
-    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
-        await trio.lowlevel.checkpoint()
-        return fn(self.store)
-
-    async def aclose(self) -> None:
-        await trio.lowlevel.checkpoint()
+warnings.warn(
+    "lionexec.journal.backend is deprecated: import Backend and MemoryBackend from "
+    "lionexec.journal.backends",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from lionexec.journal import JournalConnectionError, open_journal
-from lionexec.journal.worker import Worker
+from lionexec.journal.workers import Worker
 from lionexec.tools import Tool
 
 from ..support.postgres import PostgresServer
@@ -697,14 +697,14 @@ async def test_a_call_whose_outcome_the_journal_refuses_is_a_503(tmp_path: Path)
     with trio.fail_after(BUDGET):
         async with running_server(config, counted_tools(runs)) as (app, client):
             journal = app.journal
-            commit_batch = journal._commit_batch
+            commit_batch = journal._engine._commit_batch
 
             async def outcomes_refused(batch: Any) -> Any:
                 if batch.outcomes:
                     raise JournalConnectionError("the outcome commit was refused (test)")
                 return await commit_batch(batch)
 
-            journal._commit_batch = outcomes_refused
+            journal._engine._commit_batch = outcomes_refused
             reply = await client.post("/v1/act", json=body)
     assert reply.status_code == 503, reply.text
     assert "the outcome commit was refused (test)" in reply.json()["error"]

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from lionexec.journal import Journal, MemoryJournal, SqliteJournal
-from lionexec.journal.backend import MemoryBackend
+from lionexec.journal.backends import MemoryBackend
 
 from ..support.postgres import PostgresServer
 
@@ -35,7 +35,7 @@ class JournalFactory:
             return Journal(self._memory)
         if self.kind == "sqlite":
             return SqliteJournal(self.target)
-        from lionexec.journal.postgres import PostgresJournal
+        from lionexec.journal import PostgresJournal
 
         return PostgresJournal(self.target)
 

@@ -27,10 +27,10 @@ from typing import Any
 import trio
 
 from lionexec.conversation import ActionResponse
-from lionexec.journal import open_journal
-from lionexec.journal.api import Journal, JournalSink
-from lionexec.journal.sql import SqlStore
-from lionexec.journal.store import Batch, Claim
+from lionexec.journal import JournalSink, open_journal
+from lionexec.journal._commit import CommitEngine
+from lionexec.journal.backends import Batch, Claim
+from lionexec.journal.backends._sql import SqlStore
 from lionexec.tools import Tool
 
 POINTS = (
@@ -83,7 +83,7 @@ class Trap:
 def install(trap: Trap) -> None:
     write_ahead = JournalSink.write_ahead
     stage = JournalSink._stage
-    lead = Journal._lead
+    lead = CommitEngine._lead
     commit = SqlStore.commit
     carried: list[bool] = [False]
 
@@ -100,7 +100,7 @@ def install(trap: Trap) -> None:
             carried[0] = True
         return stage(self, batch)
 
-    async def trapped_lead(self: Journal) -> None:
+    async def trapped_lead(self: CommitEngine) -> None:
         carried[0] = False
         await lead(self)
         if carried[0]:
@@ -113,7 +113,7 @@ def install(trap: Trap) -> None:
 
     JournalSink.write_ahead = trapped_write_ahead  # type: ignore[method-assign]
     JournalSink._stage = trapped_stage  # type: ignore[method-assign]
-    Journal._lead = trapped_lead  # type: ignore[method-assign]
+    CommitEngine._lead = trapped_lead  # type: ignore[method-assign]
     SqlStore.commit = trapped_commit  # type: ignore[method-assign]
 
 

@@ -188,7 +188,7 @@ async def test_an_approval_approves_only_its_arguments_and_policy(
         # the approved arguments, asked by the same policy: allowed, once
         assert (await policy.decide(context(invoice="A1", amount=7))).behavior == "allow"
         assert (await journal.approval(approval_id)).state == "used"
-        journal._consumed_here.clear()  # the call ran; asked again, the approval is spent
+        journal._approvals.consumed_here.clear()  # the call ran; asked again, it is spent
         again = await policy.decide(context(invoice="A1", amount=7))
         assert again.behavior == "deny" and "is used" in again.reason
 
@@ -371,7 +371,7 @@ async def test_the_command_line_shows_pending_approvals(tmp_path: Any) -> None:
     import io
 
     from lionexec.journal import SqliteJournal
-    from lionexec.journal.cli import main
+    from lionexec.journal._cli import main
 
     path = tmp_path / "journal.db"
     async with SqliteJournal(path) as journal:
@@ -388,8 +388,7 @@ async def test_a_call_cancelled_while_its_park_commits_stays_parked() -> None:
     commit; the batch is cancelled while that commit runs. The call waiting for it (not its
     leader) must end parked like the others, not answered ``cancelled`` with its approval
     committed anyway."""
-    from lionexec.journal.backend import MemoryBackend
-    from lionexec.journal.store import Batch, Claim, MemoryStore
+    from lionexec.journal.backends import Batch, Claim, MemoryBackend, MemoryStore
 
     scope = trio.CancelScope()
 
@@ -482,7 +481,7 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
     journals: JournalFactory,
 ) -> None:
     from lionexec.journal import JournalConnectionError
-    from lionexec.journal.approvals import _use
+    from lionexec.journal._approvals import _use
 
     ledger = Ledger()
     second = {"function": "pay", "arguments": {"invoice": "B2", "amount": 3}, "call_id": "call_b"}
@@ -494,7 +493,7 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
         for approval in await journal.approvals():
             await journal.approve(approval.approval_id)
     async with journals.new() as journal:
-        real = journal._run
+        real = journal._engine.run
         uses: list[str] = []
 
         async def down_at_the_second_use(fn: Any, *, cancellable: bool = True) -> Any:
@@ -504,11 +503,11 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
                     raise JournalConnectionError("the journal went away")
             return await real(fn, cancellable=cancellable)
 
-        journal._run = down_at_the_second_use  # type: ignore[method-assign]
+        journal._engine.run = down_at_the_second_use  # type: ignore[method-assign]
         with pytest.raises(ExceptionGroup) as caught:  # (raised in the branch it opened)
             await journal.resume(ledger.tools(), policy=POLICY)
         assert caught.group_contains(JournalConnectionError)
-        del journal._run
+        del journal._engine.run
         assert ledger.paid == []
         assert {a.state for a in await journal.approvals(state=None)} == {"approved"}
         resolutions = await journal.resume(ledger.tools(), policy=POLICY)

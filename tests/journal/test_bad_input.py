@@ -107,7 +107,7 @@ async def test_a_wrong_url_is_a_connection_error_naming_it() -> None:
     ids=["query", "query-upper"],
 )
 async def test_a_password_given_as_a_parameter_is_never_in_a_message(url: str) -> None:
-    # (session 13 review: only the user:password@ form was redacted)
+    # (once, only the user:password@ form was redacted)
     journal = open_journal(url, connect_timeout=1)
     assert "secret" not in journal.target
     with pytest.raises(JournalConnectionError) as info:
@@ -117,7 +117,7 @@ async def test_a_password_given_as_a_parameter_is_never_in_a_message(url: str) -
 
 
 def test_redact_removes_a_keyword_strings_password() -> None:
-    from lionexec.journal.postgres import redact
+    from lionexec.journal.backends import redact
 
     assert redact("host=h password='se cr\\'et' dbname=x") == "host=h password=*** dbname=x"
     assert redact("host=h password=secret") == "host=h password=***"
@@ -131,7 +131,7 @@ async def test_a_lost_connection_fails_the_call_unrun_and_keeps_what_was_committ
 ) -> None:
     import psycopg
 
-    from lionexec.journal.postgres import PostgresJournal
+    from lionexec.journal import PostgresJournal
 
     url = postgres_server.create_database()
     runs: list[int] = []
@@ -186,7 +186,7 @@ async def test_cancelling_a_query_cancels_it_on_the_server(
 ) -> None:
     import psycopg
 
-    from lionexec.journal.postgres import PostgresJournal
+    from lionexec.journal import PostgresJournal
 
     url = postgres_server.create_database()
     async with PostgresJournal(url) as journal:
@@ -215,7 +215,7 @@ async def test_lone_surrogates_are_journaled_and_exported_as_utf8(
     import io
     import json
 
-    from lionexec.journal.jsonl import write_jsonl
+    from lionexec.journal import write_jsonl
 
     def echo(text: str) -> str:
         """Echo text with a lone surrogate."""

@@ -14,7 +14,7 @@ import trio
 
 from lionexec.errors import NotDurableError
 from lionexec.journal import SqliteJournal
-from lionexec.journal.cli import main
+from lionexec.journal._cli import main
 from lionexec.tools import Tool
 
 TOOLS = [
@@ -171,7 +171,7 @@ def test_the_module_entry_point(tmp_path: Path) -> None:
 def test_the_worker_names_a_tools_attribute_that_is_not_tools(
     attribute: str, problem: str, capsys: Any
 ) -> None:
-    from lionexec.journal import worker_cli
+    from lionexec.journal.workers import _cli as worker_cli
 
     spec = f"{__name__}:{attribute}"
     assert worker_cli.main(["--database", ":memory:", "--tools", spec]) == 2

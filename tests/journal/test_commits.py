@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from lionexec.conversation import ActionOutcome, Instruction
 from lionexec.errors import NotDurableError
 from lionexec.journal import Journal, JournalConnectionError, MemoryJournal, SqliteJournal
-from lionexec.journal.backend import MemoryBackend
+from lionexec.journal.backends import MemoryBackend
 from lionexec.tools import Tool
 
 from .conftest import JournalFactory
@@ -83,7 +83,7 @@ async def test_an_outcome_write_lingers_at_most_linger_seconds(
     async with MemoryJournal() as journal:
         journal.linger = 5.0
         branch = await journal.branch()
-        sink = journal._sinks[branch.name]
+        sink = journal._engine.sinks[branch.name]
         start = trio.current_time()
         await sink.write([])  # nobody else commits: it commits itself after 5 s
         assert trio.current_time() - start == pytest.approx(5.0)
@@ -96,7 +96,7 @@ async def test_a_commit_led_by_another_caller_carries_a_lingering_outcome(
     async with MemoryJournal() as journal:
         journal.linger = 5.0
         branch = await journal.branch()
-        sink = journal._sinks[branch.name]
+        sink = journal._engine.sinks[branch.name]
         start = trio.current_time()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sink.write, [])
@@ -110,7 +110,7 @@ async def test_expedite_ends_the_lingering(autojump_clock: trio.testing.MockCloc
     async with MemoryJournal() as journal:
         journal.linger = 5.0
         branch = await journal.branch()
-        sink = journal._sinks[branch.name]
+        sink = journal._engine.sinks[branch.name]
         start = trio.current_time()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sink.write, [])
@@ -154,7 +154,7 @@ async def test_a_commit_wakes_its_own_waiters_and_one_leader_not_every_waiter() 
     n = 50
     async with MemoryJournal() as journal:
         branch = await journal.branch()
-        sink = journal._sinks[branch.name]
+        sink = journal._engine.sinks[branch.name]
         gate = _gated(journal)
         steps = _Steps()
         with trio.fail_after(30):
@@ -179,7 +179,7 @@ async def test_a_commit_wakes_its_own_waiters_and_one_leader_not_every_waiter() 
 async def test_a_waiter_cancelled_in_the_queue_leaves_it_and_the_others_commit() -> None:
     async with MemoryJournal() as journal:
         branch = await journal.branch()
-        sink = journal._sinks[branch.name]
+        sink = journal._engine.sinks[branch.name]
         gate = _gated(journal)
         done: list[str] = []
 
@@ -200,14 +200,14 @@ async def test_a_waiter_cancelled_in_the_queue_leaves_it_and_the_others_commit()
                     first = await nursery.start(flush, "first")
                     await nursery.start(flush, "second")
                     await trio.testing.wait_all_tasks_blocked()
-                    assert len(journal._pending) == 2
+                    assert len(journal._engine._pending) == 2
                     first.cancel()  # it was next in line to lead
                     await trio.testing.wait_all_tasks_blocked()
-                    assert len(journal._pending) == 1
+                    assert len(journal._engine._pending) == 1
                 finally:
                     gate.set()
         assert sorted(done) == ["leader", "second"]
-        assert journal._pending == [] and not journal._committing
+        assert journal._engine._pending == [] and not journal._engine._committing
         assert journal.commits == 2
         assert [m.content for m in await journal.history(branch.id)] == ["hello"]
 
@@ -218,7 +218,7 @@ async def test_an_outcome_lingering_through_a_commit_lingers_afresh_once_it_ends
     async with MemoryJournal() as journal:
         journal.linger = 5.0
         branch = await journal.branch()
-        sink = journal._sinks[branch.name]
+        sink = journal._engine.sinks[branch.name]
         gate = _gated(journal)
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
@@ -258,7 +258,7 @@ def test_the_commit_queue_under_random_arrivals_cancellations_and_expedites(
         async with MemoryJournal() as journal:
             journal.linger = 0.5
             branch = await journal.branch()
-            sink = journal._sinks[branch.name]
+            sink = journal._engine.sinks[branch.name]
             run = journal.backend.run
             lengths = iter([k for op, k in ops if op == "flush"] * 3)
 
@@ -293,7 +293,7 @@ def test_the_commit_queue_under_random_arrivals_cancellations_and_expedites(
                         else:
                             await trio.sleep(0.01 * k)
             assert len(outcomes) == len(scopes)
-            assert journal._pending == [] and not journal._committing
+            assert journal._engine._pending == [] and not journal._engine._committing
             journal.backend.run = run  # type: ignore[method-assign]
             await journal.flush()
             committed = [m.content for m in await journal.history(branch.id)]
@@ -401,7 +401,7 @@ async def test_a_group_commit_past_commit_timeout_is_a_named_connection_error() 
         branch.messages.add_message(Instruction(content="hello"))
         journal.backend.run = hung  # type: ignore[method-assign]
         with trio.fail_after(30), pytest.raises(JournalConnectionError) as caught:
-            await journal._sinks[branch.name].flush()
+            await journal._engine.sinks[branch.name].flush()
         assert "did not answer within 0.2 s" in str(caught.value)
         assert abandoned == [True]
         # nothing was lost: the message is committed by the next commit that works
@@ -433,7 +433,7 @@ async def test_a_hung_postgres_commit_is_cancelled_on_the_server_past_commit_tim
 ) -> None:
     import psycopg
 
-    from lionexec.journal.postgres import PostgresJournal
+    from lionexec.journal import PostgresJournal
 
     url = postgres_server.create_database()
     async with PostgresJournal(url, commit_timeout=0.5) as journal:
@@ -505,7 +505,7 @@ async def test_a_commit_that_landed_past_commit_timeout_leaves_its_branches_writ
             one.messages.add_message(Instruction(content="first"))
             late.append(True)
             with trio.fail_after(30), pytest.raises(JournalConnectionError):
-                await journal._sinks[one.name].flush()
+                await journal._engine.sinks[one.name].flush()
             assert late == []
             [response] = await one.act(calls(1))
             two.messages.add_message(Instruction(content="other"))
@@ -562,7 +562,7 @@ async def test_abandoning_a_transaction_as_it_ends_does_not_interrupt_the_next(
 ) -> None:
     # The interrupt of an abandoned transaction races with the writer moving on: it must not
     # reach the next transaction's statement.
-    from lionexec.journal.sqlite import SqliteBackend
+    from lionexec.journal.backends import SqliteBackend
 
     backend = SqliteBackend(tmp_path / "j.db")
     await backend.open()
@@ -627,7 +627,7 @@ async def test_abandoning_a_transaction_as_it_ends_does_not_interrupt_the_next(
 def test_the_threads_of_a_journal_never_closed_end_with_its_trio_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lionexec.journal import sqlite as sqlite_module
+    from lionexec.journal.backends import _sqlite as sqlite_module
 
     monkeypatch.setattr(sqlite_module, "_ORPHAN_PROBE", 0.01)
     threads: list[threading.Thread] = []
@@ -637,7 +637,7 @@ def test_the_threads_of_a_journal_never_closed_end_with_its_trio_run(
         await journal.open()
         branch = await journal.branch()
         branch.messages.add_message(Instruction(content="hello"))
-        await journal._sinks[branch.name].flush()
+        await journal._engine.sinks[branch.name].flush()
         backend = journal.backend
         assert isinstance(backend, sqlite_module.SqliteBackend)
         assert backend._writer is not None and backend._checkpointer is not None
@@ -656,23 +656,23 @@ async def test_a_memory_journal_has_no_commit_timeout_and_no_watchdog_thread() -
         branch.register_tools(add)
         async with branch:
             await branch.act(calls(2))
-        assert journal._watchdog is None
+        assert journal._engine._watchdog is None
 
 
 async def test_a_commit_after_the_journal_closed_starts_no_watchdog() -> None:
     from lionexec.journal import JournalError
-    from lionexec.journal.store import Batch
+    from lionexec.journal.backends import Batch
 
     journal = Journal(MemoryBackend(), commit_timeout=5.0)
     async with journal:
         pass
     with pytest.raises(JournalError, match="not open"):
-        await journal._commit_batch(Batch())
-    assert journal._watchdog is None
+        await journal._engine._commit_batch(Batch())
+    assert journal._engine._watchdog is None
 
 
 def test_sqlite_retries_the_begin_on_every_kind_of_busy(tmp_path: Path) -> None:
-    from lionexec.journal.sqlite import SqliteBackend, _Job
+    from lionexec.journal.backends._sqlite import SqliteBackend, _Job
 
     backend = SqliteBackend(tmp_path / "j.db", busy_timeout=60)
     answers: list[int] = [sqlite3.SQLITE_BUSY_RECOVERY, sqlite3.SQLITE_BUSY_SNAPSHOT]
@@ -742,7 +742,7 @@ def _journal_file(tmp_path: Path) -> sqlite3.Connection:
 
 
 def _batch(n: int) -> Any:
-    from lionexec.journal.store import Batch, MessageRow, OutcomeOp, RequestOp
+    from lionexec.journal.backends import Batch, MessageRow, OutcomeOp, RequestOp
 
     batch = Batch(branches=[("b", 0.0)])
     for i in range(n):
@@ -780,8 +780,8 @@ def test_a_commit_writes_rows_in_few_statements_and_every_row(
     """Rows go in multi-row statements (``sqlite3`` gives up the GIL around each statement,
     and a busy trio thread makes taking it back cost up to 5 ms): a commit of 100 calls is a
     handful of statements, not one per row; chunked by the parameter limit, every row lands."""
-    from lionexec.journal.sql import SqlStore
-    from lionexec.journal.sqlite import _Tx
+    from lionexec.journal.backends._sql import SqlStore
+    from lionexec.journal.backends._sqlite import _Tx
 
     conn = _journal_file(tmp_path)
     statements: list[str] = []
@@ -805,9 +805,9 @@ def test_a_commit_writes_rows_in_few_statements_and_every_row(
 
 def test_a_claim_on_a_taken_key_takes_the_long_way_and_counts_attempts(tmp_path: Path) -> None:
     """The fast claim (every key new) falls back, whole, when one key already has a row."""
-    from lionexec.journal.sql import SqlStore
-    from lionexec.journal.sqlite import _Tx
-    from lionexec.journal.store import Batch
+    from lionexec.journal.backends import Batch
+    from lionexec.journal.backends._sql import SqlStore
+    from lionexec.journal.backends._sqlite import _Tx
 
     conn = _journal_file(tmp_path)
     first = _batch(3)
@@ -837,7 +837,7 @@ async def test_retain_keeps_what_a_failed_outcome_commit_left_for_the_next_one(
     failing = True
     failed: list[Exception] = []
     async with journals.new() as journal:
-        commit_batch = journal._commit_batch
+        commit_batch = journal._engine._commit_batch
 
         async def outcomes_fail(batch: Any) -> Any:
             if failing and batch.outcomes and not batch.requests:
@@ -845,7 +845,7 @@ async def test_retain_keeps_what_a_failed_outcome_commit_left_for_the_next_one(
                 raise failed[-1]
             return await commit_batch(batch)
 
-        journal._commit_batch = outcomes_fail  # type: ignore[method-assign]
+        journal._engine._commit_batch = outcomes_fail  # type: ignore[method-assign]
         branch = await journal.branch(retain=1)
         branch.register_tools(Tool.from_function(work, effect="pure"))
         with trio.fail_after(10):

@@ -396,13 +396,13 @@ async def test_a_key_in_flight_is_waited_for_and_runs_once(journals: JournalFact
 
     tool = Tool.from_function(slow, effect="keyed", idempotency_key=lambda args: "same")
     async with journals.new() as journal:
-        wait_done = journal._wait_done
+        wait_done = journal._engine.wait_done
 
         async def spy(key: str) -> Any:
             waiting.set()
             return await wait_done(key)
 
-        journal._wait_done = spy  # type: ignore[method-assign]
+        journal._engine.wait_done = spy  # type: ignore[method-assign]
         branch = await journal.branch()
         branch.register_tools(tool)
         async with branch, trio.open_nursery() as nursery:
@@ -620,14 +620,17 @@ async def test_public_async_functions_checkpoint(journals: JournalFactory) -> No
                 await call()
 
 
-def test_the_journal_is_a_branch_sink() -> None:
+async def test_the_journal_is_a_branch_sink() -> None:
     from lionexec.act import EvidenceSink
-    from lionexec.conversation import MessageManager
     from lionexec.journal import JournalSink, MemoryJournal
 
-    assert isinstance(
-        JournalSink(MemoryJournal(), str(uuid.uuid4()), MessageManager()), EvidenceSink
-    )
+    async with MemoryJournal() as journal:
+        branch = await journal.branch()
+        [sink] = [s for s in branch.sinks if isinstance(s, JournalSink)]
+        assert isinstance(sink, EvidenceSink)
+        # the durable half of the contract (EvidenceSink's docs)
+        assert sink.durable is True and sink.committed == 0
+        assert callable(sink.known_call_ids) and callable(sink.expedite)
     assert Journal.__doc__
 
 
@@ -649,13 +652,13 @@ async def test_a_key_in_flight_elsewhere_is_waited_for(journals: JournalFactory)
         two.register_tools(tool)
         answers: dict[str, Any] = {}
         polled = trio.Event()
-        wait_done = second._wait_done
+        wait_done = second._engine.wait_done
 
         async def spy(key: str) -> Any:
             polled.set()
             return await wait_done(key)
 
-        second._wait_done = spy  # type: ignore[method-assign]
+        second._engine.wait_done = spy  # type: ignore[method-assign]
 
         async def act(branch: Branch, who: str) -> None:
             [answers[who]] = await branch.act({"function": "book", "arguments": {"ref": "R1"}})

@@ -1,4 +1,4 @@
-"""Edges of the journal's promise found by review: a call ending after the sink service
+"""Edges of the journal's promise: a call ending after the sink service
 stopped, a record that would not fit a durable sink's buffer, a branch reopened while it
 closes, a key waiter after its holder's outcome commit failed, and recovery of a key held by a
 lost call of a later branch. Each is answered exactly once, and nothing waits forever."""
@@ -14,7 +14,7 @@ import trio.testing
 from lionexec.conversation import ActionOutcome, Instruction
 from lionexec.errors import NotDurableError
 from lionexec.journal import Journal, JournalConnectionError, MemoryJournal
-from lionexec.journal.backend import MemoryBackend
+from lionexec.journal.backends import MemoryBackend
 from lionexec.tools import Tool
 
 from .conftest import GatedBackend
@@ -162,7 +162,7 @@ async def test_a_key_waiter_is_answered_after_its_holders_outcome_commit_failed(
     got: list[Any] = []
     async with MemoryJournal() as journal:
         failing = [True]
-        commit_batch = journal._commit_batch
+        commit_batch = journal._engine._commit_batch
 
         async def outcome_fails_once(batch: Any) -> Any:
             if failing and batch.outcomes and not batch.requests:
@@ -170,7 +170,7 @@ async def test_a_key_waiter_is_answered_after_its_holders_outcome_commit_failed(
                 raise JournalConnectionError("the outcome commit failed once (test)")
             return await commit_batch(batch)
 
-        journal._commit_batch = outcome_fails_once  # type: ignore[method-assign]
+        journal._engine._commit_batch = outcome_fails_once  # type: ignore[method-assign]
         holder, waiter = await journal.branch(), await journal.branch()
         holder.register_tools(tool)
         waiter.register_tools(tool)

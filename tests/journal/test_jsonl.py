@@ -1,4 +1,4 @@
-"""The JSONL call log fed from the journal (``lionexec.journal.jsonl``, ``export --jsonl``)."""
+"""The JSONL call log fed from the journal (``call_records``, ``export --jsonl``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 import trio
 
 from lionexec.errors import NotDurableError
-from lionexec.journal import SqliteJournal
-from lionexec.journal.cli import main
-from lionexec.journal.jsonl import call_records, write_jsonl
+from lionexec.journal import SqliteJournal, call_records, write_jsonl
+from lionexec.journal._cli import main
 from lionexec.tools import Tool
 
 
@@ -136,7 +135,7 @@ async def test_call_records_checkpoint_every_256_records_wherever_the_responses_
         seen: list[int] = []
 
         async def counting() -> None:
-            if sys._getframe(1).f_globals["__name__"] == "lionexec.journal.jsonl":
+            if sys._getframe(1).f_globals["__name__"] == "lionexec.journal._jsonl":
                 seen.append(len(records))
             await real()
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from lionexec.journal.worker import Worker
+from lionexec.journal.workers import Worker
 from lionexec.tools import Tool
 
 from .conftest import PostgresServer
@@ -33,7 +33,7 @@ def listen_connections(url: str) -> int:
 async def test_concurrent_waits_share_one_listen_connection(
     postgres_server: PostgresServer,
 ) -> None:
-    from lionexec.journal.postgres import PostgresJournal
+    from lionexec.journal import PostgresJournal
 
     url = postgres_server.create_database()
     n = 25
@@ -76,7 +76,7 @@ async def test_concurrent_waits_share_one_listen_connection(
 async def test_a_lost_listen_connection_is_opened_again(postgres_server: PostgresServer) -> None:
     import psycopg
 
-    from lionexec.journal.postgres import PostgresJournal
+    from lionexec.journal import PostgresJournal
 
     url = postgres_server.create_database()
     with trio.fail_after(30):  # real clock: the wait polls once a minute
@@ -126,7 +126,7 @@ async def test_a_listener_whose_server_never_answers_fails_within_its_connect_ti
     import pytest
 
     from lionexec.journal import JournalConnectionError
-    from lionexec.journal.postgres import SharedListener
+    from lionexec.journal.backends import SharedListener
 
     silent = socket.socket()  # accepts TCP connections (the backlog), never speaks
     silent.bind(("127.0.0.1", 0))
@@ -151,7 +151,7 @@ async def test_every_waiter_of_a_failed_listener_gets_its_own_error(
     import psycopg
 
     from lionexec.journal import JournalConnectionError
-    from lionexec.journal.postgres import SharedListener
+    from lionexec.journal.backends import SharedListener
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("not a psycopg error")

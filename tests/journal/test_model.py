@@ -26,7 +26,7 @@ from lionexec.conversation import ActionOutcome
 from lionexec.errors import NotDurableError
 from lionexec.governance import PermissionPolicy
 from lionexec.journal import ApprovalClosed, Journal, SqliteJournal
-from lionexec.journal.backend import MemoryBackend
+from lionexec.journal.backends import MemoryBackend
 from lionexec.tools import Tool
 
 EFFECTS = ("pure", "idempotent", "keyed", "unsafe")

@@ -79,7 +79,7 @@ async def test_a_resume_inside_a_resume_of_the_branch_leaves_it_to_the_outer_one
                 assert inner == [[]]  # the branch was left to the outer resume
                 assert sorted(r.call_id for r in outer) == [f"call_A{i}" for i in range(batch)]
                 assert {r.outcome for r in outer} == {ActionOutcome.COMPLETED}
-                assert journal._resuming == {}
+                assert journal._approvals.resuming == {}
                 # the late approval is still there for the next resume
                 [late] = await journal.resume(tools, policy=POLICY)
                 assert (late.call_id, late.outcome) == ("call_LATE", ActionOutcome.COMPLETED)

@@ -22,9 +22,10 @@ import trio
 
 from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, MessageManager
 from lionexec.errors import DuplicateCallError
-from lionexec.journal import Journal, queue
-from lionexec.journal.sql import SqlStore
-from lionexec.journal.worker import Worker
+from lionexec.journal import Journal
+from lionexec.journal.backends._sql import SqlStore
+from lionexec.journal.workers import Worker
+from lionexec.journal.workers import _queue as queue
 from lionexec.tools import ActionManager, Tool
 
 from .conftest import JournalFactory

@@ -18,7 +18,7 @@ import trio
 
 from lionexec.errors import DuplicateCallError
 from lionexec.journal import SCHEMA_VERSION, SqliteJournal
-from lionexec.journal.sql import MIGRATIONS
+from lionexec.journal.backends._sql import MIGRATIONS
 from lionexec.tools import Tool
 
 from .conftest import JournalFactory
@@ -214,7 +214,7 @@ async def test_migration_4_runs_on_every_sql_backend(durable: JournalFactory) ->
 async def test_migration_4_reads_a_call_id_utf8_cannot_hold(durable: JournalFactory) -> None:
     """A request recorded by hand with a lone surrogate in its call id: journaled as U+FFFD,
     and migration 4 indexes it the same way (it raised UnicodeEncodeError, and the journal
-    could no longer be opened; session 13 review)."""
+    could no longer be opened)."""
     from lionexec.conversation import ActionRequest
 
     journals = durable

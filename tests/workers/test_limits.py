@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from lionexec.conversation import ActionOutcome, ActionResponse
 from lionexec.errors import ConfigurationError
-from lionexec.journal import SqliteJournal, open_journal, queue
-from lionexec.journal.queue import Completion
-from lionexec.journal.worker import Worker
+from lionexec.journal import SqliteJournal, open_journal
+from lionexec.journal.workers import Completion, Worker
+from lionexec.journal.workers import _queue as queue
 from lionexec.limits import (
     Busy,
     Deferred,

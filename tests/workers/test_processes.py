@@ -20,7 +20,7 @@ import trio
 
 from lionexec.conversation import ActionOutcome
 from lionexec.journal import open_journal
-from lionexec.journal.queue import rejected_writes
+from lionexec.journal.workers._queue import rejected_writes
 
 from .conftest import Workers, eventually, until
 

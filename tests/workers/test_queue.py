@@ -16,9 +16,9 @@ import trio.testing
 
 from lionexec.conversation import ActionOutcome, ActionResponse
 from lionexec.errors import ConfigurationError, DuplicateCallError
-from lionexec.journal import JournalError, MemoryJournal, SqliteJournal, open_journal, queue
-from lionexec.journal.queue import Completion
-from lionexec.journal.worker import Worker
+from lionexec.journal import JournalError, MemoryJournal, SqliteJournal, open_journal
+from lionexec.journal.workers import Completion, Worker
+from lionexec.journal.workers import _queue as queue
 from lionexec.limits import Limit
 from lionexec.tools import Tool
 

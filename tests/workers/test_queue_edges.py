@@ -1,4 +1,4 @@
-"""Edges of the work queue found by review: a worker that takes back its own call after its
+"""Edges of the work queue: a worker that takes back its own call after its
 lease ran out there (a stall), a branch's own limit against ``branch:*``, a stale and a fresh
 write of one call in one group write, one call id submitted to two branches."""
 
@@ -11,9 +11,9 @@ import pytest
 import trio
 
 from lionexec.conversation import ActionResponse
-from lionexec.journal import JournalError, SqliteJournal, open_journal, queue
-from lionexec.journal.queue import Completion
-from lionexec.journal.worker import Worker
+from lionexec.journal import JournalError, SqliteJournal, open_journal
+from lionexec.journal.workers import Completion, Worker
+from lionexec.journal.workers import _queue as queue
 from lionexec.limits import Limit
 from lionexec.tools import Tool
 
@@ -219,7 +219,7 @@ async def test_recovery_leaves_a_submitted_request_to_the_workers(
     workers): recovery after a restart neither runs it (safe) nor answers it ``cancelled``
     (unsafe) while a worker runs it; it is ``queued``, and once the workers answered it,
     their answer is recorded in the history (``from_queue``). Before, the tool ran twice or
-    the history said it never ran (session 13 review)."""
+    the history said it never ran."""
     from lionexec.conversation import ActionRequest
 
     runs: list[int] = []

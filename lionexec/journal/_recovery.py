@@ -21,8 +21,8 @@ commit (no call row)           (``rerun``); ``unsafe``: ``cancelled`` (``not_sta
 
 Re-runs go through the whole transaction again (validation, gate, policy, hooks), so a call
 may also end ``denied`` or ``invalid`` (a tool no longer registered). Recovery never rebuilds
-an event from a record (ADR-0003 D6): it proposes the journaled request again, or records a
-response for it.
+an event from a record (a record is evidence of what ran, not something to run again): it
+proposes the journaled request again, or records a response for it.
 
 With several processes on one database, recover only when no other process is running calls
 (it cannot tell a call running elsewhere from one whose process died).
@@ -33,39 +33,24 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
 from lionexec.governance import CallContext
-from lionexec.tools import ActionManager, Tool, run_callable
-from lionexec.tools.runner import is_async_callable
+from lionexec.tools import ActionManager, Tool, is_async_callable, run_callable
 
-from . import queue
-from .store import USED, ApprovalRow, CallRow, Store
+from ._approvals import ApprovalDesk
+from ._report import Action, RecoveryReport, Resolution, registry_of
+from .backends.base import USED, ApprovalRow, CallRow, Store
+from .workers import _queue as queue
 
 if TYPE_CHECKING:
     from lionexec.act import Branch
 
-    from .api import Journal
-
-__all__ = ["Applied", "NotApplied", "RecoveryReport", "Resolution", "recover"]
-
-Action = Literal[
-    "rerun",
-    "interrupted",
-    "reconciled",
-    "not_started",
-    "left",
-    "approved",
-    "rejected",
-    "expired",
-    "awaiting_approval",
-    "queued",
-    "from_queue",
-]
+__all__ = ["Applied", "NotApplied", "recover"]
 
 _SAFE = frozenset({"pure", "idempotent", "keyed"})
 
@@ -87,50 +72,8 @@ class NotApplied:
     """A reconcile hook's answer: the call did not take effect (it is run once now)."""
 
 
-@attrs.frozen(kw_only=True)
-class Resolution:
-    """What recovery did with one unanswered call.
-
-    Attributes:
-        branch_id: the branch.
-        call_id: the tool-call id.
-        function: the tool name.
-        effect: the effect class it was judged by.
-        action: ``rerun``, ``interrupted``, ``reconciled``, ``not_started``, or ``left``
-            (no tool was given to re-run it); for a call parked for approval
-            (:mod:`lionexec.journal.approvals`): ``approved`` (run now), ``rejected`` or
-            ``expired`` (answered ``denied``), or ``awaiting_approval`` (left waiting); for a
-            call submitted to workers (:meth:`Journal.submit`): ``queued`` (left to them) or
-            ``from_queue`` (the workers' answer recorded).
-        outcome: the outcome of its response (``None`` when left).
-        attempts: the attempts its response counts.
-    """
-
-    branch_id: str
-    call_id: str
-    function: str
-    effect: str
-    action: Action
-    outcome: ActionOutcome | None
-    attempts: int
-
-
-@attrs.frozen
-class RecoveryReport:
-    """Every resolution, in the order the calls were found."""
-
-    resolutions: tuple[Resolution, ...]
-
-    def counts(self) -> dict[str, int]:
-        """How many calls each action resolved."""
-        counts: dict[str, int] = {}
-        for resolution in self.resolutions:
-            counts[resolution.action] = counts.get(resolution.action, 0) + 1
-        return counts
-
-
 async def recover(
-    journal: Journal,
+    desk: ApprovalDesk,
     tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
     **branch_kwargs: Any,
 ) -> RecoveryReport:
@@ -147,24 +90,23 @@ async def recover(
     left unanswered. A call whose approval was used (it was resumed) and that has no outcome
     is recovered like any other call, its approval allowing a re-run of a safe tool.
     """
-    from .approvals import resume
-
-    registry = _registry(tools)
-    resolutions: list[Resolution] = list(await resume(journal, registry, **branch_kwargs))
+    registry = registry_of(tools)
+    resolutions: list[Resolution] = list(await desk.resume(registry, **branch_kwargs))
     # Two passes: a safe call that holds no key of its own (it never reached its write-ahead,
     # or it waited for a key another call held) is re-run once every branch's calls that
     # hold keys are resolved: its key's holder may be a lost call of a later branch.
     later: list[uuid.UUID] = []
-    for branch_id in await journal.branch_ids():
-        if await _recover_pass(journal, branch_id, registry, branch_kwargs, resolutions, False):
+    branch_ids = [uuid.UUID(b) for b in await desk.engine.run(lambda store: store.branches())]
+    for branch_id in branch_ids:
+        if await _recover_pass(desk, branch_id, registry, branch_kwargs, resolutions, False):
             later.append(branch_id)
     for branch_id in later:
-        await _recover_pass(journal, branch_id, registry, branch_kwargs, resolutions, True)
+        await _recover_pass(desk, branch_id, registry, branch_kwargs, resolutions, True)
     return RecoveryReport(tuple(resolutions))
 
 
 async def _recover_pass(
-    journal: Journal,
+    desk: ApprovalDesk,
     branch_id: uuid.UUID,
     registry: ActionManager | None,
     branch_kwargs: dict[str, Any],
@@ -175,42 +117,43 @@ async def _recover_pass(
     ones), or with *keyless* the safe ones that hold none; add their resolutions. Returns
     whether the branch has keyless safe calls left for the second pass."""
     name = str(branch_id)
-    if name in journal._sinks:
+    engine = desk.engine
+    if name in engine.sinks:
         return False
-    history = await journal.history(name)
+    history = await engine.history(name)
     if not history.unanswered():
         return False
     kwargs = dict(branch_kwargs)
     if registry is not None:
         kwargs["registry"] = registry
-    branch = await journal.branch(branch_id, **kwargs)
+    branch = await desk.open_branch(branch_id, **kwargs)
     rows = {
         row.call_id: row
-        for row in await journal._run(
+        for row in await engine.run(
             lambda store, n=name: store.calls(n, True)  # type: ignore[misc]
         )
     }
     approvals = {
         row.call_id: row
-        for row in await journal._run(
+        for row in await engine.run(
             lambda store, n=name: store.approvals(n, None)  # type: ignore[misc]
         )
     }
     wanted = [(name, request.call_id) for request in history.unanswered()]
     queued = {
         row.call_id: row
-        for row in await journal._run(lambda store: _queued(store, wanted))
+        for row in await engine.run(lambda store: _queued(store, wanted))
         if row is not None
     }
     used = [row.approval_id for row in approvals.values() if row.state == USED]
-    journal._consumed_here.update(dict.fromkeys(used))
+    desk.consumed_here.update(dict.fromkeys(used))
     try:
         async with branch:
             found, left = await _recover_branch(branch, rows, registry, approvals, queued, keyless)
             resolutions.extend(found)
     finally:
         for approval_id in used:
-            journal._consumed_here.pop(approval_id, None)
+            desk.consumed_here.pop(approval_id, None)
     return left
 
 
@@ -379,16 +322,6 @@ async def _reconcile(
     if isinstance(verdict, Applied | NotApplied):
         return verdict
     return f"the hook returned {type(verdict).__name__}, not Applied or NotApplied"
-
-
-def _registry(
-    tools: ActionManager | Iterable[Tool | Callable[..., Any]] | None,
-) -> ActionManager | None:
-    if tools is None or isinstance(tools, ActionManager):
-        return tools
-    registry = ActionManager()
-    registry.register_tools(list(tools))
-    return registry
 
 
 def _tool(registry: ActionManager | None, name: str) -> Tool | None:

@@ -4,7 +4,7 @@ Claims and runs the calls submitted to the journal at URL (a ``postgresql://`` U
 SQLite path for several workers on one machine) with the tools of MODULE:ATTRIBUTE (an
 ``ActionManager`` or a list of tools). ``--limits MODULE:ATTRIBUTE`` names a mapping of limit
 key (a tool name, ``"branch:*"``, ``"branch:<id>"``) to
-:class:`~lionexec.journal.limits.Limit`. ``SIGTERM`` or ``SIGINT`` stops it gracefully
+:class:`~lionexec.journal.Limit`. ``SIGTERM`` or ``SIGINT`` stops it gracefully
 (``--grace`` seconds for running calls). It prints one JSON line when ready
 (``{"event": "ready", ...}``) and one with its counters when it stops.
 
@@ -23,10 +23,10 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from .api import open_journal
-from .cli import _load, _tools
-from .errors import JournalError
-from .worker import Worker
+from .._cli import _load, _tools
+from .._open import open_journal
+from ..errors import JournalError
+from ._worker import Worker
 
 __all__ = ["main"]
 

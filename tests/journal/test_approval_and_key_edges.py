@@ -1,4 +1,4 @@
-"""Durable approvals and idempotency keys, edges found by review: two resumes of one branch
+"""Durable approvals and idempotency keys, their edges: two resumes of one branch
 at once in one journal, idempotency keys no backend can keep (a hostile key must fail its own
 call, not the group commit it would share with other conversations), and decisions given
 text a backend cannot store."""
@@ -64,7 +64,7 @@ async def test_two_resumes_at_once_in_one_journal_run_the_call_once(tmp_path: Pa
             assert sorted(len(r) for r in results) == [0, 1]
             [[resolution]] = [r for r in results if r]
             assert (resolution.action, resolution.outcome) == ("approved", ActionOutcome.COMPLETED)
-            assert journal._resuming == {}  # (nothing kept once no resume runs)
+            assert journal._approvals.resuming == {}  # (nothing kept once no resume runs)
             history = await journal.history(branch_id)
             assert history.unanswered() == []
             assert [r.outcome for r in history.responses()] == [ActionOutcome.COMPLETED]

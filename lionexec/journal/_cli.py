@@ -4,11 +4,11 @@
   approvals (by state; the pending).
 * ``export``: everything, as one strict JSON document on stdout; ``export --jsonl``: the
   call log instead, one strict-JSON line per answered call, fed from the journal (see
-  :mod:`lionexec.journal.jsonl`).
+  :func:`lionexec.journal.call_records`).
 * ``recover [--tools module:attribute]``: resolve every unanswered call (see
-  :mod:`lionexec.journal.recovery`); the attribute is an ``ActionManager`` or a list of tools.
-  Without ``--tools`` only calls that need no tool are resolved (``unsafe`` ones); the others
-  are listed as ``left``.
+  :meth:`Journal.recover <lionexec.journal.Journal.recover>`); the attribute is an
+  ``ActionManager`` or a list of tools. Without ``--tools`` only calls that need no tool are
+  resolved (``unsafe`` ones); the others are listed as ``left``.
 
 Exit status: 0 done, 1 the journal refused (a named error on stderr), 2 bad usage.
 """
@@ -29,9 +29,10 @@ import trio
 from lionexec._jsonable import utf8_text
 from lionexec.tools import ActionManager
 
-from .api import Journal, open_journal
+from ._journal import Journal
+from ._jsonl import write_jsonl
+from ._open import open_journal
 from .errors import JournalError
-from .jsonl import write_jsonl
 
 __all__ = ["main"]
 

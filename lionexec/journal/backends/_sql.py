@@ -22,8 +22,8 @@ import attrs
 
 from lionexec._jsonable import utf8_text
 
-from .errors import JournalError, JournalSchemaError
-from .store import (
+from ..errors import JournalError, JournalSchemaError
+from .base import (
     DONE,
     EXPIRED,
     PENDING,
@@ -115,7 +115,7 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str | Callable[[Tx], None], ...]], ...]
         ),
     ),
     (
-        2,  # the work queue of submitted calls, shared rate limits (lionexec.journal.queue)
+        2,  # the work queue of submitted calls, shared rate limits (journal.workers)
         (
             """CREATE TABLE lionexec_queue (
                 branch_id TEXT NOT NULL,
@@ -156,7 +156,7 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str | Callable[[Tx], None], ...]], ...]
         ),
     ),
     (
-        3,  # durable approvals (lionexec.journal.approvals)
+        3,  # durable approvals (Journal.approvals)
         (
             """CREATE TABLE lionexec_approvals (
                 approval_id TEXT PRIMARY KEY,
@@ -226,7 +226,7 @@ def branch_locks(branch_ids: Iterable[str]) -> str:
     in a cycle), ``;``-separated, with no parameters (the keys are numbers computed here): so
     they can share a round trip with another statement without parameters.
 
-    :func:`lionexec.journal.queue.submit` and a commit that claims calls take the locks of
+    ``Journal.submit`` and a commit that claims calls take the locks of
     their branches before they read the other's table (``lionexec_calls``,
     ``lionexec_queue``): at READ COMMITTED, each could otherwise check before the other
     commits, and a call would be both queued for workers and claimed by a branch's
@@ -350,7 +350,7 @@ def _where(branch_id: str | None, state: str | None) -> tuple[str, list[str]]:
 
 
 class SqlStore:
-    """A :class:`~lionexec.journal.store.Store` over one SQL transaction.
+    """A :class:`~lionexec.journal.backends.Store` over one SQL transaction.
 
     A batch's rows go in multi-row statements. With *bulk* (PostgreSQL: every statement is
     a round trip to the server) over one array per column (``unnest``); otherwise (SQLite) as
@@ -508,9 +508,8 @@ class SqlStore:
         if len({op.key for op in ops}) == len(ops):
             # The usual case, every key new and no call queued: insert the rows as claimed
             # (one attempt each) and read nothing back. If any key or call is taken, or
-            # queued, undo and go the long way. (bench row "journal: 1k concurrent calls": a
-            # third of the writer's time went to reading back and updating the rows it had
-            # just inserted.)
+            # queued, undo and go the long way. (Reading back and updating the rows it had just
+            # inserted took a third of the writer's time with many concurrent calls.)
             fresh = [new_row(op, attempts=1) for op in ops]
             tx.execute(
                 f"{locks}; SAVEPOINT lionexec_claim" if locks else "SAVEPOINT lionexec_claim"

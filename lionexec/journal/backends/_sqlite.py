@@ -1,0 +1,434 @@
+"""The SQLite backend: one file, WAL mode, stdlib :mod:`sqlite3` on a writer thread of its own.
+
+One connection, used by one long-lived **writer thread** that takes transactions from a
+queue: SQLite has one writer anyway, and the group commit gathers every call waiting into one
+transaction. A hand-off to a waiting thread is about half the cost of a
+``trio.to_thread.run_sync`` round trip, and a strictly sequential batch pays one per call.
+Every transaction is ``BEGIN IMMEDIATE``, so several processes on one file queue up rather
+than deadlock: the lock is retried for up to ``busy_timeout`` seconds, in short waits, so that
+an abandoned transaction (cancelled, or past the journal's ``commit_timeout``) stops waiting.
+
+**Checkpoints** (copying the WAL back into the database file, with an ``fsync`` in
+``synchronous="NORMAL"``) do not run on the writer: the writer connection has
+``wal_autocheckpoint=0``, and a checkpointer thread with its own connection runs a
+``PASSIVE`` checkpoint (which never blocks the writer) every ``checkpoint_commits``
+transactions. What is durable is unchanged: a transaction is durable when its
+``COMMIT`` returns, whether or not a checkpoint ran since.
+
+Durability: ``synchronous="NORMAL"`` (the default) in WAL mode survives a crash of the
+process (a kill, an OOM): every committed transaction is in the WAL. A power loss may lose
+the last transactions; pass ``synchronous="FULL"`` to fsync every commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final, Generic, Literal, TypeVar
+
+import trio
+
+from ..errors import JournalError, NotAJournalError
+from ._sql import SqlStore, current_version, migrate
+from .base import Backend, Store
+
+__all__ = ["SqliteBackend"]
+
+T = TypeVar("T")
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+#: Seconds SQLite itself waits for the write lock before the writer looks again (whether its
+#: transaction was abandoned, whether ``busy_timeout`` is over).
+_LOCK_WAIT: Final = 0.05
+#: Seconds between two looks, by an idle writer or checkpointer thread, at whether the
+#: ``trio.run`` it serves has ended (a journal never closed: the thread closes its
+#: connection and ends).
+_ORPHAN_PROBE = 1.0
+#: ``UPDATE ... FROM`` arrived in SQLite 3.33.
+_UPDATE_FROM: Final = sqlite3.sqlite_version_info >= (3, 33, 0)
+#: Parameters per statement at most (SQLite's own limit may be lower: then that one).
+_MAX_PARAMS: Final = 32_766
+#: The writer's own automatic checkpoint, in pages: only a backstop for a checkpointer that
+#: cannot keep up (the WAL restarts from its start only once it was wholly checkpointed).
+_BACKSTOP_PAGES: Final = 20_000
+
+
+class _Tx:
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
+        return self.conn.executemany(sql, rows).rowcount
+
+    def execute_count(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+
+class _Job(Generic[T]):
+    """One transaction handed to the writer thread."""
+
+    __slots__ = ("abandoned", "done", "error", "finished", "fn", "token", "value")
+
+    def __init__(self, fn: Callable[[_Job[T]], T], token: trio.lowlevel.TrioToken) -> None:
+        self.fn = fn
+        self.token = token
+        self.done = trio.Event()
+        self.finished = False
+        self.value: T | None = None
+        self.error: BaseException | None = None
+        #: Set (from the trio thread) when nobody waits for it any more: a transaction not
+        #: yet committed is rolled back, a wait for the lock ends.
+        self.abandoned = False
+
+    def run(self) -> None:  # on the writer thread
+        try:
+            self.value = self.fn(self)
+        except BaseException as exc:  # handed to the waiting task, which raises it
+            self.error = exc
+        self.finished = True
+        with contextlib.suppress(trio.RunFinishedError):  # trio.run ended meanwhile
+            self.token.run_sync_soon(self.done.set)
+
+    def result(self) -> T:
+        """The job's value, or raise its error (once it is done)."""
+        assert self.finished
+        if self.error is not None:
+            error, self.error = self.error, None  # no reference cycle through the traceback
+            raise error
+        return self.value  # type: ignore[return-value]
+
+
+def _run_finished(token: trio.lowlevel.TrioToken) -> bool:
+    """Whether the ``trio.run`` of *token* ended (from another thread)."""
+    try:
+        token.run_sync_soon(_nothing)
+    except trio.RunFinishedError:
+        return True
+    return False
+
+
+def _nothing() -> None:
+    pass
+
+
+class _Writer:
+    """A long-lived thread running :class:`_Job` s one at a time, in order.
+
+    It ends after :meth:`stop`, or once the ``trio.run`` that made it has ended (a journal
+    never closed: it looks every :data:`_ORPHAN_PROBE` seconds while idle), calling
+    :attr:`on_orphaned` (closing the connection) then.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
+        self.current: _Job[Any] | None = None
+        self.on_orphaned: Callable[[], None] | None = None
+        self._token = trio.lowlevel.current_trio_token()
+        #: Held while :attr:`current` changes, and by :meth:`interrupt_if_current`.
+        self._current_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=_ORPHAN_PROBE)
+            except queue.Empty:
+                if not _run_finished(self._token):
+                    continue
+                orphaned = self.on_orphaned
+                if orphaned is not None:
+                    with contextlib.suppress(Exception):
+                        orphaned()
+                return
+            if job is None:
+                return
+            with self._current_lock:
+                self.current = job
+            job.run()
+            with self._current_lock:
+                self.current = None
+
+    def interrupt_if_current(self, job: _Job[Any], interrupt: Callable[[], None]) -> None:
+        """Call *interrupt* if *job* is the one running: the writer cannot move on to the
+        next job meanwhile (whose statement it would interrupt instead)."""
+        with self._current_lock:
+            if self.current is job:
+                interrupt()
+
+    async def run(
+        self,
+        fn: Callable[[_Job[T]], T],
+        *,
+        abandon_on_cancel: bool,
+        on_abandon: Callable[[_Job[T]], None] | None = None,
+    ) -> T:
+        """Run ``fn(job)`` on the thread; wait for it.
+
+        Cancellation: with *abandon_on_cancel*, the wait ends at once (the job is marked
+        abandoned and *on_abandon* called); otherwise it is ignored until the job is done
+        (then delivered at the next checkpoint).
+        """
+        job = _Job(fn, trio.lowlevel.current_trio_token())
+        self._jobs.put(job)
+        if abandon_on_cancel:
+            try:
+                await job.done.wait()
+            except trio.Cancelled:
+                job.abandoned = True
+                if on_abandon is not None:
+                    on_abandon(job)
+                raise
+        else:
+            with trio.CancelScope(shield=True):
+                await job.done.wait()
+        return job.result()
+
+    def stop(self) -> None:
+        """The thread ends after the jobs queued so far."""
+        self._jobs.put(None)
+
+
+class _Checkpointer:
+    """A thread with its own connection that runs ``PASSIVE`` checkpoints when asked.
+
+    It ends after :meth:`stop`, or once the ``trio.run`` that made it has ended (looking every
+    :data:`_ORPHAN_PROBE` seconds while idle).
+    """
+
+    def __init__(self, path: Path, name: str) -> None:
+        self.path = path
+        self._token = trio.lowlevel.current_trio_token()
+        self._wake = threading.Event()
+        self._stopping = False
+        self.checkpoints = 0
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    def _loop(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            while True:
+                if not self._wake.wait(_ORPHAN_PROBE):
+                    if _run_finished(self._token):
+                        return
+                    continue
+                self._wake.clear()
+                if self._stopping:
+                    return
+                try:
+                    if conn is None:
+                        conn = sqlite3.connect(self.path, timeout=_LOCK_WAIT, isolation_level=None)
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+                except sqlite3.Error:  # busy, or the file went away: the writer's backstop
+                    pass
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+class SqliteBackend(Backend):
+    """See the module docs. *path* is created if it does not exist.
+
+    Args:
+        path: the journal file.
+        synchronous: SQLite's ``synchronous`` setting (see the module docs).
+        busy_timeout: seconds a transaction waits for another process's write lock.
+        checkpoint_commits: commits between two checkpoints (run by the checkpointer thread).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "NORMAL",
+        busy_timeout: float = 10.0,
+        checkpoint_commits: int = 100,
+    ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(
+                f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
+            )
+        if not isinstance(checkpoint_commits, int) or checkpoint_commits < 1:
+            raise ValueError(f"checkpoint_commits must be an int >= 1, not {checkpoint_commits!r}")
+        self.path = Path(path)
+        self.target = str(self.path)
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self.checkpoint_commits = checkpoint_commits
+        self._conn: sqlite3.Connection | None = None
+        self._max_params = 999  # (the connection's own limit, once open)
+        self._writer: _Writer | None = None
+        self._checkpointer: _Checkpointer | None = None
+        self._since_checkpoint = 0
+        #: Transactions run on the writer thread (each one hand-off).
+        self.transactions = 0
+
+    async def open(self) -> None:
+        writer = _Writer(f"lionexec-journal-writer {self.target}")
+        try:
+            self._conn = await writer.run(lambda job: self._open(), abandon_on_cancel=False)
+        except BaseException:
+            writer.stop()
+            raise
+        conn = self._conn
+        writer.on_orphaned = conn.close
+        self._writer = writer
+        self._checkpointer = _Checkpointer(self.path, f"lionexec-journal-checkpoint {self.target}")
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise NotAJournalError(
+                f"{self.target} is a directory, not a journal file", target=self.target
+            )
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise NotAJournalError(
+                f"cannot open {self.target} as SQLite: {exc}", target=self.target
+            ) from exc
+        try:
+            # Before anything that writes (WAL mode is written into the file's header): another
+            # program's database is left untouched.
+            self._tables(conn)
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise NotAJournalError(
+                    f"{self.target}: SQLite refused WAL mode ({mode!r})", target=self.target
+                )
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                tables = self._tables(conn)  # again, now that no one else can write
+                tx = _Tx(conn)
+                migrate(tx, current_version(tx, bool(tables)), target=self.target)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            wait = min(self.busy_timeout, _LOCK_WAIT)
+            conn.execute(f"PRAGMA busy_timeout={max(1, int(wait * 1000))}")
+            limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            self._max_params = min(_MAX_PARAMS, limit)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise NotAJournalError(
+                f"{self.target} is not a lionexec journal (corrupt or not SQLite): {exc}",
+                target=self.target,
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _tables(self, conn: sqlite3.Connection) -> set[str]:
+        """The database's tables; raises NotAJournalError if they are another program's."""
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if tables and "lionexec_schema_version" not in tables:
+            raise NotAJournalError(
+                f"{self.target} is an SQLite database of another program (tables: "
+                f"{', '.join(sorted(tables)[:5])}), not a lionexec journal; left untouched",
+                target=self.target,
+            )
+        return tables
+
+    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
+        """Run ``fn(store)`` in one transaction on the writer thread.
+
+        Cancellation: *cancellable* abandons the transaction at once (rolled back if it has
+        not committed yet; a statement running is interrupted); otherwise waits for it.
+        """
+        conn, writer = self._conn, self._writer
+        if conn is None or writer is None:
+            raise JournalError(f"the journal at {self.target} is not open")
+
+        def interrupt(job: _Job[T]) -> None:
+            writer.interrupt_if_current(job, conn.interrupt)
+
+        return await writer.run(
+            lambda job: self._transact(conn, fn, job),
+            abandon_on_cancel=cancellable,
+            on_abandon=interrupt,
+        )
+
+    def _begin(self, conn: sqlite3.Connection, job: _Job[Any]) -> None:
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                code = getattr(exc, "sqlite_errorcode", None)  # (extended: SQLITE_BUSY_*)
+                busy = code is not None and (code & 0xFF) == sqlite3.SQLITE_BUSY
+                if not busy or job.abandoned or time.monotonic() >= deadline:
+                    raise
+
+    def _transact(self, conn: sqlite3.Connection, fn: Callable[[Store], T], job: _Job[T]) -> T:
+        try:
+            if job.abandoned:
+                raise JournalError(f"{self.target}: transaction abandoned before it began")
+            self._begin(conn, job)
+            try:
+                store = SqlStore(_Tx(conn), max_params=self._max_params, update_from=_UPDATE_FROM)
+                result = fn(store)
+                if job.abandoned:
+                    raise JournalError(f"{self.target}: transaction abandoned; rolled back")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError as exc:
+            raise JournalError(
+                f"{self.target}: another writer holds this branch's next message position "
+                f"(one branch is journaled by one process at a time): {exc}"
+            ) from exc
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.target}: {type(exc).__name__}: {exc}") from exc
+        self.transactions += 1
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= self.checkpoint_commits and self._checkpointer is not None:
+            self._since_checkpoint = 0
+            self._checkpointer.request()
+        return result
+
+    async def aclose(self) -> None:
+        conn, self._conn = self._conn, None
+        writer, self._writer = self._writer, None
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            checkpointer.stop()
+        if conn is not None and writer is not None:
+            try:
+                await writer.run(lambda job: conn.close(), abandon_on_cancel=False)
+            finally:
+                writer.stop()
+        else:
+            await trio.lowlevel.checkpoint()

@@ -1,0 +1,345 @@
+"""The backend interface of a journal: the async :class:`Backend`, the synchronous
+:class:`Store` it runs, and the rows they exchange.
+
+A journal keeps four kinds of rows (the same in every backend; see
+:mod:`lionexec.journal.backends._sql` for the tables):
+
+* **branches**: one per journaled branch;
+* **messages**: each branch's history, in order (``seq`` is the message's position), each
+  message as its strict-JSON record; requests are stored unlinked (the response that follows
+  links them again when the history is loaded);
+* **approvals**: one per call an ``escalate`` decision parked (see
+  :meth:`Journal.approvals <lionexec.journal.Journal.approvals>`): the call, the digest of
+  its normalized arguments and of the policy that asked, and its state (``pending`` →
+  ``approved`` → ``used``, or ``rejected`` / ``expired``);
+* **calls**: one per idempotency key that reached the write-ahead point: who holds it (branch,
+  call id, request id), the normalized arguments, the tool's effect class, the attempts
+  started, and once known the outcome with the response's record.
+
+A :class:`Store` method runs in one transaction and is synchronous: backends call it in a
+worker thread (SQL) or inline (memory). :meth:`Store.commit` applies a whole
+:class:`Batch` atomically: the group commit of many calls' write-aheads and outcomes.
+
+The journal (:class:`~lionexec.journal.Journal`) picks a backend and owns it; a backend
+knows nothing of the journal above it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "ApprovalRow",
+    "Backend",
+    "Batch",
+    "CallRow",
+    "Claim",
+    "MessageRow",
+    "OutcomeOp",
+    "Queued",
+    "RequestOp",
+    "Store",
+]
+
+T = TypeVar("T")
+
+REQUESTED = "requested"
+DONE = "done"
+
+#: The states of an approval.
+PENDING = "pending"
+APPROVED = "approved"
+USED = "used"
+REJECTED = "rejected"
+EXPIRED = "expired"
+APPROVAL_STATES = (PENDING, APPROVED, USED, REJECTED, EXPIRED)
+
+
+@attrs.frozen
+class MessageRow:
+    """One message of a branch's history, as the journal stores it (``seq``: its position)."""
+
+    branch_id: str
+    seq: int
+    message_id: str
+    kind: str
+    body: str
+    #: A request's or response's call id (schema version 4), else ``None``.
+    call_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CallRow:
+    """One journaled call (see :class:`~lionexec.journal.JournaledCall` for the public view)."""
+
+    key: str
+    branch_id: str
+    call_id: str
+    request_id: str
+    function: str
+    arguments: str
+    effect: str
+    attempts: int
+    state: str
+    outcome: str | None
+    response: str | None
+    requested_at: float
+    finished_at: float | None
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRow:
+    """One approval (see :class:`~lionexec.journal.Approval` for the public view)."""
+
+    approval_id: str
+    idempotency_key: str
+    branch_id: str
+    call_id: str
+    request_id: str
+    function: str
+    arguments: str
+    digest: str
+    policy: str
+    rule: str | None
+    escalation: str
+    state: str
+    created_at: float
+    expires_at: float | None
+    decided_at: float | None
+    decided_by: str | None
+    reason: str | None
+
+
+@attrs.frozen(kw_only=True)
+class RequestOp:
+    """Claim *key* for a call about to be invoked, and count the attempt."""
+
+    key: str
+    branch_id: str
+    call_id: str
+    request_id: str
+    function: str
+    arguments: str
+    effect: str
+    at: float
+
+
+@attrs.frozen(kw_only=True)
+class OutcomeOp:
+    """Record a call's outcome (the call is found by branch and call id)."""
+
+    branch_id: str
+    call_id: str
+    outcome: str
+    response: str
+    at: float
+
+
+@attrs.frozen
+class Claim:
+    """What :meth:`Store.commit` found for one :class:`RequestOp`.
+
+    Attributes:
+        row: the key's row after the commit.
+        mine: the row belongs to the op's request (its attempt was counted).
+        prior_attempts: attempts counted for the key before this one.
+    """
+
+    row: CallRow
+    mine: bool
+    prior_attempts: int
+
+
+@attrs.frozen
+class Queued:
+    """What :meth:`Store.commit` found for a :class:`RequestOp` whose call is submitted to
+    workers (a row of ``lionexec_queue``, seen in the transaction of the commit): nothing was
+    claimed for it (no key, no attempt); the workers run it.
+
+    Attributes:
+        request: the queue row's request record (what was submitted under that call id).
+        response: the queue row's response record once the workers answered, else ``None``.
+    """
+
+    request: str
+    response: str | None
+
+
+@attrs.define
+class Batch:
+    """Everything one transaction writes, applied in this order."""
+
+    branches: list[tuple[str, float]] = attrs.Factory(list)
+    messages: list[MessageRow] = attrs.Factory(list)
+    requests: list[RequestOp] = attrs.Factory(list)
+    outcomes: list[OutcomeOp] = attrs.Factory(list)
+    approvals: list[ApprovalRow] = attrs.Factory(list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.branches or self.messages or self.requests or self.outcomes or self.approvals
+        )
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The journal's storage, one transaction per method. Synchronous.
+
+    Contract:
+
+    * **Who calls it, from where.** Only a :class:`Backend`, inside :meth:`Backend.run`: a SQL
+      backend calls ``fn(store)`` on a thread of its own (a writer thread, a worker thread of
+      ``trio.to_thread``), the memory backend inline on the trio thread. A store object is
+      valid for that one call: it must not be kept.
+    * **Transactions.** Each method the journal's code calls through ``fn`` runs in the
+      transaction of that :meth:`Backend.run` call; everything ``fn`` did commits together, or
+      nothing does (``fn`` raising rolls it back).
+    * **Blocking.** Methods may block (disk, network): they run off the trio thread. They must
+      not call into trio (no checkpoints; ``trio.from_thread`` is not needed by any of them).
+    * **Cancellation** does not reach a store: a backend abandons or waits for the whole
+      transaction (see :meth:`Backend.run`).
+    * **Errors.** A method raises :class:`~lionexec.journal.JournalError` (naming what was
+      wrong) when the journal refuses the operation (another writer took a message position,
+      say); the backend turns a database's own errors into
+      :class:`~lionexec.journal.JournalError` or
+      :class:`~lionexec.journal.JournalConnectionError`.
+    * **The work queue** of submitted calls needs SQL: a store that can hold it also has a
+      ``tx`` attribute (its transaction: ``execute``, ``executemany`` and ``execute_count``
+      with ``?`` placeholders) and ``bulk`` (true on PostgreSQL); on a store without ``tx``
+      (in memory), submitting calls and running workers raise
+      :class:`~lionexec.journal.JournalError`.
+    """
+
+    def commit(self, batch: Batch) -> list[Claim | Queued]:
+        """Apply *batch* atomically; return a :class:`Claim` per request op, in order, or a
+        :class:`Queued` for an op whose call is submitted to workers (claimed by nothing).
+
+        Raises if a message position of a branch is taken (another writer): nothing is
+        applied then.
+        """
+
+    def branches(self) -> list[str]:
+        """Every branch id, oldest first."""
+
+    def messages(self, branch_id: str) -> list[MessageRow]:
+        """A branch's messages in order (empty if unknown)."""
+
+    def known_call_ids(
+        self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
+    ) -> set[str]:
+        """Which of *call_ids* a request journaled in branch *branch_id* has (with
+        *answered*: a response)."""
+
+    def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
+        """Calls (of one branch, or all), oldest first; only those with no outcome if asked."""
+
+    def call(self, key: str) -> CallRow | None:
+        """The row of idempotency key *key*."""
+
+    def approval(self, approval_id: str) -> ApprovalRow | None:
+        """The approval *approval_id*."""
+
+    def approval_of(self, branch_id: str, call_id: str) -> ApprovalRow | None:
+        """The approval of call *call_id* of branch *branch_id* (a call has at most one)."""
+
+    def approvals(self, branch_id: str | None, state: str | None) -> list[ApprovalRow]:
+        """Approvals (of one branch, or all; in one state, or all), oldest first."""
+
+    def set_approval(
+        self,
+        approval_id: str,
+        expected: str,
+        state: str,
+        at: float,
+        by: str | None,
+        reason: str | None,
+    ) -> ApprovalRow | None:
+        """Move approval *approval_id* from state *expected* to *state* (compare and set, one
+        statement); the row after, or ``None`` if it was not in state *expected*."""
+
+    def expire_approvals(self, now: float) -> int:
+        """Move every pending approval whose ``expires_at`` is at or before *now* to
+        ``expired``; return how many."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Runs :class:`Store` methods, each in one transaction: where a journal is kept.
+
+    A journal owns one backend: it calls :meth:`open` once, then :meth:`run` any number of
+    times (from many tasks at once), then :meth:`aclose`. Every method is called from the
+    trio thread of one ``trio.run``.
+
+    Contract:
+
+    * :meth:`open` connects and brings the schema up to date; it fails with
+      :class:`~lionexec.journal.NotAJournalError`,
+      :class:`~lionexec.journal.JournalSchemaError` or
+      :class:`~lionexec.journal.JournalConnectionError` naming :attr:`target`, leaving
+      nothing open.
+    * :meth:`run` may be called by several tasks at once; each call is one transaction,
+      serialized or concurrent as the database allows. It blocks the calling task only: the
+      work runs off the trio thread (a database) or is quick (memory). It raises what ``fn``
+      raised (the transaction rolled back), or a
+      :class:`~lionexec.journal.JournalError` /
+      :class:`~lionexec.journal.JournalConnectionError` for the database's own failures.
+    * Cancellation of :meth:`run`: with ``cancellable=False`` the call waits for its
+      transaction to end, then lets the cancellation through (a group commit others wait for
+      is never abandoned half-way); with ``cancellable=True`` the backend abandons the
+      transaction as best it can (rolled back if it has not committed; a statement running
+      interrupted, a server-side query cancelled) and ``trio.Cancelled`` propagates.
+    * :meth:`aclose` disconnects; it is idempotent, and no :meth:`run` is called after it.
+
+    Attributes:
+        target: what the backend opened, printable (a path, or a URL without its password).
+    """
+
+    target: str
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and bring the schema up to date (migrations)."""
+
+    @abc.abstractmethod
+    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
+        """Run ``fn(store)`` in one transaction, off the trio thread for a database.
+
+        With *cancellable* false, a cancellation waits for the transaction to end (a group
+        commit is never abandoned half-way); otherwise the backend stops the query as best
+        it can (PostgreSQL cancels it on the server).
+        """
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Disconnect. Idempotent."""
+
+
+def claim_for(op: RequestOp, row: CallRow) -> tuple[Claim, CallRow]:
+    """The claim of *op* on *row* (the key's row before the op), and the row after it."""
+    if row.request_id == op.request_id:
+        after = attrs.evolve(row, attempts=row.attempts + 1)
+        return Claim(after, True, row.attempts), after
+    return Claim(row, False, row.attempts), row
+
+
+def new_row(op: RequestOp, *, attempts: int = 0) -> CallRow:
+    """The row of a key first requested by *op* (before its claim: no attempt yet)."""
+    return CallRow(
+        key=op.key,
+        branch_id=op.branch_id,
+        call_id=op.call_id,
+        request_id=op.request_id,
+        function=op.function,
+        arguments=op.arguments,
+        effect=op.effect,
+        attempts=attempts,
+        state=REQUESTED,
+        outcome=None,
+        response=None,
+        requested_at=op.at,
+        finished_at=None,
+    )
