@@ -200,7 +200,7 @@ class Event:
         bytecodes before a protected step starts) finds the event not terminal and ends it
         ``cancelled`` before it propagates.
         """
-        clock = trio.lowlevel.current_clock()  # read twice, looked up once: this runs for every event
+        clock = trio.lowlevel.current_clock()  # read twice, looked up once (per event run)
         outer = sys.exception()  # our caller's, if any: not ours to strip (see _finish)
         start: float | None = None
         try:

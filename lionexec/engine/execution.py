@@ -104,7 +104,8 @@ def drop_tracebacks(exc: BaseException, *, stop: BaseException | None = None) ->
     traceback at the ``raise``.
     """
     chained = exc.__cause__ is not None or exc.__context__ is not None
-    if not chained and not isinstance(exc, BaseExceptionGroup):  # the usual failure: one exception, nothing to walk
+    # the usual failure: a single exception, nothing chained to walk
+    if not chained and not isinstance(exc, BaseExceptionGroup):
         if exc is not stop:
             exc.__traceback__ = None
         return
