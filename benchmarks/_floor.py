@@ -24,7 +24,7 @@ classes with no framework:
   ``cancelled`` (response and log record) synchronously, then re-raises; ``act`` is always a
   checkpoint and a sequential batch checkpoints between calls (issue 13, item 4);
 * a **creation time** (``time.time()``) on the request, the response and the event, as the
-  contract has (messages' ``created_at``; ADR-0003/0012: the event's construction time);
+  contract has (messages' ``created_at``; an event's construction time);
 * ids from the same fast generator as lionexec (:func:`lionexec._ids.uuid4`): three per call
   (request, response, event), as lionexec makes;
 * **hostile input refused** as lionexec refuses it (the security issue): a function name or
@@ -36,9 +36,9 @@ classes with no framework:
   tool gets arguments it cannot change the record through (a copy unless they are all
   scalars), and the record keeps a private copy of what the tool returned;
 * a call whose batch is cancelled before it starts does not start (a cancellation check
-  before the tool, as lionexec's event makes: ADR-0003's invoke).
+  before the tool, as lionexec's ``Event.invoke()`` makes).
 
-Added to the floor in session 15 (the last three items): lionexec did this work per call and
+Added to the floor later (the last three items): lionexec did this work per call and
 the floor did not. README.md gives the ratios against the floor without them too.
 
 Concurrent batches run in one nursery; a one-call batch runs inline (no nursery), the leanest

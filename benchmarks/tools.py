@@ -6,7 +6,7 @@ Per call, each implementation resolves the tool by name, builds its call and run
   registered as ``Tool.from_function(func, inline=True)`` run inline, plain
   ``Tool.from_function(func)`` in a worker thread.
 * lionagi 0.36.0: ``await ActionManager.invoke({"function": name, "arguments": ...})``. It
-  always runs sync tools inline on the event loop (no offload: DELTAS A4), so the offload
+  always runs sync tools inline on the event loop (it has no sync-tool policy), so the offload
   rows are n/a.
 * raw trio: a dict lookup and ``await func(**arguments)`` (or a direct call, or
   ``trio.to_thread.run_sync``) inside the capture wrapper of :mod:`benchmarks._subjects`.

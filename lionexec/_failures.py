@@ -60,10 +60,10 @@ def must_await(result: object) -> TypeGuard[Awaitable[Any]]:
 
     For the act path's own seams, which call a handler and await only what needs it: a
     coroutine per handler, and the keyword arguments packed twice, cost about as much as a
-    trivial handler itself (the act governed row of ``nox -s bench``).
+    trivial handler itself, and a governed call runs several such handlers.
     """
     # a plain result (most hooks and gates return None or a bool) is never awaitable: no ABC
-    # check for it (act governed row of nox -s bench)
+    # check for it, as this runs for every hook and gate of every call
     return type(result) not in _PLAIN and inspect.isawaitable(result)
 
 

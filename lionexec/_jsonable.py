@@ -1,7 +1,8 @@
 """Total conversion of arbitrary Python values to strict JSON data.
 
-This is the observational half of serialization (ADR-0003 D3): it turns whatever an event
-produced into something a log can hold, and it never raises. The cattrs converter in
+This is the observational half of serialization (an event's outcome is written out for logs
+and diagnostics, never loaded back): it turns whatever an event produced into something a log
+can hold, and it never raises. The cattrs converter in
 :mod:`lionexec.serialization` delegates here for values whose type is not known in advance
 (responses, arguments, errors).
 
@@ -53,7 +54,7 @@ JSONValue: TypeAlias = (
 )
 
 #: How deep nested containers and exception groups are followed before a marker is emitted.
-#: Inherited from the reference implementation (ADR-0003 D3); it bounds diagnostic growth.
+#: The same bound as the reference implementation's; it bounds diagnostic growth.
 MAX_DEPTH: Final = 100
 UNSERIALIZABLE: Final = "<unserializable>"
 CIRCULAR: Final = "<circular reference>"
@@ -98,7 +99,7 @@ def _flat(value: dict[Any, Any]) -> dict[str, JSONValue] | None:
     """A dict of plain scalars under plain string keys (a tool's usual arguments and many
     outputs) converted exactly as :func:`_convert` would, without its per-container
     machinery; ``None`` for any other dict. (The journal converts each call's arguments
-    twice and its output once: bench row "journal: 1k concurrent calls, SQLite".)"""
+    twice and its output once, so this is on every journaled call's path.)"""
     out: dict[str, JSONValue] = {}
     for key, item in value.items():
         if type(key) is not str:
@@ -307,7 +308,7 @@ def json_encoder(
 
     The text is the same as ``json.dumps``'s (the same C encoder makes it); the encoder is
     built once instead of on every call, which halves the time for a message-sized record
-    (bench rows "journal: 1k concurrent calls, SQLite" and "server CPU per request"). A
+    (the journal and the server encode one or more per call). A
     cycle raises ``RecursionError`` rather than ``ValueError``: there is no
     circular-reference check.
     """

@@ -8,7 +8,7 @@ class (a subclass adding no slots, with ``object``'s ``__setattr__`` and ``__del
 which share one type slot), and then gives the instance its real class: a ``__class__``
 assignment, which CPython allows between a class and a subclass of the same layout. A frozen
 class is frozen again from that moment. For a log record, a third of the cost of the attrs
-initializer (the act rows of ``nox -s bench``: a tool call builds some seven such objects).
+initializer, which matters because a tool call builds some seven such objects.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def shallow_copy(obj: T) -> T:
     ``__setattr__``).
 
     Each class gets a copier compiled once. About a sixth of a loop of ``getattr`` and
-    ``object.__setattr__`` for an event (the act governed row of ``nox -s bench``: observers
-    and callbacks get copies of each call).
+    ``object.__setattr__`` for an event, which matters because observers and callbacks get
+    copies of each call.
     """
     cls = type(obj)
     copier = _COPIERS.get(cls)

@@ -1,7 +1,7 @@
 """jsonable() renders anything as strict JSON data, and never raises.
 
-``json.dumps(jsonable(x), allow_nan=False)`` succeeds for every ``x`` (issue 11: a NaN, a
-5,000-digit int or a deep structure from a model or a tool broke exports and log lines), the
+``json.dumps(jsonable(x), allow_nan=False)`` succeeds for every ``x`` (a NaN, a 5,000-digit
+int or a deep structure from a model or a tool must not break exports and log lines), the
 text encodes as UTF-8 even with ``ensure_ascii=False``, and it parses back to what jsonable
 returned.
 """

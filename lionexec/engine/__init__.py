@@ -1,4 +1,4 @@
-"""The engine layer: events, their lifecycle, and the processor that runs them (ADR-0003)."""
+"""The engine layer: events, their lifecycle, and the processor and executor that run them."""
 
 from .._public import publish as _publish
 from .event import NOT_SERIALIZED as NOT_SERIALIZED

@@ -1,4 +1,4 @@
-"""The Event: one unit of in-process async work and its outcome (ADR-0003 D1–D3)."""
+"""The Event: one unit of in-process async work, its status, lifecycle and observable outcome."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ class Event:
         bytecodes before a protected step starts) finds the event not terminal and ends it
         ``cancelled`` before it propagates.
         """
-        clock = trio.lowlevel.current_clock()  # read twice, looked up once (act rows)
+        clock = trio.lowlevel.current_clock()  # read twice, looked up once (per event run)
         outer = sys.exception()  # our caller's, if any: not ours to strip (see _finish)
         start: float | None = None
         try:

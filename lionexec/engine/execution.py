@@ -1,4 +1,4 @@
-"""The mutable outcome record every event carries (ADR-0003 D1)."""
+"""The mutable outcome record every event carries: status, duration, response, error."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .status import EventStatus, status_of
 __all__ = ["MAX_GROUPED_ERRORS", "Execution", "Unset", "UnsetType", "drop_tracebacks"]
 
 #: ``Execution.add_error`` keeps at most this many exceptions in its group; later ones are
-#: dropped. Inherited from the reference implementation (ADR-0003 D3) to bound diagnostics.
+#: dropped. The same bound as the reference implementation's, so diagnostics stay bounded.
 MAX_GROUPED_ERRORS: Final = 100
 
 
@@ -48,7 +48,8 @@ class Execution:
     *status* takes an :class:`EventStatus` or one of its seven string values (stored as the
     :class:`EventStatus`); anything else raises :class:`ValueError`. Assigning
     ``execution.status`` directly afterwards is allowed and bypasses both that validation and
-    completion signalling (ADR-0003 D1); go through :attr:`Event.status` to get those.
+    completion signalling (a record is data, not a state machine); go through
+    :attr:`Event.status` to get those.
 
     ``retryable`` is descriptive only: nothing in lionexec retries because of it.
     """
@@ -103,7 +104,8 @@ def drop_tracebacks(exc: BaseException, *, stop: BaseException | None = None) ->
     traceback at the ``raise``.
     """
     chained = exc.__cause__ is not None or exc.__context__ is not None
-    if not chained and not isinstance(exc, BaseExceptionGroup):  # the usual failure (act rows)
+    # the usual failure: a single exception, nothing chained to walk
+    if not chained and not isinstance(exc, BaseExceptionGroup):
         if exc is not stop:
             exc.__traceback__ = None
         return

@@ -1,4 +1,4 @@
-"""The Executor: owns live events and their pending order, feeds a Processor (ADR-0003 D5)."""
+"""The Executor: owns live events and their pending order, and feeds a Processor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Processor: queued events run in capacity-limited cycles in trio nurseries (ADR-0003 D4)."""
+"""The Processor: queued events run in capacity-limited cycles in trio nurseries."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ class Processor:
         concurrency_limit: how many events may run at once, each holding one token of a
             :class:`trio.CapacityLimiter`; ``0`` or ``None`` means no limit. Not negative.
         max_queue_size: how many events may wait in the queue; ``0`` (the default) means
-            unbounded. Not negative (DELTAS E3).
+            unbounded. Not negative: a negative bound is refused, never read as unbounded.
 
     Invalid values raise :class:`~lionexec.errors.ConfigurationError` naming the parameter.
 
@@ -152,7 +152,7 @@ class Processor:
     dispatches or terminally denies takes one unit; a deferred event takes none. Every cycle
     gives back all the units it took when it ends, however it ends (returning, raising or
     cancelled). So between cycles the full ``queue_capacity`` is available again, and terminal
-    denials can never exhaust it (DELTAS E4). ``capacity_refresh_time`` does not refill
+    denials can never exhaust it (nor stall the queue). ``capacity_refresh_time`` does not refill
     capacity; it is the rest between the cycles of :meth:`execute`, which makes
     ``queue_capacity`` per ``capacity_refresh_time`` that service's throughput limit.
 
@@ -166,7 +166,7 @@ class Processor:
     anything else raises :class:`~lionexec.errors.EventStateError`. A cycle runs an event only
     if it is still ``pending`` when its turn comes. So an event, streaming or not, runs at
     most once per admission, and never twice at the same time. Its run ends its membership,
-    and a status has no transition graph (ADR-0003 D1): an event set back to ``pending``
+    and a status has no transition graph (any status may be set): an event set back to ``pending``
     afterwards may be enqueued again, and is then run again (and counted again in the
     statistics, which count runs). To run the same work again, :meth:`~Event.as_fresh_event`
     is the supported way.

@@ -1,4 +1,4 @@
-"""The seven execution statuses and the terminal set (ADR-0003 D1)."""
+"""The seven execution statuses and the terminal set; any status may follow any other."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class EventStatus(StrEnum):
 
     ``pending`` and ``processing`` are live; the other five are terminal. Only ``completed`` is
     success: ``skipped``, ``cancelled`` and ``aborted`` are never reported as success by any
-    lionexec summary (DELTAS E1).
+    lionexec summary, which is total over the five terminal statuses.
     """
 
     PENDING = "pending"

@@ -1,4 +1,4 @@
-"""The tools layer: tool descriptors, their calls as events, and the registry (ADR-0012 D1, D6).
+"""The tools layer: tool descriptors, their calls as events, and the registry.
 
 Imports only :mod:`lionexec.engine` and :mod:`lionexec.errors`.
 """

@@ -172,8 +172,8 @@ class ArgumentSpec:
                 converter=converter,
             )
         # the values are final (the request class checked above, new frozensets and hints):
-        # no initializer, converters or validator ("tools: register 1k tools + schemas" of
-        # nox -s bench builds one spec per tool)
+        # no initializer, converters or validator (registering a tool builds one spec, and
+        # they would repeat the checks just made)
         spec = _build_spec(
             tool,
             required,
@@ -212,7 +212,7 @@ class ArgumentSpec:
         exact = self._exact
         if exact is not None and type(arguments) is dict:
             # The usual rule (known names, values of exactly their type), in one pass over
-            # the arguments (act rows of nox -s bench); anything else takes the path below.
+            # the arguments, as every call validates them; anything else takes the path below.
             names = arguments.keys()
             if names >= self.required and names <= exact.keys():
                 for key, value in arguments.items():
@@ -252,7 +252,7 @@ class ArgumentSpec:
                 hint = hints.get(key)
                 if not (hint is None or (type(value) is hint and hint in _EXACT)):
                     break
-            else:  # every value is as it would be normalized: no copy (act rows of the bench)
+            else:  # every value is as it would be normalized: share it, no copy per call
                 return arguments
         normalized: dict[str, Any] = {}
         for key, value in arguments.items():

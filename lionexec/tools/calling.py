@@ -1,4 +1,4 @@
-"""``FunctionCalling``: one call of a tool as a failure-capturing Event (ADR-0012 D1, D6, A4)."""
+"""``FunctionCalling``: one call of a tool as a failure-capturing Event, under the sync policy."""
 
 from __future__ import annotations
 
@@ -94,8 +94,8 @@ class FunctionCalling(Event):
         """The plain constructor for the act transaction, which has validated *arguments*
         (kept, not copied: the transaction shares them with its record) against *tool*.
 
-        Trusted: no factory, converter or check runs; about a third of the constructor's cost
-        (the act rows of ``nox -s bench``). A test checks it builds what the constructor
+        Trusted: no factory, converter or check runs; about a third of the constructor's cost,
+        and every governed call builds one. A test checks it builds what the constructor
         builds.
         """
         event = _new(cls)  # plain stores: FunctionCalling has no __setattr__ hooks
@@ -127,8 +127,9 @@ class FunctionCalling(Event):
         Not a coroutine function itself: for the common case, an async tool with no
         postprocessor (and no Tool subclass's own ``call()``), it returns the tool's own
         coroutine, called here without Tool.call's and run_callable's coroutines (nor one of
-        its own), and without copying immutable values: ** gives the tool a new dict (act
-        rows of nox -s bench). Anything else gets its own deep copy; the record keeps ours.
+        its own), and without copying immutable values: ** gives the tool a new dict, so a
+        deep copy per call would buy nothing. Anything else gets its own deep copy; the record
+        keeps ours.
         """
         tool = self.tool
         direct = tool._func_async and tool.postprocessor is None and type(tool).call is _CALL

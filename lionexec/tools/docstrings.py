@@ -70,8 +70,8 @@ def _section_titles(lines: list[str], rules: bool) -> list[str | None]:
 
     Worked out once per line, in one loop: most lines are neither a Google title (it ends
     with a colon) nor above a NumPy rule, and are rejected here with no call at all (the
-    parser asked again for every line of a section: "tools: register 1k tools + schemas"
-    of ``nox -s bench``).
+    parser would otherwise ask again for every line of a section, and every tool registered
+    parses its docstring).
     """
     titles: list[str | None] = [None] * len(lines)
     last = len(lines) - 1
@@ -87,8 +87,8 @@ def _section_titles(lines: list[str], rules: bool) -> list[str | None]:
 def _section_title(lines: list[str], i: int) -> str | None:
     line = lines[i].strip()
     # Most lines are neither a Google title (it ends with a colon) nor above a NumPy rule:
-    # rejected before any regex (118k -> 102k instructions per docstring of the tools rows
-    # of nox -s bench).
+    # rejected before any regex, which is most of the cost of this check (about a seventh of
+    # parsing a docstring, and every tool registered parses one).
     numpy = _is_numpy_header(lines, i)
     if not numpy and line[-1:] != ":":
         return None
@@ -141,8 +141,8 @@ def _read_section(
             pass
         elif not numpy:
             # "name: text" with an ASCII identifier for a name, as most entries are: what
-            # _google_entry finds, without a regex (a tenth of parsing a docstring, in
-            # "tools: register 1k tools + schemas" of nox -s bench)
+            # _google_entry finds, without a regex (the regex was a tenth of parsing a
+            # docstring, which every tool registered does)
             head, colon, tail = text.partition(":")
             if colon and head.isascii() and head.isidentifier():
                 names = [head]

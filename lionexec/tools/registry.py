@@ -1,4 +1,4 @@
-"""``ActionManager``: the tool registry. It registers and resolves; it never invokes (A2)."""
+"""``ActionManager``: the tool registry. It registers and resolves; it never invokes tools."""
 
 from __future__ import annotations
 

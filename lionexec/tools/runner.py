@@ -1,6 +1,8 @@
 """How a tool's callables run: async ones on the trio thread, sync ones in a worker thread.
 
-This is lionexec's sync policy (DELTAS A4), shared by tools and :func:`~lionexec.act.alcall`.
+This is lionexec's sync policy, shared by tools and :func:`~lionexec.act.alcall`: a sync
+callable never blocks the event loop unless it opts into ``inline``, and an awaitable that
+any callable returns is awaited, never handed back as the result.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ async def run_callable(
     inline: bool = False,
     limiter: trio.CapacityLimiter | None = None,
 ) -> Any:
-    """Call *fn* per the sync policy (DELTAS A4); return its result, awaited if awaitable.
+    """Call *fn* per the sync policy (see the module); return its result, awaited if awaitable.
 
     Async-declared callables run on the trio thread; sync ones in a worker thread under
     *limiter* (by default :func:`current_tool_limiter`), or on the trio thread when *inline*.
@@ -76,7 +78,7 @@ async def run_callable(
     really returns, and its result is dropped.
     """
     if declared_async:
-        # the common case: a plain coroutine, awaited directly (act rows of nox -s bench)
+        # the common case, once per call: a plain coroutine, awaited directly
         result = fn(*args, **kwargs)
     elif inline:
         await trio.lowlevel.checkpoint()  # trio's rule: a public coroutine always yields

@@ -153,8 +153,8 @@ def signature_parameters(
     return params, var_keyword
 
 
-#: ``Parameter(...)`` without the attrs initializer (a third of its cost, four times per tool
-#: in "tools: register 1k tools + schemas" of ``nox -s bench``): the values are final here.
+#: ``Parameter(...)`` without the attrs initializer (a third of its cost, and registering a
+#: tool builds one per parameter): the values are final here.
 _build_parameter: Final = builder(
     Parameter, "name", "annotation", "required", "default", "description"
 )
@@ -179,8 +179,8 @@ def _plain_function_parameters(
     ``_partialmethod`` (which :func:`inspect.signature` honours), a method, a partial, a
     callable object.
 
-    About a sixth of :func:`inspect.signature`'s cost, a sixth of registering a tool (tools
-    rows of ``nox -s bench``); a property test checks it against :func:`inspect.signature`.
+    About a sixth of :func:`inspect.signature`'s cost, which was itself a sixth of registering
+    a tool; a property test checks it against :func:`inspect.signature`.
     """
     if type(func) is not types.FunctionType:
         return None
@@ -230,8 +230,8 @@ def _globals_of(func: object) -> dict[str, Any]:
     if not inspect.isfunction(target):
         target = getattr(type(target), "__call__", None)  # noqa: B004
     # the module's own dict, not a copy (a copy per tool made registering n tools of one
-    # module O(n^2): "tools: register" rows of ``nox -s bench``); _resolve evaluates with
-    # separate locals, so an annotation cannot assign into it
+    # module O(n^2)); _resolve evaluates with separate locals, so an annotation cannot
+    # assign into it
     return getattr(target, "__globals__", None) or {}
 
 

@@ -393,8 +393,8 @@ class Tool:
                 subject=subject,
                 subject_kind=subject_kind,
             )
-        # Built without the attrs initializer (a tenth of registering a tool: "tools: register
-        # 1k tools + schemas" of nox -s bench): the callable, name, schema, spec and processors
+        # Built without the attrs initializer (it was a tenth of registering a tool, and would
+        # repeat the checks made above): the callable, name, schema, spec and processors
         # were checked above or are right by construction (idempotent too); the validators of
         # the remaining fields run after, in the initializer's order (_check_options).
         tool = _build_tool(
@@ -611,8 +611,8 @@ def _doc_target(func: object) -> object:
 def _doc_of(target: object) -> str | None:
     """*target*'s own docstring, else the inherited one :func:`inspect.getdoc` finds.
 
-    Uncleaned: :func:`parse_docstring` cleans it (getdoc would clean it a second time, a
-    tenth of registering a tool in the "tools: register" rows of ``nox -s bench``).
+    Uncleaned: :func:`parse_docstring` cleans it (getdoc would clean it a second time, which
+    cost a tenth of registering a tool).
     """
     doc = getattr(target, "__doc__", None)
     return doc if isinstance(doc, str) else inspect.getdoc(target)

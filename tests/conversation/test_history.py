@@ -1,4 +1,4 @@
-"""MessageManager: order, links, all-or-nothing writes, isolated callbacks (D2, A1, A2)."""
+"""MessageManager: order, links, all-or-nothing writes, isolated callbacks."""
 
 from __future__ import annotations
 
@@ -331,7 +331,7 @@ def test_the_constructor_checks_the_links_of_the_whole_sequence(arrange: str) ->
 
 
 def test_none_output_and_a_failure_leave_distinguishable_history() -> None:
-    # ADR-0012 D3 / DELTAS A1: both get a linked response; only the failure carries an error.
+    # Both get a linked response; only the failure carries an error, so they never read alike.
     history = MessageManager()
     ok_request, ok_response = pair(output=None)
     bad_request, bad_response = pair(
@@ -348,7 +348,7 @@ def test_none_output_and_a_failure_leave_distinguishable_history() -> None:
 
 @pytest.mark.parametrize("output", [None, 0, "", [], {}])
 def test_every_falsy_output_creates_and_links_a_response(output: object) -> None:
-    # ADR-0012 D2 "Message linking": no None-filtering discriminator.
+    # Message linking: a falsy output is a real output, never filtered out as None would be.
     history = MessageManager()
     request, response = pair(output=output)
     history.add_message(request)

@@ -1,6 +1,6 @@
 """The history's invariants hold for every way in: loading, adding, recording and trimming.
 
-Each test here is a bug a review found (session 13): a loaded history whose links cross, a
+Each test here is a bug found once and fixed: a loaded history whose links cross, a
 second request with a used call id, a trim that left a repeated id out of the index, and a
 trim that split an assistant turn from its calls.
 """

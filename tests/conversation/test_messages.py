@@ -1,4 +1,4 @@
-"""Message records: action request/response contents, outcomes and statuses (ADR-0012 D2, A1)."""
+"""Message records: action request/response contents, outcomes and statuses."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_status_contradicting_the_outcome_is_refused() -> None:
 
 
 def test_failed_response_must_carry_an_error() -> None:
-    # DELTAS A1: a failure's response is error-bearing, so it can never read as success.
+    # A failure's response is error-bearing, so it can never read as success.
     with pytest.raises(ValueError, match="must carry an error"):
         ActionResponseContent(function="f", outcome=ActionOutcome.FAILED)
 

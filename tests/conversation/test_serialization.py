@@ -118,7 +118,7 @@ def test_outputs_and_arguments_that_are_not_json_are_saved_through_jsonable() ->
 )
 def test_content_parts_are_saved_as_strict_utf8_json(output: object) -> None:
     # a lone surrogate (a file name from os.listdir) in a part's text or name: U+FFFD, as in
-    # a plain string output (session 13 review)
+    # a plain string output
     request = ActionRequest.create("tool", {})
     history = MessageManager()
     history.record_action(request, ActionResponse.create(request, output=output))
@@ -182,7 +182,7 @@ def test_a_record_is_read_as_written_never_coerced(
     index: int, path: tuple[str, ...], value: object, expected: str
 ) -> None:
     # cattrs' default hooks called str()/int()/float() on whatever was there: 5 became "5",
-    # 2.7 became 2, a dict its repr (session 13 review)
+    # 2.7 became 2, a dict its repr
     with pytest.raises(BaseValidationError) as caught:
         converter.structure(_sample_with(index, path, value), MessageManager)
     assert _nested_text(caught.value, expected)

@@ -1,4 +1,4 @@
-"""MessageManager.trim_calls: whole pairs, oldest first, never a call in flight (issue 13)."""
+"""MessageManager.trim_calls: whole pairs, oldest first, never a call in flight."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ADR-0003 D3: the lazily created one-shot completion signal and assert_completed()."""
+"""The lazily created one-shot completion signal and assert_completed()."""
 
 from __future__ import annotations
 

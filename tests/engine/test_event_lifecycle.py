@@ -1,4 +1,4 @@
-"""ADR-0003 D1 and D2: the Event's state, status setter and invoke() lifecycle."""
+"""The Event's state, status setter and invoke() lifecycle."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from lionexec import TERMINAL_STATUSES, Event, EventStatus, Unset
+from lionexec import TERMINAL_STATUSES, Event, EventStatus, Execution, Unset
 
 
 class Returns(Event):
@@ -37,7 +37,7 @@ class Raises(Event):
         raise self.exc
 
 
-# -- D1: state ---------------------------------------------------------------------------------
+# -- state -------------------------------------------------------------------------------------
 
 
 def test_new_event_is_pending_with_unset_duration_and_retryable() -> None:
@@ -126,7 +126,33 @@ async def test_retryable_is_descriptive_and_never_causes_a_retry() -> None:
     assert event.execution.retryable is True
 
 
-# -- D2: invoke --------------------------------------------------------------------------------
+@pytest.mark.parametrize("status", list(EventStatus))
+def test_execution_status_takes_the_enum_or_its_string(status: EventStatus) -> None:
+    assert Execution(status=status).status is status
+    assert Execution(status=status.value).status is status
+
+
+@pytest.mark.parametrize("value", ["bogus", "PENDING", 3, None])
+def test_execution_refuses_an_unknown_status_naming_it(value: Any) -> None:
+    with pytest.raises(ValueError, match=rf"invalid event status {value!r}"):
+        Execution(status=value)
+
+
+async def test_an_event_built_with_a_string_status_runs() -> None:
+    event = Returns("done")
+    event.execution = Execution(status="pending")  # type: ignore[arg-type]  # a caller's str
+    await event.invoke()
+    assert (event.status, event.response) == (EventStatus.COMPLETED, "done")
+
+
+def test_assigning_execution_status_directly_still_bypasses_validation() -> None:
+    # The record is data: direct assignment bypasses the setter's validation (and signalling).
+    execution = Execution()
+    execution.status = "anything"  # type: ignore[assignment]
+    assert execution.status == "anything"
+
+
+# -- invoke ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("status", [s for s in EventStatus if s is not EventStatus.PENDING])

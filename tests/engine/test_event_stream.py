@@ -1,4 +1,4 @@
-"""ADR-0003 D2: the stream() wrapper."""
+"""The stream() wrapper: chunks pass through unchanged; the outcome is recorded as by invoke()."""
 
 from __future__ import annotations
 

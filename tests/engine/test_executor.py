@@ -1,4 +1,4 @@
-"""ADR-0003 D5: the Executor owns live events and their pending order, and feeds a Processor."""
+"""The Executor owns live events and their pending order, and feeds a Processor."""
 
 from __future__ import annotations
 
@@ -333,6 +333,73 @@ async def test_running_lets_outer_cancellation_through(
             await trio.sleep_forever()
     assert scope.cancelled_caught
     assert slow.status is EventStatus.CANCELLED
+
+
+class Flaky(Processor):
+    async def request_permission(self, **kwargs: Any) -> bool:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("permission backend down")
+
+
+class FlakyExecutor(Executor):
+    processor_type = Flaky
+
+
+def flaky_executor() -> FlakyExecutor:
+    return FlakyExecutor(
+        {"queue_capacity": 1, "capacity_refresh_time": 1, "concurrency_limit": None}
+    )
+
+
+async def test_running_reports_the_blocks_error_with_the_services() -> None:
+    ex = flaky_executor()
+    with pytest.RaisesGroup(RuntimeError, ValueError) as caught:
+        async with ex.running():
+            assert ex.processor is not None
+            await ex.processor.enqueue(Job(delay=1))  # the service's next cycle fails
+            try:
+                await trio.sleep_forever()  # cancelled by the failing service
+            except trio.Cancelled:
+                raise ValueError("cleanup failed while cancelled") from None
+    # the service's first, as a plain nursery orders them
+    assert [type(e) for e in caught.value.exceptions] == [RuntimeError, ValueError]
+
+
+async def test_running_drops_the_blocks_cancelled_when_the_service_fails() -> None:
+    ex = flaky_executor()
+    with pytest.RaisesGroup(RuntimeError):
+        async with ex.running():
+            assert ex.processor is not None
+            await ex.processor.enqueue(Job(delay=1))
+            await trio.sleep_forever()
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        (
+            {
+                "queue_capacity": 2,
+                "capacity_refresh_time": 1,
+                "concurrency_limit": None,
+                "max_queue": 5,
+            },
+            "max_queue",
+        ),
+        ({"capacity_refresh_time": 1, "concurrency_limit": None}, "queue_capacity"),
+    ],
+    ids=["misspelled", "missing"],
+)
+async def test_a_processor_config_with_a_bad_key_is_a_configuration_error(
+    config: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=rf"processor_config .*'{named}'") as caught:
+        Executor(config).start()
+    assert isinstance(caught.value.__cause__, TypeError)
+    ex = Executor(config)
+    with pytest.raises(ConfigurationError, match=named):
+        await ex.forward()
+    assert ex.processor is None
 
 
 # -- views -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """A failed event keeps its error inspectable but no frames, locals or coroutines alive.
 
 ``invoke()`` and ``stream()`` record a captured failure with the tracebacks of it and of
-everything chained to it cleared (issue 13: a failing call retained 3,784 B, most of it
+everything chained to it cleared (otherwise a failing call retained 3,784 B, most of it
 frames). What the caller was already handling is left alone; re-raised exceptions keep theirs.
 """
 

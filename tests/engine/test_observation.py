@@ -1,10 +1,11 @@
-"""ADR-0003 D3: observational serialization, error accumulation, from_dict, as_fresh_event."""
+"""Observational serialization (strict JSON, never raises), add_error, from_dict, fresh events."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
 import json
+import math
 import uuid
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from lionexec import Event, EventStatus, Execution
 from lionexec._jsonable import CIRCULAR, MAX_DEPTH, UNSERIALIZABLE, exception_record, jsonable
 from lionexec.engine import MAX_GROUPED_ERRORS
-from lionexec.serialization import converter
+from lionexec.serialization import converter, dumps
 
 
 @attrs.define
@@ -155,6 +156,39 @@ def test_a_string_error_serializes_as_is() -> None:
     assert converter.unstructure(execution)["error"] == "plain text"
 
 
+def reject_constant(token: str) -> Any:
+    raise ValueError(f"non-strict JSON token {token}")
+
+
+def test_a_string_error_with_a_lone_surrogate_is_recorded_as_strict_json() -> None:
+    event = Event()
+    event.execution.error = "model said: \ud800"
+    record = event.to_dict()
+    assert record["execution"]["error"] == "model said: \ufffd"
+    json.dumps(record, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    event.execution.error = "quota exceeded"
+    assert event.to_dict()["execution"]["error"] == "quota exceeded"
+
+
+def test_dumps_renders_non_finite_floats_as_strict_json() -> None:
+    text = dumps({"score": math.nan, "limit": math.inf, "floor": -math.inf, "ok": 0.5})
+    data = json.loads(text, parse_constant=reject_constant)
+    assert data == {"score": "NaN", "limit": "Infinity", "floor": "-Infinity", "ok": 0.5}
+
+
+async def test_dumps_of_an_event_record_is_strict_json() -> None:
+    class Odd(Event):
+        async def _invoke(self) -> list[float]:
+            return [math.nan]
+
+    event = Odd(metadata={"weight": math.inf})
+    await event.invoke()
+    data = json.loads(dumps(event), parse_constant=reject_constant)
+    assert data["execution"]["response"] == ["NaN"]
+    assert data["metadata"] == {"weight": "Infinity"}
+    assert data["execution"]["status"] == "completed"
+
+
 # -- add_error --------------------------------------------------------------------------------
 
 
@@ -195,6 +229,35 @@ def test_add_error_caps_the_group_and_ignores_the_rest() -> None:
         execution.add_error(exc)
     assert isinstance(execution.error, ExceptionGroup)
     assert execution.error.exceptions == tuple(errors[:MAX_GROUPED_ERRORS])
+
+
+def test_add_error_groups_a_recorded_string_error() -> None:
+    execution = Execution(error="quota exceeded")
+    second = ValueError("second")
+    execution.add_error(second)
+    group = execution.error
+    assert isinstance(group, BaseExceptionGroup)
+    first, kept = group.exceptions
+    assert (type(first), str(first)) == (Exception, "quota exceeded")
+    assert kept is second
+    third = KeyError("third")
+    execution.add_error(third)  # appended to the same group
+    assert isinstance(execution.error, BaseExceptionGroup)
+    assert execution.error.exceptions[1:] == (second, third)
+
+
+async def test_a_failure_after_a_string_error_keeps_both() -> None:
+    class Partial(Event):
+        async def _invoke(self) -> None:
+            self.execution.error = "wrote 3 of 5 rows before failing"
+            raise OSError("disk full")
+
+    event = Partial()
+    await event.invoke()
+    assert event.status is EventStatus.FAILED
+    record = event.to_dict()["execution"]["error"]
+    messages = [member["message"] for member in record["exceptions"]]
+    assert messages == ["wrote 3 of 5 rows before failing", "disk full"]
 
 
 # -- records are not events -------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""ADR-0003 D4 and DELTAS E3/E4: the Processor's queue, cycles, capacity, service, cancellation."""
+"""The Processor's parameters, queue, cycles, capacity, service, cancellation and statistics."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ async def fill(processor: Processor, events: list[Any]) -> None:
         await processor.enqueue(event)
 
 
-# -- parameters (D4, E3) -----------------------------------------------------------------------
+# -- parameters --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, None])
@@ -165,6 +165,16 @@ def test_queue_capacity_must_be_an_integer_of_at_least_one(value: Any) -> None:
 def test_capacity_refresh_time_must_be_positive(value: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"capacity_refresh_time .* got"):
         Processor(1, value, None)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [10**400, -(10**400), 10**5000, math.inf, -math.inf, math.nan],
+    ids=["huge", "-huge", "unprintable", "inf", "-inf", "nan"],
+)
+def test_capacity_refresh_time_must_be_finite(value: float) -> None:
+    with pytest.raises(ConfigurationError, match=r"capacity_refresh_time .* finite .* got"):
+        Processor(queue_capacity=1, capacity_refresh_time=value, concurrency_limit=None)
 
 
 def test_configuration_errors_are_value_errors_and_lionexec_errors() -> None:
@@ -193,7 +203,7 @@ async def test_zero_or_none_concurrency_means_no_limiter(
 
 
 def test_negative_max_queue_size_is_rejected() -> None:
-    """E3: the reference accepted it and then reported an empty queue as full."""
+    """Refused: the reference implementation accepted it, then reported an empty queue as full."""
     with pytest.raises(ConfigurationError, match=r"max_queue_size .* got -1"):
         Processor(1, 1.0, None, max_queue_size=-1)
 
@@ -509,7 +519,8 @@ async def test_capacity_is_taken_during_a_cycle_and_given_back_at_its_end() -> N
 
 
 async def test_terminal_denials_give_their_capacity_back_too() -> None:
-    """E4: the reference only reset capacity when something was dispatched."""
+    """Capacity comes back after every cycle; the reference implementation only gave it back
+    after a cycle that dispatched something."""
     processor = Policy(2, 1.0, None, decide=lambda name: "deny")
     await fill(processor, jobs("a", "b", "c"))
     await processor.process()
@@ -570,7 +581,8 @@ async def test_join_on_an_empty_queue_is_a_checkpoint() -> None:
 async def test_more_terminal_denials_than_capacity_all_reach_skipped_under_join(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """E4 under join(): in the reference the queue stalled once capacity denials happened."""
+    """Terminal denials cannot exhaust capacity under join(): in the reference implementation the
+    queue stalled once enough denials had happened."""
     processor = Policy(2, 1.0, None, decide=lambda name: "deny")
     events = jobs(*"abcdefg")
     await fill(processor, events)
@@ -586,7 +598,7 @@ async def test_more_terminal_denials_than_capacity_all_reach_skipped_under_join(
 async def test_more_terminal_denials_than_capacity_all_reach_skipped_under_execute(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """E4 under execute()."""
+    """Terminal denials cannot exhaust capacity under execute() either."""
     processor = Policy(2, 1.0, None, decide=lambda name: "deny")
     events = jobs(*"abcdefg")
     await fill(processor, events)

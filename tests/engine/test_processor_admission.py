@@ -247,6 +247,28 @@ async def test_wrong_type_is_refused_by_every_enqueue() -> None:
     assert queued(processor) == []
 
 
+async def test_an_event_set_back_to_pending_is_run_again_when_enqueued_again() -> None:
+    runs = []
+
+    class Counted(Event):
+        async def _invoke(self) -> int:
+            runs.append(self)
+            await trio.lowlevel.checkpoint()
+            return len(runs)
+
+    processor = Processor(queue_capacity=10, capacity_refresh_time=1, concurrency_limit=None)
+    event = Counted()
+    await processor.enqueue(event)
+    await processor.join()
+    assert event not in processor  # its run ended its membership
+    event.status = PENDING  # legal: any status may be set, there is no transition graph
+    await processor.enqueue(event)
+    await processor.join()
+    assert runs == [event, event]
+    assert event.response == 2
+    assert processor.statistics().completed == 2  # runs, one per admission
+
+
 # -- enqueue_nowait / try_enqueue --------------------------------------------------------------
 
 

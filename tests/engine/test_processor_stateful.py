@@ -299,7 +299,7 @@ SLOW = (2, False, False)
 @example(  # a queue denied for now is checked once per refresh, not spun on
     Config(1, None, 0, 0), [("policy", "defer")] + [("try_enqueue", QUICK)] * 3 + [("join", 2.5)]
 )
-@example(  # more terminal denials than capacity (E4), then the service
+@example(  # more terminal denials than capacity (they must not exhaust it), then the service
     Config(1, None, 0, 0),
     [("policy", "deny")] + [("try_enqueue", QUICK)] * 3 + [("execute", (4.75, None))],
 )

@@ -1,4 +1,5 @@
-"""FunctionCalling: ADR-0012 D1 and D6 on trio, with the sync policy of DELTAS A4.
+"""FunctionCalling: one tool call as a failure-capturing event on trio, under the sync policy
+(sync callables in worker threads unless inline; returned awaitables awaited).
 
 Thread tests run on the real clock (an autojump clock would jump past a guard while a worker
 thread runs); they never sleep, and every wait is bounded.
@@ -39,7 +40,7 @@ class Boom(Exception):
     pass
 
 
-# -- D1: construction -----------------------------------------------------------------------
+# -- construction ---------------------------------------------------------------------------
 
 
 @attrs.define
@@ -145,7 +146,7 @@ def test_function_must_name_the_tool() -> None:
     assert caught.value.field == "function"
 
 
-# -- D1: the pipeline -----------------------------------------------------------------------
+# -- the pipeline ---------------------------------------------------------------------------
 
 
 async def test_first_invocation_goes_processing_and_keeps_created_at(
@@ -290,7 +291,7 @@ async def test_terminal_status_signals_waiters() -> None:
     assert event.status is EventStatus.COMPLETED
 
 
-# -- D1: serialization ----------------------------------------------------------------------
+# -- serialization --------------------------------------------------------------------------
 
 
 async def test_record_adds_function_and_arguments_and_omits_the_tool() -> None:
@@ -352,7 +353,7 @@ def test_as_fresh_event_shares_the_tool_and_copies_the_arguments() -> None:
     assert fresh.metadata["original"]["id"] == str(event.id)
 
 
-# -- D6 as corrected by A4: where callables run ---------------------------------------------
+# -- where callables run: the sync policy ---------------------------------------------------
 
 
 async def test_async_callables_run_on_the_trio_thread() -> None:

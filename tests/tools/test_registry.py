@@ -1,4 +1,4 @@
-"""ActionManager: register and resolve only (DELTAS A2)."""
+"""ActionManager: it registers and resolves tools only; it has no path that invokes one."""
 
 from __future__ import annotations
 
