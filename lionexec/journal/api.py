@@ -58,8 +58,8 @@ import trio
 
 from lionexec import _unstructure
 from lionexec._jsonable import json_encoder, jsonable, utf8_text
-from lionexec.act import Branch, read_batch
-from lionexec.act.evidence import EvidenceRecord, SinkFeed, WriteAhead, WriteAheadReply
+from lionexec.act import Branch, EvidenceRecord, WriteAhead, WriteAheadReply, read_batch
+from lionexec.act._evidence import SinkFeed
 from lionexec.conversation import (
     ActionRequest,
     ActionResponse,

@@ -149,7 +149,7 @@ class ProposedBatch:
 
 
 # Trusted builders for what the reader checked itself (see lionexec._slots): a proposal and
-# a batch for each act() (the act rows of nox -s bench).
+# a batch for each act(), without attrs' initializer (every act() builds them).
 _build_batch: Final = builder(ProposedBatch, "turn", "proposals")
 
 
@@ -407,7 +407,7 @@ def _proposal(
     raw_arguments = utf8_text(raw) if isinstance(raw, str) else None
     if request is not None:
         raw_arguments = request.content.raw_arguments
-    # every value checked above: built without attrs' initializer (the act rows of the bench)
+    # every value checked above: built without attrs' initializer (one per proposed call)
     return _build_proposal(
         function, arguments, call_id or new_call_id(), problem, request, raw_arguments
     )
@@ -553,7 +553,7 @@ def _flat(arguments: dict[Any, Any]) -> bool:
     """Whether *arguments* is flat, plain JSON: names that are valid Unicode strings, values
     that are JSON scalars (valid Unicode strings, booleans, ``null``, integers below 2**64,
     finite floats). Nothing in such a dict can be hostile, or be changed through it; one
-    pass over the usual arguments instead of three (act rows of ``nox -s bench``)."""
+    pass over the usual arguments instead of three, for every proposed call."""
     for key, value in arguments.items():
         if type(key) is not str or not (key.isascii() or is_unicode(key)):
             return False

@@ -2,7 +2,7 @@
 
 ``alcall(func, inputs, params)`` applies a function to every input concurrently and returns
 the results in input order. ``Branch.act`` batches run on the same fan-out
-(:func:`~lionexec.act.batch.fan_out`); their retries and timeouts run inside each call's
+(``fan_out``, in :mod:`lionexec.act._batch`); their retries and timeouts run inside each call's
 transaction instead.
 """
 
@@ -19,7 +19,7 @@ import trio
 from lionexec.errors import ConfigurationError, require_trio
 from lionexec.tools import is_async_callable, run_callable
 
-from .batch import RetryPolicy, fan_out
+from ._batch import RetryPolicy, fan_out
 
 __all__ = ["DEFAULT_PARAMS", "AlcallParams", "alcall"]
 
@@ -128,7 +128,8 @@ async def alcall(
     """Apply *func* to every input concurrently under *params*; results in input order.
 
     *func* may be ``async`` or plain: a plain (sync) function runs in a worker thread under
-    :func:`~lionexec.tools.current_tool_limiter`, as tools do (DELTAS A4), and an awaitable
+    :func:`~lionexec.tools.current_tool_limiter`, as tools do (one sync policy for every
+    callable lionexec runs: the event loop never waits on a plain function), and an awaitable
     it returns is awaited. Each input gets ``1 + retry_attempts`` attempts at most, each
     bounded by ``timeout`` (``trio.TooSlowError`` when it runs over), spaced by the
     parameters' :class:`RetryPolicy`. ``trio.Cancelled`` is never retried.

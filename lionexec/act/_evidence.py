@@ -31,123 +31,27 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import trio
 
-from lionexec.conversation import (
-    ActionRequest,
-    ActionResponse,
-    ActionResponseContent,
-    MessageManager,
-)
+from lionexec.conversation import ActionRequest, ActionResponse, MessageManager
 from lionexec.errors import ConfigurationError
-from lionexec.governance import CallContext
 
-from .log import ActionLogRecord, EventLog
+from ._log import ActionLogRecord, EventLog
+from .sinks.base import EvidenceRecord, EvidenceSink, WriteAhead, WriteAheadReply
 
 __all__ = [
     "DEFAULT_SINK_CAPACITY",
     "Evidence",
-    "EvidenceRecord",
-    "EvidenceSink",
     "SinkFeed",
     "SinkStatistics",
-    "WriteAhead",
-    "WriteAheadReply",
 ]
 
 #: Records one sink may hold before calls wait at the write-ahead point.
 DEFAULT_SINK_CAPACITY = 4096
 #: Records the drain service hands a sink in one write, at most.
 _MAX_BATCH = 512
-
-
-@attrs.frozen
-class WriteAhead:
-    """What is known of a call just before its tool is invoked.
-
-    Attributes:
-        branch_id: the branch's id, as a string.
-        request: the recorded request (already in the history).
-        arguments: the validated, authorized (and transformed) arguments the tool will get.
-        attempt: which attempt is about to start (1 for the first).
-        context: the call context (tool, idempotency key), when the transaction has one.
-    """
-
-    branch_id: str
-    request: ActionRequest
-    arguments: Any
-    attempt: int
-    context: CallContext | None = None
-
-
-@attrs.frozen
-class WriteAheadReply:
-    """What a sink may answer at the write-ahead point (``None`` means: go on).
-
-    Attributes:
-        recorded: an outcome already recorded for this call's idempotency key: the tool is
-            not invoked and the call is answered with it (attempts ``0``).
-        prior_attempts: attempts made before this process took the call over (a journaled
-            call re-run after a crash); added to the call's attempt count. Given only for
-            ``attempt == 1``.
-    """
-
-    recorded: ActionResponseContent | None = None
-    prior_attempts: int = 0
-
-
-@attrs.frozen
-class EvidenceRecord:
-    """One call's whole evidence: the linked pair, and the log record if it was invoked."""
-
-    request: ActionRequest
-    response: ActionResponse
-    log: ActionLogRecord | None
-
-
-@runtime_checkable
-class EvidenceSink(Protocol):
-    """A destination for evidence that is written asynchronously (a file, a journal).
-
-    A sink with a true ``durable`` attribute (a journal) makes :meth:`Branch.act` wait, before
-    it returns, until the records of its batch have been written: a response a caller has
-    seen is then one the sink holds (if the write fails, ``act()`` raises
-    :class:`~lionexec.errors.NotDurableError` instead of returning). Other sinks (a log
-    file) are written behind. A durable sink may also say, as an int attribute
-    ``committed``, how many of the history's messages (:attr:`MessageManager.appended
-    <lionexec.conversation.MessageManager.appended>`) it holds: ``act()`` then asks it
-    whether the batch is among those (a write that failed may have been made good by a later
-    one), and a branch with ``retain=`` trims only among those (a failed write keeps the rest
-    in memory for the sink's next one). Such a sink keeps what the branch trims, call ids
-    included: an ``async`` method ``known_call_ids(call_ids)`` returning the set of those it
-    has used lets ``act()`` refuse a call id used before, once the branch's history no longer
-    holds every call (:class:`~lionexec.errors.DuplicateCallError`, nothing recorded).
-
-    A sink whose :meth:`write` may wait to batch records with later work (a journal's outcome
-    commits linger for the next call's commit) may define a synchronous ``expedite()``: the
-    feed calls it whenever someone waits for records to be written (``act()`` about to
-    return, the feed closing), and again just before each :meth:`write` while someone waits
-    (a sink may clear its hurry meanwhile), and the sink then stops waiting.
-    """
-
-    async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
-        """Called at the write-ahead point, before the tool runs; may block (a commit).
-
-        Returns ``None``, or a :class:`WriteAheadReply`. Raising fails the call (``failed``,
-        the tool not invoked).
-        """
-
-    async def write(self, records: Sequence[EvidenceRecord]) -> None:
-        """Write records taken from the feed, oldest first. Called by one task at a time."""
-
-    async def aclose(self) -> None:
-        """Release the sink's resources (close files). Called after the last write; called
-        again, shielded and bounded by the branch's ``cancel_grace``, if a call of it was
-        cancelled (the branch left by a cancellation while its sinks closed): it must then
-        finish closing."""
 
 
 @attrs.frozen
