@@ -21,7 +21,9 @@ import pytest
 import trio
 from trio.testing import assert_checkpoints
 
-from lionexec.act import Branch, SinkFeed, Throttle, alcall, fan_out
+from lionexec.act import Branch, alcall
+from lionexec.act._batch import Throttle, fan_out
+from lionexec.act._evidence import SinkFeed
 from lionexec.conversation import ActionRequest, Instruction, MessageManager
 from lionexec.engine import Event, EventStatus, Executor, Processor
 from lionexec.governance import (
@@ -52,6 +54,7 @@ EXEMPT: dict[str, str] = {
     "EvidenceSink.write_ahead": "a Protocol; its implementations are covered",
     "EvidenceSink.write": "a Protocol; its implementations are covered",
     "EvidenceSink.aclose": "a Protocol; its implementations are covered",
+    "DurableEvidenceSink.known_call_ids": "a Protocol; its implementations are covered",
     "CallTransaction.run": "a phase of Branch.act, covered through it",
     "CallTransaction.gate": "a phase of Branch.act, covered through it",
     "CallTransaction.authorize": "a phase of Branch.act, covered through it",

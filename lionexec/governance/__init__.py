@@ -1,6 +1,8 @@
-"""The governance layer: the call context, hook bus, session gates and permission policy."""
+"""The governance layer: the call context, hook bus, session gates and permission policy,
+and the seams bound for a caller that runs many calls through them (:class:`BoundSeams`)."""
 
 from .._public import publish as _publish
+from ._seams import BoundSeams as BoundSeams
 from .context import CallContext as CallContext
 from .context import ToolInvocation as ToolInvocation
 from .context import frozen_arguments as frozen_arguments
@@ -36,6 +38,7 @@ __all__ = [
     "SHELL_CONTROL",
     "AwaitingApproval",
     "Behavior",
+    "BoundSeams",
     "CallContext",
     "EscalationHandler",
     "Gate",

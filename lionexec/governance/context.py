@@ -1,4 +1,4 @@
-"""The one call context every phase of a tool call sees (DELTAS A3)."""
+"""The one call context every phase of a tool call sees, from the gate to the evidence."""
 
 from __future__ import annotations
 
@@ -85,11 +85,11 @@ class CallContext:
     def invocation(self) -> ToolInvocation:
         """This call as a session gate sees it (sharing the read-only arguments)."""
         # The arguments are already a read-only view of a dict nobody else holds: shared,
-        # not frozen again (the act governed row of nox -s bench).
+        # not frozen again (a gated call would pay for a second copy of its arguments).
         return _build_invocation(self.function, self.arguments, self.call_id, self.branch_id)
 
     @classmethod
-    def _for_call(
+    def for_call(
         cls,
         function: str,
         arguments: dict[str, Any],
@@ -98,9 +98,14 @@ class CallContext:
         tool: Tool | None,
         idempotency_key: str | None,
     ) -> CallContext:
-        """The act transaction's constructor: *arguments* is a private ``dict`` with string
-        keys (a snapshot of validated arguments), held read-only without another copy; no
-        converter runs (the act governed row of ``nox -s bench``)."""
+        """A context that takes *arguments* over, for a caller that built them itself.
+
+        *arguments* must be a ``dict`` with string keys that nobody else holds or changes
+        (the act transaction passes a snapshot of the validated arguments): it is held
+        read-only without another copy, and no converter runs, which a context built for
+        every governed call would otherwise pay for. A subclass is built with its own
+        initializer. The other fields are as the class describes them.
+        """
         if cls is not CallContext:  # a subclass: its own initializer
             return cls(
                 function=function,
@@ -113,6 +118,8 @@ class CallContext:
         return _build_context(
             function, MappingProxyType(arguments), call_id, branch_id, tool, idempotency_key
         )
+
+    _for_call = for_call  # (its earlier, private name)
 
     def with_arguments(self, arguments: Mapping[str, Any]) -> CallContext:
         """The same call with *arguments* instead (copied read-only)."""

@@ -161,8 +161,8 @@ class SessionObserver:
         return await self._authorize(invocation)
 
     async def _authorize(self, invocation: ToolInvocation) -> bool:
-        """:meth:`authorize` without its own checkpoint (for the act transaction, which yields
-        once per call; see ``HookBus._run_pre``)."""
+        """:meth:`authorize` without its own checkpoint (bound by :class:`BoundSeams` for a
+        caller that yields once per call)."""
         if not isinstance(invocation, ToolInvocation):
             raise TypeError(f"authorize() takes a ToolInvocation, not {type(invocation).__name__}")
         check = self._gate
@@ -259,8 +259,8 @@ class SessionObserver:
         return failures
 
     async def _emit(self, payload: Any, *, call_id: str | None = None) -> list[ReportedFailure]:
-        """:meth:`emit` without its own checkpoint (for the act transaction's announcements,
-        which follow a call that has yielded already)."""
+        """:meth:`emit` without its own checkpoint (bound by :class:`BoundSeams`: the act
+        transaction's announcements follow a call that has yielded already)."""
         failures = self._store(payload, call_id)
         if self._subscriptions:
             await self._dispatch(payload, call_id, failures)
@@ -271,9 +271,10 @@ class SessionObserver:
         (no route or subscription, which would see it at once); returns whether it did.
         Otherwise the caller emits ``detach(record)``.
 
-        For the act transaction's events: an observer keeps every call's event, and most
-        are never read (a copy per call was a sixth of a governed call's cost, act governed
-        row of ``nox -s bench``, and 390 of the 2,058 bytes a gated call retained).
+        For the act transaction's events (bound by :class:`BoundSeams` as its
+        ``keep_event``): an observer keeps every call's event, and most are never read (a
+        copy per call was a sixth of a governed call's cost, and 390 of the 2,058 bytes a
+        gated call retained).
         """
         if self._routes or self._subscriptions:
             return False

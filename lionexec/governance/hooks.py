@@ -130,7 +130,7 @@ class HookBus:
         self._handlers: dict[HookPoint, list[HookHandler]] = {}
         #: The points that have a handler now (read-only; :meth:`on` and :meth:`off` keep it).
         #: ``point in bus.points`` is :meth:`has_handlers` without a call (the act path asks
-        #: it several times per tool call: the act rows of ``nox -s bench``).
+        #: it several times per tool call, where a method call each would show).
         self.points: frozenset[HookPoint] = frozenset()
         #: Failures of :meth:`emit` handlers, oldest first (bounded; see
         #: :class:`~lionexec.FailureLog`).
@@ -186,8 +186,8 @@ class HookBus:
         return await self._run_pre(**kwargs)
 
     async def _run_pre(self, **kwargs: Any) -> PreHookResult:
-        """:meth:`run_pre` without its own checkpoint (for the act transaction, which yields
-        once per call; see ``CallTransaction._phases``)."""
+        """:meth:`run_pre` without its own checkpoint (bound by :class:`BoundSeams` for a
+        caller that yields once per call)."""
         handlers = self._handlers.get(_TOOL_PRE)
         if not handlers:
             return _ALLOWED
@@ -227,7 +227,7 @@ class HookBus:
         return await self._emit(point, **kwargs)
 
     async def _emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:
-        """:meth:`emit` without its own checkpoint (for the act transaction; see
+        """:meth:`emit` without its own checkpoint (bound by :class:`BoundSeams`; see
         :meth:`_run_pre`)."""
         if type(point) is not HookPoint:
             point = HookPoint(point)

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 import trio
 
 from lionexec._jsonable import utf8_text
-from lionexec.act import Branch, EvidenceRecord, SinkFeed, WriteAhead, WriteAheadReply
+from lionexec.act import Branch, EvidenceRecord, WriteAhead, WriteAheadReply
+from lionexec.act._evidence import SinkFeed
 from lionexec.conversation import ActionRequest, ActionResponse, Message, MessageManager
 
 from ._commit import POLL_MAX, CommitEngine

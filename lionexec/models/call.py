@@ -19,7 +19,7 @@ import httpx
 import trio
 
 from lionexec._jsonable import jsonable as strict_json
-from lionexec.act.envelope import read_arguments
+from lionexec.act._envelope import read_arguments
 from lionexec.conversation import MessageManager
 from lionexec.conversation.export import (
     anthropic_part,

@@ -63,7 +63,7 @@ class FunctionCalling(Event):
     :class:`~lionexec.errors.ValidationError` is raised then, never captured by the event);
     the plain constructor takes them as given. The tool's preprocessor (the *transform*) is
     not part of the event: it is a phase of the governed transaction, which revalidates what
-    it returns before building the event (see :mod:`lionexec.act.transaction`). Invoking an
+    it returns before building the event (see the act transaction, ``lionexec/act/_transaction.py``). Invoking an
     event directly skips governance (gates, policy, hooks) and history.
     """
 

@@ -1,7 +1,8 @@
-"""ADR-0012 D4 on lionexec: batches, call parameters, retries inside one transaction, E1."""
+"""Batches: call parameters, retries inside one transaction, summaries total over the statuses."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
 
@@ -20,7 +21,8 @@ from lionexec import (
     Tool,
     alcall,
 )
-from lionexec.act import fan_out
+from lionexec.act import RetryPolicy
+from lionexec.act._batch import fan_out
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
 
@@ -342,7 +344,7 @@ async def test_sync_tools_are_offloaded_so_a_batch_really_runs_concurrently() ->
     assert [r.content.output for r in responses] == [0, 1, 2]
 
 
-# -- E1: summaries are total over the terminal statuses ---------------------------------------
+# -- summaries are total over the terminal statuses -------------------------------------------
 
 
 async def test_batch_summary_counts_all_five_terminal_statuses_and_only_completed_succeeds(
@@ -448,3 +450,72 @@ async def test_max_concurrent_starts_calls_in_input_order(autojump_clock: trio.a
         [call("work", i=i) for i in range(12)], call_params=AlcallParams(max_concurrent=2)
     )
     assert started == list(range(12))
+
+
+# -- retry delays and throttles -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("backoff", "initial", "retry", "expected"),
+    [(2.0, 0.0, 1024, 0.0), (10.0, 0.001, 309, 1.0), (2, 0.0, 1024, 0.0), (2, 1.0, 5000, 1.0)],
+)
+def test_a_retry_delay_is_capped_never_an_overflow(
+    backoff: float, initial: float, retry: int, expected: float
+) -> None:
+    policy = RetryPolicy(attempts=6000, backoff=backoff, initial_delay=initial, max_delay=1.0)
+    assert policy.delay(retry) == expected
+
+
+async def test_alcall_makes_every_attempt_past_an_overflowing_backoff(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    attempts = 0
+
+    async def flaky(x: int) -> int:
+        nonlocal attempts
+        attempts += 1
+        raise ValueError("transient")
+
+    params = AlcallParams(
+        retry_attempts=400, retry_backoff=10.0, retry_initial_delay=0.001, retry_max_delay=0.01
+    )
+    with pytest.raises(ValueError, match="transient"):  # the tool's own error, not Overflow
+        await alcall(flaky, [1], params)
+    assert attempts == 401
+
+
+@pytest.mark.parametrize("shape", ["max_concurrent", "limiter"])
+async def test_a_throttle_spaces_real_starts_when_a_call_waits_for_capacity(
+    shape: str, autojump_clock: trio.abc.Clock
+) -> None:
+    durations = [10.0, 9.5, 1.0, 1.0]
+    starts: list[float] = []
+
+    async def work(i: int) -> None:
+        starts.append(trio.current_time())
+        await trio.sleep(durations[i])
+
+    if shape == "max_concurrent":
+        await alcall(work, range(4), AlcallParams(max_concurrent=2, throttle_period=1.0))
+    else:  # two at a time through a shared limiter: its token is the wait
+
+        async def run(_: int, i: int) -> None:
+            await work(i)
+
+        limiter = trio.CapacityLimiter(2)
+        await fan_out(run, list(range(4)), throttle_period=1.0, limiter=limiter)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert len(starts) == 4 and min(gaps) >= 1.0 - 1e-9, gaps
+
+
+async def test_a_call_cancelled_before_it_starts_gives_its_tokens_back(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    limiter = trio.CapacityLimiter(2)
+
+    async def work(i: int, item: int) -> None:
+        await trio.sleep(5)
+
+    with trio.move_on_after(0.5):  # the second start waits on the throttle, holding tokens
+        await fan_out(work, [1, 2], max_concurrent=2, throttle_period=1.0, limiter=limiter)
+    assert limiter.borrowed_tokens == 0

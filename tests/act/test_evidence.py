@@ -1,4 +1,5 @@
-"""The evidence seam (issue 10): synchronous writers, sinks, the write-ahead point, overflow."""
+"""The evidence seam: synchronous writers, sinks and their contracts, the write-ahead point,
+overflow."""
 
 from __future__ import annotations
 
@@ -10,8 +11,17 @@ import pytest
 import trio
 import trio.testing
 
+import lionexec.act
+import lionexec.act.sinks
 from lionexec import ActionOutcome, Branch, Tool
-from lionexec.act import EventLog, EvidenceRecord, JsonlSink, WriteAhead
+from lionexec.act import (
+    DurableEvidenceSink,
+    EventLog,
+    EvidenceRecord,
+    EvidenceSink,
+    JsonlSink,
+    WriteAhead,
+)
 from lionexec.errors import NotDurableError
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
@@ -187,6 +197,33 @@ async def test_serve_under_nursery_start_and_aclose() -> None:
         await branch.aclose()
     assert sink.closed
     assert [kind for kind, _ in sink.events] == ["write_ahead", "write"]
+
+
+def test_the_sinks_package_exports_the_contracts_and_sinks_homed_in_lionexec_act() -> None:
+    for name in lionexec.act.sinks.__all__:
+        obj = getattr(lionexec.act.sinks, name)
+        assert obj is getattr(lionexec.act, name)
+        assert obj.__module__ == "lionexec.act"
+
+
+def test_a_durable_sink_is_told_apart_duck_typed(tmp_path: Any) -> None:
+    class Durable(RecordingSink):
+        durable = True
+        committed = 0
+
+        async def known_call_ids(self, call_ids: Sequence[str]) -> set[str]:
+            await trio.lowlevel.checkpoint()
+            return set()
+
+        def expedite(self) -> None:
+            pass
+
+    jsonl = JsonlSink(tmp_path / "log.jsonl", dumps=str)
+    assert isinstance(jsonl, EvidenceSink) and not isinstance(jsonl, DurableEvidenceSink)
+    assert isinstance(Durable(), DurableEvidenceSink)
+    # a sink lacking durable members is a sink all the same: each member is used on its own
+    assert isinstance(RecordingSink(), EvidenceSink)
+    Branch(sinks=[RecordingSink(), Durable(), jsonl])
 
 
 def test_a_sink_must_have_the_sink_methods() -> None:

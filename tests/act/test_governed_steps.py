@@ -1,12 +1,27 @@
-"""Governance seams add no scheduler steps to a call; subclasses' overrides still run."""
+"""Governance seams add no scheduler steps to a call; subclasses' overrides still run.
+
+When a call is announced, a seam's own method a subclass overrides that raises is reported,
+never raised (nor over a cancellation), and a recorded error that does not copy is passed as
+it is.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
-from lionexec import Branch, HookBus, HookPoint, PermissionPolicy, SessionObserver, Tool
+from lionexec import (
+    ActionOutcome,
+    Branch,
+    HookBus,
+    HookPoint,
+    PermissionPolicy,
+    SessionObserver,
+    Tool,
+)
+from lionexec.act._transaction import CallTransaction
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
 
@@ -121,7 +136,7 @@ class SpawnedSteps(trio.abc.Instrument):
 
 async def test_a_call_of_a_concurrent_batch_takes_one_scheduler_step() -> None:
     # Its task's start is the call's schedule point: the event adds none after the tool
-    # returns (the act rows of nox -s bench: one step fewer per concurrent call).
+    # returns (one scheduler step fewer per concurrent call).
     for branch in (Branch(), governed()):
         branch.register_tools(Tool.from_function(add), update=True)
         counter = SpawnedSteps(trio.lowlevel.current_task())
@@ -181,3 +196,131 @@ async def test_an_overridden_authorize_is_asked_even_without_a_gate() -> None:
             [response] = await branch.act(call("add", a=1, b=2))
         assert response.content.outcome == "denied"
         assert_consistent(branch)
+
+
+# -- announcing: a seam a subclass overrides fails alone ------------------------------------------
+
+
+class AuditObserver(SessionObserver):
+    async def emit(self, payload: Any, *, call_id: str | None = None) -> None:
+        raise ConnectionError("audit service down")
+
+
+async def test_an_observer_whose_emit_raises_is_reported_not_raised(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def quick() -> int:
+        return 1
+
+    async def slow() -> int:
+        await trio.sleep(10)
+        return 2
+
+    branch = Branch(observer=AuditObserver())
+    branch.register_tools([quick, slow])
+    responses = await branch.act([call("quick"), call("slow")])
+    assert [r.content.outcome for r in responses] == [ActionOutcome.COMPLETED] * 2
+    failures = list(branch.failures)
+    assert [f.where for f in failures] == ["observer", "observer"]
+    assert {f.call_id for f in failures} == {record.call_id for record in branch.log}
+    assert_consistent(branch)
+
+
+async def test_an_observer_whose_emit_raises_does_not_replace_a_cancellation(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def slow() -> int:
+        await trio.sleep(10)
+        return 2
+
+    branch = Branch(observer=AuditObserver())
+    branch.register_tools(slow)
+    with trio.move_on_after(1) as scope:
+        await branch.act(call("slow"))
+    assert scope.cancelled_caught
+    [response] = branch.messages.responses()
+    assert response.content.outcome is ActionOutcome.CANCELLED
+    [failure] = list(branch.failures)
+    assert failure.where == "observer"
+
+
+async def test_a_hook_bus_whose_emit_raises_is_reported_at_each_point() -> None:
+    class BrokenBus(HookBus):
+        async def emit(self, point: HookPoint, **kwargs: Any) -> Any:
+            raise RuntimeError(f"bus broke at {point.value}")
+
+    async def ok() -> int:
+        return 1
+
+    hooks = BrokenBus()
+    for point in (HookPoint.TOOL_POST, HookPoint.MESSAGE_ADD):
+        hooks.on(point, lambda **kwargs: None)
+    branch = Branch(hooks=hooks)
+    branch.register_tools(ok)
+    [response] = await branch.act(call("ok"))
+    assert response.content.outcome is ActionOutcome.COMPLETED
+    assert [f.where for f in list(branch.failures)] == [
+        "hook:tool.post",
+        "hook:message.add",
+        "hook:message.add",
+    ]
+
+
+async def test_announcing_an_interrupted_call_never_replaces_the_cancellation(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken_announce(self: CallTransaction) -> None:
+        raise RuntimeError("announce broke")
+
+    monkeypatch.setattr(CallTransaction, "announce", broken_announce)
+    branch = Branch(observer=SessionObserver())
+    branch.register_tools(slow_tool)
+    with trio.move_on_after(1) as scope:
+        await branch.act(call("slow_tool"))
+    assert scope.cancelled_caught
+    [failure] = list(branch.failures)
+    assert failure.where == "announce"
+
+
+async def slow_tool() -> None:
+    await trio.sleep(10)
+
+
+# -- announcing: a recorded error that does not copy ----------------------------------------------
+
+
+class CopiesToText(Exception):
+    def __reduce__(self) -> Any:  # copy.copy() of it is a str
+        return (str, ("odd",))
+
+
+class Frozen(Exception):
+    def __setattr__(self, name: str, value: Any) -> None:  # its copy refuses __cause__
+        if name == "__cause__":
+            raise AttributeError(f"{name} is frozen")
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("error", [CopiesToText("tool failed"), Frozen("tool failed")])
+async def test_a_tool_error_that_does_not_copy_is_passed_as_it_is(
+    autojump_clock: trio.abc.Clock, error: Exception
+) -> None:
+    async def bad() -> None:
+        raise error
+
+    async def slow() -> str:
+        await trio.sleep(10)
+        return "done"
+
+    seen: list[Any] = []
+    branch = Branch()
+    branch.register_tools([bad, slow])
+    branch.hooks.on(HookPoint.TOOL_ERROR, lambda **kwargs: seen.append(kwargs["error"]))
+    responses = await branch.act([call("bad"), call("slow")], suppress_errors=True)
+    assert [r.content.outcome for r in responses] == [
+        ActionOutcome.FAILED,
+        ActionOutcome.COMPLETED,
+    ]
+    assert seen == [error]
+    assert branch.failures.statistics().total == 0
+    assert_consistent(branch)

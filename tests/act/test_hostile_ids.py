@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from lionexec import Branch
-from lionexec.act.envelope import MAX_CALL_ID_CHARS
+from lionexec.act import MAX_CALL_ID_CHARS
 
 
 def call(function: str, call_id: str, **arguments: int) -> dict[str, object]:

@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -31,6 +32,8 @@ from lionexec import (
     Tool,
     alcall,
 )
+from lionexec.act import read_batch
+from lionexec.act._envelope import read_arguments
 from lionexec.errors import NotInTrioError
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
@@ -552,6 +555,49 @@ async def test_a_function_name_or_call_id_that_is_not_valid_unicode_is_refused(
     with pytest.raises(ValueError, match="lone surrogate"):
         await branch.act(envelope)
     assert list(branch.messages) == []  # nothing recorded
+
+
+# -- bad values: envelopes and arguments that cannot be read --------------------------------------
+
+
+class BadMap(Mapping[str, Any]):
+    """A mapping whose values cannot be read."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("boom")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["x"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("choice", [None, 1, "text", {"message": None}])
+def test_a_chat_completion_whose_choice_has_no_message_is_a_value_error(choice: Any) -> None:
+    with pytest.raises(ValueError, match="choice of a ChatCompletion"):
+        read_batch({"object": "chat.completion", "choices": [choice]})
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind"), [(BadMap(), "BadMap"), ({"x": BadMap()}, "dict")], ids=["top", "nested"]
+)
+async def test_arguments_that_cannot_be_read_make_the_call_invalid(raw: Any, kind: str) -> None:
+    assert read_arguments(raw) == (
+        None,
+        f"arguments could not be read from {kind}: RuntimeError('boom')",
+    )
+
+    async def f(x: Any = None) -> int:
+        return 1
+
+    branch = Branch()
+    branch.register_tools(f)
+    [response] = await branch.act({"function": "f", "arguments": raw})
+    assert response.content.outcome is ActionOutcome.INVALID
+    assert response.content.error is not None
+    assert response.content.error.message.startswith(f"arguments could not be read from {kind}")
+    assert_consistent(branch)
 
 
 # -- smaller defects ----------------------------------------------------------------------------

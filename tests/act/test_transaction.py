@@ -1,4 +1,4 @@
-"""ADR-0012 D2, D3 and D5 on lionexec, with DELTAS A1–A3: one governed transaction per call."""
+"""One governed transaction per call: envelopes, truthful outcomes, one context, evidence."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ async def test_an_answered_request_cannot_be_acted_again(branch: Branch) -> None
     assert len(branch.messages.responses()) == 1
 
 
-# -- outcomes and truthful history (A1) -------------------------------------------------------
+# -- outcomes and truthful history ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("strategy", ["concurrent", "sequential"])
@@ -248,7 +248,7 @@ async def test_unsuppressed_failure_is_raised_after_the_history_is_written(branc
     check_history(branch)
 
 
-# -- governance (A3): gates, policy, pre-hooks see one normalized context ----------------------
+# -- governance: gates, policy, pre-hooks see one normalized context ---------------------------
 
 
 async def test_standalone_branch_allows_every_call(branch: Branch) -> None:
@@ -504,7 +504,7 @@ async def test_transform_result_is_what_the_tool_receives() -> None:
     assert response.content.output == "hi ANN"
 
 
-# -- evidence and isolated observers (A2) -----------------------------------------------------
+# -- evidence and isolated observers ----------------------------------------------------------
 
 
 async def test_log_record_and_history_pair_are_written_for_each_invoked_call(

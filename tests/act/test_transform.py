@@ -12,6 +12,7 @@ import pytest
 
 from lionexec import ActionOutcome as Outcome
 from lionexec import Branch, EventStatus, PermissionPolicy, Tool
+from lionexec.governance import CallContext
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
 
@@ -138,4 +139,25 @@ async def test_a_policy_that_raises_while_rechecking_a_transform_fails_the_call_
     assert response.content.outcome is Outcome.FAILED
     [record] = list(branch.log)
     assert record.event.status is EventStatus.FAILED
+    assert_consistent(branch)
+
+
+async def test_a_tool_taking_its_context_gets_the_transformed_arguments_in_it() -> None:
+    seen: dict[str, Any] = {}
+
+    async def write(path: str, ctx: CallContext | None = None) -> str:
+        assert ctx is not None
+        seen["kwarg"], seen["context"] = path, dict(ctx.arguments)
+        return "ok"
+
+    def sandbox(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {**arguments, "path": "/sandbox/" + arguments["path"].lstrip("/")}
+
+    branch = Branch()
+    branch.register_tools(Tool.from_function(write, preprocessor=sandbox, context_param="ctx"))
+    [response] = await branch.act(call("write", path="/etc/passwd"))
+    assert response.content.outcome is Outcome.COMPLETED
+    assert seen == {"kwarg": "/sandbox/etc/passwd", "context": {"path": "/sandbox/etc/passwd"}}
+    [record] = list(branch.log)
+    assert record.event.context.arguments == {"path": "/sandbox/etc/passwd"}
     assert_consistent(branch)

@@ -1,4 +1,4 @@
-"""SessionObserver: the pre-invoke gate and the event store (ADR-0012 D2, D5)."""
+"""SessionObserver: the pre-invoke gate and the event store; BoundSeams, how act calls them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import trio
 
 from lionexec import FailureLog, ReportedFailure
 from lionexec.governance import (
+    BoundSeams,
+    CallContext,
     GateDenied,
+    HookBus,
+    PermissionPolicy,
     SessionObserver,
     SessionObserverStatistics,
     SubscriberFailure,
@@ -86,7 +90,7 @@ async def test_a_gate_result_whose_truth_value_raises_denies() -> None:
 
 
 async def test_the_gate_only_ever_sees_tool_invocations() -> None:
-    # The reference fed its gate every emitted payload as well (DELTAS, observed facts).
+    # The reference fed its gate every emitted payload as well: a gate sees calls only.
     observer = SessionObserver()
     seen: list[Any] = []
 
@@ -193,7 +197,7 @@ async def test_gate_denials_are_dispatched_to_subscribers() -> None:
 async def test_subscriber_and_condition_failures_are_isolated_and_reported(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # ADR-0012 D2 "Observer failure after invocation": here they never reach the emitter.
+    # A subscriber failing after a call was invoked: its failure never reaches the emitter.
     observer = SessionObserver()
     got: list[Any] = []
 
@@ -312,3 +316,82 @@ def test_the_observer_takes_its_options_by_keyword_only() -> None:
 def test_a_denial_takes_its_error_by_keyword_only() -> None:
     with pytest.raises(TypeError):
         GateDenied(CALL, "no", ValueError("x"))  # type: ignore[misc]
+
+
+# -- BoundSeams: the observer's and the policy's seams, bound once ----------------------------
+
+
+class Copyable:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+def detach(record: Copyable) -> Copyable:
+    return Copyable(record.value)
+
+
+async def test_bound_seams_run_the_gate_and_the_policy_without_a_checkpoint_of_their_own() -> None:
+    observer = SessionObserver()
+    observer.gate(lambda invocation: invocation.function == "search")
+    seams = BoundSeams(HookBus(), observer, PermissionPolicy())
+    assert seams.authorize is not None and seams.decide is not None
+    context = CallContext(function="search", arguments={}, call_id="call_1")
+    with trio.CancelScope() as scope:
+        scope.cancel()  # no checkpoint inside: the verdicts come all the same
+        assert await seams.authorize(CALL) is True
+        assert (await seams.decide(context)).behavior == "allow"
+        with pytest.raises(trio.Cancelled):
+            await observer.authorize(CALL)  # the public method's own checkpoint
+
+
+async def test_without_an_observer_or_a_policy_their_seams_are_none() -> None:
+    seams = BoundSeams(HookBus())
+    assert (seams.authorize, seams.decide, seams.emit_event, seams.keep_event) == (None,) * 4
+    assert not seams.must_authorize()
+    await trio.lowlevel.checkpoint()
+
+
+async def test_an_observer_must_authorize_once_it_has_a_gate_set_at_any_time() -> None:
+    observer = SessionObserver()
+    seams = BoundSeams(HookBus(), observer)
+    assert not seams.must_authorize()  # it would allow, and record nothing
+    observer.gate(lambda invocation: False)
+    assert seams.must_authorize()
+    assert seams.authorize is not None and not await seams.authorize(CALL)
+    assert len(observer.denials) == 1
+
+
+async def test_a_subclass_override_is_bound_checkpoint_and_all() -> None:
+    class Audited(SessionObserver):
+        async def authorize(self, invocation: ToolInvocation) -> bool:
+            return await super().authorize(invocation)
+
+        async def emit(self, payload: Any, *, call_id: str | None = None) -> list[Any]:
+            return await super().emit(payload, call_id=call_id)
+
+    observer = Audited()
+    seams = BoundSeams(HookBus(), observer)
+    assert seams.must_authorize()  # asked even without a gate: its override may rely on it
+    assert seams.keep_event is not None and not seams.keep_event(Copyable(1), detach)
+    assert observer.records == ()  # emitted through its own emit instead
+    assert seams.emit_event is not None
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(trio.Cancelled):
+            assert seams.authorize is not None
+            await seams.authorize(CALL)
+
+
+async def test_keep_event_stores_a_record_copied_on_each_read_when_nothing_sees_it_now() -> None:
+    observer = SessionObserver()
+    seams = BoundSeams(HookBus(), observer)
+    assert seams.keep_event is not None
+    record = Copyable(1)
+    assert seams.keep_event(record, detach)
+    [first] = observer.records
+    [second] = observer.records
+    assert first is not record and second is not first and first.value == 1
+    observer.subscribe(Copyable, lambda payload: None)  # a subscriber would see it at once
+    assert not seams.keep_event(Copyable(2), detach)
+    assert len(observer.records) == 1
+    await trio.lowlevel.checkpoint()

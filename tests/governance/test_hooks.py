@@ -1,4 +1,4 @@
-"""HookBus: blocking tool.pre verdicts, isolated non-blocking points (ADR-0012 D2)."""
+"""HookBus: blocking tool.pre verdicts, isolated non-blocking points; their bound seams."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from lionexec import FailureLog, ReportedFailure
 from lionexec.conversation import ActionRequest, Instruction, Message, MessageManager
 from lionexec.governance import (
     MAX_KEPT_FAILURES,
+    BoundSeams,
     HookBus,
     HookBusStatistics,
     HookFailure,
@@ -120,7 +121,7 @@ async def test_stop_hook_skips_the_remaining_pre_handlers_and_is_not_a_denial() 
 async def test_a_raising_pre_handler_is_a_denial_value_not_an_exception(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # ADR-0012 D2 "Blocking pre-hook": the shipped bus let this escape act(); here it is a value.
+    # A blocking pre-hook that raises: the reference let this escape act(); here it is a value.
     bus = HookBus()
     ran: list[str] = []
     error = PermissionError("not on fridays")
@@ -343,3 +344,38 @@ def test_a_verdict_takes_its_error_and_handler_by_keyword_only() -> None:
         PreHookResult(False, "no", ValueError("x"))  # type: ignore[misc]
     error = ValueError("x")
     assert PreHookResult(False, "no", error=error).error is error
+
+
+# -- BoundSeams: the bus's seams, bound once ----------------------------------------------------
+
+
+async def test_bound_seams_run_the_handlers_without_a_checkpoint_of_their_own() -> None:
+    bus = HookBus()
+    seen: list[str] = []
+    bus.on(HookPoint.TOOL_PRE, lambda **kwargs: seen.append("pre"))
+    bus.on(HookPoint.TOOL_POST, lambda **kwargs: seen.append("post"))
+    seams = BoundSeams(bus)
+    with trio.CancelScope() as scope:
+        scope.cancel()  # sync handlers, no checkpoint inside: they run all the same
+        assert (await seams.run_pre(tool_name="f")).allowed
+        assert await seams.emit(HookPoint.TOOL_POST, call_id="c") == []
+        with pytest.raises(trio.Cancelled):
+            await bus.emit(HookPoint.TOOL_POST, call_id="c")  # the public method's checkpoint
+    assert seen == ["pre", "post"]
+
+
+async def test_a_bus_whose_emit_a_subclass_overrides_is_bound_to_the_override() -> None:
+    class Counting(HookBus):
+        emitted = 0
+
+        async def emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:
+            Counting.emitted += 1
+            return await super().emit(point, **kwargs)
+
+    seams = BoundSeams(Counting())
+    assert await seams.emit(HookPoint.TOOL_POST) == []
+    assert Counting.emitted == 1
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(trio.Cancelled):
+            await seams.emit(HookPoint.TOOL_POST)  # checkpoint and all

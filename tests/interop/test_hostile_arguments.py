@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec import Branch
-from lionexec.act.envelope import (
+from lionexec.act import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     Proposal,

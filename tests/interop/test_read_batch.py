@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lionexec.act.envelope import ProposedBatch, read_batch
+from lionexec.act import ProposedBatch, read_batch
 
 
 def test_a_list_is_a_batch_of_calls_without_a_turn() -> None:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from lionexec import ActionRequest, AssistantResponse, Branch
-from lionexec.act.envelope import read_batch, read_proposal
+from lionexec.act import read_batch, read_proposal
 
 ADD = '{"a": 1, "b": 2}'
 
@@ -271,7 +271,7 @@ def test_a_turn_names_the_requests_its_proposals_carry(kit: SimpleNamespace) -> 
 
 def test_importing_lionexec_imports_no_sdk() -> None:
     code = (
-        "import sys, lionexec, lionexec.act.envelope, lionexec.conversation\n"
+        "import sys, lionexec, lionexec.act, lionexec.conversation\n"
         "loaded = {'openai', 'anthropic', 'pydantic'} & set(sys.modules)\n"
         "assert not loaded, loaded\n"
     )

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from lionexec.act import Branch, EvidenceRecord, WriteAhead
-from lionexec.act.evidence import WriteAheadReply
+from lionexec.act import Branch, EvidenceRecord, WriteAhead, WriteAheadReply
 from lionexec.conversation import ActionOutcome, ActionResponseContent, ErrorInfo
 from lionexec.errors import ConfigurationError
 from lionexec.governance import CallContext

@@ -1,4 +1,4 @@
-"""Batch summaries that are total over the terminal statuses (DELTAS E1)."""
+"""Batch summaries that are total over the terminal statuses: nothing else counts as success."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class BatchSummary:
     for ``pending`` when calls of the batch were parked for a durable approval (outcome
     ``awaiting_approval``): the counts always add up to ``total``. Only ``completed`` counts
     as success: ``skipped``, ``cancelled`` and ``aborted`` are never folded
-    into it (DELTAS E1).
+    into it (a batch that did not run is not a batch that succeeded).
     """
 
     total: int

@@ -27,18 +27,15 @@ from lionexec.errors import (
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
 
-from .alcall import DEFAULT_PARAMS, AlcallParams
-from .batch import fan_out
-from .envelope import Proposal, read_batch
-from .evidence import DEFAULT_SINK_CAPACITY, Evidence, EvidenceSink, SinkFeed, SinkStatistics
-from .log import EventLog, JsonlSink
-from .transaction import (
-    CallScope,
-    CallTransaction,
-    announce_interrupted,
-    new_request,
-    record_unanswered,
-)
+from ._alcall import DEFAULT_PARAMS, AlcallParams
+from ._batch import fan_out
+from ._envelope import Proposal, read_batch
+from ._evidence import DEFAULT_SINK_CAPACITY, Evidence, SinkFeed, SinkStatistics
+from ._log import EventLog
+from ._scope import CallScope, new_request
+from ._transaction import CallTransaction
+from ._unanswered import announce_interrupted, record_unanswered
+from .sinks import EvidenceSink, JsonlSink
 
 __all__ = ["Branch", "BranchStatistics", "Strategy"]
 
@@ -91,7 +88,7 @@ def _cancel_grace(_instance: Any, _attribute: Any, value: Any) -> None:
 
 
 # A plain store, for the counter act() keeps: attrs' __setattr__ (Branch has hooked fields)
-# costs a caught KeyError for any other name, ~0.9 us (single-call act row of the bench).
+# costs a caught KeyError for any other name, ~0.9 us, twice per act().
 _set = object.__setattr__
 
 
@@ -123,7 +120,8 @@ class Branch:
         observer: the session observer whose gate authorizes each call, or ``None``.
         policy: the permission policy, or ``None`` to allow every call the gate allows.
         log: the in-memory event log (one record per invoked call).
-        sinks: evidence sinks fed through bounded buffers (see :mod:`lionexec.act.evidence`);
+        sinks: evidence sinks fed through bounded buffers (see
+            :class:`~lionexec.act.EvidenceSink`);
             set at construction only (assigning raises ``attrs.exceptions.FrozenAttributeError``).
         sink_capacity: records each sink's buffer holds; set at construction only.
         retain: keep at most about this many tool calls (whole request/response pairs with
@@ -486,7 +484,7 @@ class Branch:
         durable = self._durable
 
         def run(_index: int, transaction: CallTransaction) -> Awaitable[ActionResponse]:
-            # the transaction's own coroutine, not one around it (act rows of nox -s bench)
+            # the transaction's own coroutine, not one around it (one coroutine fewer per call)
             return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
 
         lost = [feed.lost for feed in durable] if durable else []
@@ -495,7 +493,7 @@ class Branch:
             results: list[Any]
             if len(transactions) == 1 and not params.throttle_period:
                 # one call, nothing to pace: fan_out's sequential path without its coroutine
-                # (the single-call act row of nox -s bench; a server's one-call request)
+                # (a server's one-call request, the commonest act() of all)
                 try:
                     if limiter is None:
                         await trio.lowlevel.checkpoint()
@@ -665,7 +663,7 @@ class Branch:
                 part.failures = failures
         scope = self._last_scope
         if scope is None:  # reused until a collaborator is replaced (see _RESCOPE): per act
-            # it would cost a sixth of a one-call act's own work (single-call row of the bench)
+            # it would cost a sixth of a one-call act's own work
             scope = self._last_scope = CallScope(
                 branch_id=self.id,
                 branch_name=self.name,

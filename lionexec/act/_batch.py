@@ -133,8 +133,8 @@ async def fan_out(
     throttle = Throttle(throttle_period) if throttle_period else None
     if max_concurrent == 1 or len(items) == 1:
         # One after another in this task, each after a checkpoint: the batch yields between
-        # calls, and *func* need not (a call's transaction does not: the sequential and
-        # single-call act rows of nox -s bench). A throttle's wait, or taking the limiter's
+        # calls, and *func* need not (a call's transaction does not: one scheduler step per
+        # call, not two, in a sequential batch). A throttle's wait, or taking the limiter's
         # token, is that checkpoint.
         for index, item in enumerate(items):
             try:
@@ -197,7 +197,7 @@ async def _concurrently(
     try:
         async with trio.open_nursery() as nursery:
             for index, item in enumerate(items):
-                if not caps:  # no token to hold (the act rows of nox -s bench)
+                if not caps:  # no token to hold (the usual batch: no limiter, no cap)
                     if throttle is not None:
                         await throttle.wait()
                     elif index % _SPAWN_CHECKPOINT_EVERY == _SPAWN_CHECKPOINT_EVERY - 1:

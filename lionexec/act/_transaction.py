@@ -13,22 +13,23 @@ the same frozen :class:`~lionexec.governance.CallContext`:
 4. :meth:`~CallTransaction.pre_hooks`: the blocking ``tool.pre`` hooks (no: ``denied``);
 5. :meth:`~CallTransaction.transform`: the tool's preprocessor, then **revalidation** of
    what it returned, against the schema (``invalid``) and the policy (``denied``), always;
-6. :meth:`~CallTransaction.invoke`: the write-ahead point
-   (:meth:`~lionexec.act.evidence.Evidence.write_ahead`), then a
+6. :meth:`~CallTransaction.invoke`: the write-ahead point (every sink's
+   :meth:`~lionexec.act.EvidenceSink.write_ahead`), then a
    :class:`~lionexec.tools.FunctionCalling` per attempt, each bounded by ``timeout``
    (``timed_out``), retried (idempotent tools only, unless forced) per the
-   :class:`~lionexec.act.batch.RetryPolicy`;
+   :class:`~lionexec.act.RetryPolicy`;
 7. :meth:`~CallTransaction.finish` (**evidence**): the linked request/response pair and, for
    an invoked call, the log record, written together, synchronously, KI-protected, the moment
    the outcome is known;
 8. :meth:`~CallTransaction.announce`: ``tool.post`` (completed) or ``tool.error`` (any other
    invoked outcome) hooks, the session observer, message callbacks and ``message.add`` hooks.
    Their failures are isolated and reported on the branch's
-   :class:`~lionexec.act.FailureLog`; they see copies, and can never change or split what was
+   :class:`~lionexec.FailureLog`; they see copies, and can never change or split what was
    recorded.
 
-The transaction receives its collaborators as one small record (:class:`CallScope`), never the
-branch itself.
+The transaction receives its collaborators as one small record (:class:`CallScope
+<lionexec.act._scope.CallScope>`), never the branch itself; it calls the governance seams
+through the scope's :class:`~lionexec.governance.BoundSeams`.
 
 Cancellation: if ``trio.Cancelled`` (or any other ``BaseException``) passes through before
 evidence was written, the call is recorded ``cancelled`` synchronously (or ``failed``, when it
@@ -39,18 +40,13 @@ response.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
 
-import attrs
 import trio
 
-from lionexec._failures import FailureLog
-from lionexec._slots import shallow_copy
 from lionexec._snapshot import snapshot
 from lionexec.conversation import (
     ActionOutcome,
@@ -58,48 +54,26 @@ from lionexec.conversation import (
     ActionResponse,
     ActionResponseContent,
     ErrorInfo,
-    MessageManager,
 )
 from lionexec.engine import EventStatus
 from lionexec.errors import ToolNotFoundError, ValidationError
-from lionexec.governance import (
-    CallContext,
-    HookBus,
-    HookPoint,
-    PermissionDecision,
-    PermissionPolicy,
-    SessionObserver,
-)
-from lionexec.tools import ActionManager, FunctionCalling, Tool
+from lionexec.governance import CallContext, HookPoint, PermissionDecision
+from lionexec.tools import FunctionCalling, Tool
 
-from .alcall import AlcallParams
-from .envelope import Proposal
-from .evidence import Evidence, WriteAhead
-from .log import build_log_record
+from ._alcall import AlcallParams
+from ._copies import VERBOSE_LIMIT, copy_error, detached, detached_message, summarize
+from ._envelope import Proposal
+from ._log import build_log_record
+from ._scope import CallScope, idempotency_key
+from ._unanswered import announce_interrupted, interruption
+from .sinks.base import WriteAhead
 
-__all__ = [
-    "SUMMARY_LIMIT",
-    "VERBOSE_LIMIT",
-    "CallScope",
-    "CallTransaction",
-    "answer_unanswered",
-    "idempotency_key",
-    "new_request",
-    "record_unanswered",
-]
+__all__ = ["CallTransaction"]
 
 logger = logging.getLogger("lionexec.act")
 
-_M = TypeVar("_M", ActionRequest, ActionResponse)
-_E = TypeVar("_E")
-
-#: Hook argument and result summaries are cut to this many characters.
-SUMMARY_LIMIT = 200
-#: ``verbose_action`` log previews are cut to this many characters.
-VERBOSE_LIMIT = 50
-
 # Enum members the act path reads on every call, as module names: through the class, each
-# read costs about as much as a small function call on Python 3.11 (act rows of nox -s bench).
+# read costs about as much as a small function call on Python 3.11, several times a call.
 _COMPLETED = EventStatus.COMPLETED
 _FAILED = EventStatus.FAILED
 _OUTCOME_COMPLETED = ActionOutcome.COMPLETED
@@ -113,95 +87,6 @@ _MESSAGE_ADD = HookPoint.MESSAGE_ADD
 _WHERE_POST = f"hook:{_TOOL_POST.value}"
 _WHERE_ERROR = f"hook:{_TOOL_ERROR.value}"
 _WHERE_MESSAGE_ADD = f"hook:{_MESSAGE_ADD.value}"
-
-
-def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
-    """``str(value)`` cut to *limit* characters; never raises."""
-    try:
-        text = str(value)
-    except Exception:
-        text = f"<unprintable {type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@attrs.frozen
-class CallScope:
-    """What a transaction may use: the branch's collaborators, not the branch.
-
-    Attributes:
-        branch_id: the branch's id.
-        branch_name: ``str(branch_id)``, as messages and call contexts name it.
-        registry: resolves tool names.
-        hooks: ``tool.pre`` / ``tool.post`` / ``tool.error`` / ``message.add``.
-        observer: the session gate and observer, if any.
-        policy: the permission policy, if any.
-        evidence: where the record is written.
-        history: the conversation history (its callbacks are announced).
-        failures: where isolated failures are reported.
-        cancel_grace: seconds announcements of a cancelled call may take.
-    """
-
-    branch_id: uuid.UUID
-    branch_name: str
-    registry: ActionManager
-    hooks: HookBus
-    observer: SessionObserver | None
-    policy: PermissionPolicy | None
-    evidence: Evidence
-    history: MessageManager
-    failures: FailureLog
-    cancel_grace: float
-    # The seams' methods a call uses (see _quiet), looked up once per scope rather than once
-    # per call and seam: five lookups per governed call (act governed row of nox -s bench).
-    _gate: Any = attrs.field(init=False, eq=False, repr=False)
-    _decide: Any = attrs.field(init=False, eq=False, repr=False)
-    _run_pre: Any = attrs.field(init=False, eq=False, repr=False)
-    _emit_hook: Any = attrs.field(init=False, eq=False, repr=False)
-    _emit_event: Any = attrs.field(init=False, eq=False, repr=False)
-    # SessionObserver._keep, when emit is SessionObserver's own: an event is then stored
-    # as recorded and copied when read (see SessionObserver._keep), else None.
-    _keep_event: Any = attrs.field(init=False, eq=False, repr=False)
-    # Whether the observer's gate check is SessionObserver's own, which allows everything
-    # without a gate: then an observer without one is not asked (its context is not built).
-    _gate_plain: bool = attrs.field(init=False, eq=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        observer, policy = self.observer, self.policy
-        seams = {
-            "_gate": None if observer is None else _quiet(observer, SessionObserver.authorize),
-            "_decide": None if policy is None else _quiet(policy, PermissionPolicy.decide),
-            "_run_pre": _quiet(self.hooks, HookBus.run_pre),
-            "_emit_hook": _quiet(self.hooks, HookBus.emit),
-            "_emit_event": None if observer is None else _quiet(observer, SessionObserver.emit),
-        }
-        for name, method in seams.items():
-            object.__setattr__(self, name, method)
-        plain = observer is None or (
-            type(observer).authorize is SessionObserver.authorize
-            and type(observer)._authorize is SessionObserver._authorize
-        )
-        object.__setattr__(self, "_gate_plain", plain)
-        keep = None
-        if observer is not None and (
-            type(observer).emit is SessionObserver.emit
-            and type(observer)._emit is SessionObserver._emit
-            and type(observer)._keep is SessionObserver._keep
-        ):
-            keep = observer._keep
-        object.__setattr__(self, "_keep_event", keep)
-
-
-def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:
-    """The request message for *proposal* (the caller's own, when it passed one).
-
-    For a proposal ``act()`` read itself (:func:`~lionexec.act.read_batch`), which nothing
-    else holds: its arguments are already the reader's private deep copy, so the request
-    keeps that dict rather than a second copy (the act rows of ``nox -s bench``). The record
-    keeps what the model proposed, and the raw argument string it sent.
-    """
-    if proposal.request is not None:
-        return proposal.request
-    return proposal._new_request(proposal.arguments or {}, scope.branch_name)
 
 
 class CallTransaction:
@@ -262,15 +147,15 @@ class CallTransaction:
         the tool is resolved.
 
         Built on first use, from the validated arguments: an ungoverned call of a tool that
-        takes no context, on a branch without sinks, never needs one (6 % of such a call, in
-        the act rows of ``nox -s bench``). The arguments it is built from do not change
+        takes no context, on a branch without sinks, never needs one (6 % of the time of such
+        a call). The arguments it is built from do not change
         before a transform, which replaces it (:meth:`transform`).
         """
         context = self._context
         if context is None and self.tool is not None:
             proposal = self.proposal
             tool, branch = self.tool, self.scope.branch_name
-            context = self._context = CallContext._for_call(
+            context = self._context = CallContext.for_call(
                 tool.name,
                 snapshot(self.arguments),  # its own copy, held read-only
                 proposal.call_id,
@@ -353,8 +238,8 @@ class CallTransaction:
     def _phases(self) -> Coroutine[Any, Any, None] | None:
         """:meth:`resolve`, then the coroutine of the phases after it, for :meth:`run` to
         await (``None`` if resolve ended the call). A call with nothing to govern or
-        transform goes straight to :meth:`invoke`'s coroutine: no coroutine of its own (act
-        rows of ``nox -s bench``)."""
+        transform goes straight to :meth:`invoke`'s coroutine: no coroutine of its own (one
+        coroutine fewer to create and run, for most calls)."""
         # No schedule point of its own: a call of a concurrent batch runs in a task just
         # spawned, and fan_out checkpoints before each call of a sequential one.
         if not self.resolve():
@@ -374,10 +259,11 @@ class CallTransaction:
     async def _governed(self, scope: CallScope, tool: Tool) -> None:
         # The phases between resolve and invoke, in order; each only where it has something
         # to do (it would return True at once: its coroutine is all it would cost). The
-        # governance seams are called without their own checkpoints (their public methods
-        # have one each). A governed call takes as many scheduler steps as a plain one: 0.91x
-        # the time of a governed concurrent batch and 0.68x a sequential one (paired, 1k
-        # calls, the governed scenario of ``nox -s bench``).
+        # governance seams are called through the scope's BoundSeams, without their own
+        # checkpoints (their public methods have one each). A governed call takes as many
+        # scheduler steps as a plain one: 0.91x the time of a governed concurrent batch and
+        # 0.68x a sequential one, measured paired over 1k calls against one checkpoint per
+        # seam.
         if scope.observer is not None:
             self.phase = "gate"
             if not await self.gate():
@@ -407,7 +293,7 @@ class CallTransaction:
         # The request's own arguments (the private copy of what the proposal read) are
         # validated: when they need no normalizing they are shared, not copied. Nothing
         # changes validated arguments, and every event is kept in the log: one dict fewer per
-        # call (act rows of nox -s bench, time and retained memory).
+        # call, in time and in the memory each kept call retains.
         recorded = self.request.content.arguments
         try:
             tool = self.scope.registry.get(proposal.function)
@@ -439,11 +325,13 @@ class CallTransaction:
         """The session gate; ``denied`` if it says no (or raises)."""
         scope = self.scope
         observer = scope.observer
-        if observer is None or (scope._gate_plain and not observer.has_gate):
+        if observer is None or not scope.seams.must_authorize():
             return True  # nothing to ask: no invocation (nor context) to build
         context = self.context
         assert context is not None
-        if await scope._gate(context.invocation()):
+        authorize = scope.seams.authorize
+        assert authorize is not None
+        if await authorize(context.invocation()):
             return True
         return self._denied("GateDenied", "denied by governance gate")
 
@@ -454,7 +342,9 @@ class CallTransaction:
             return True
         context = self.context
         assert context is not None
-        decision = await self.scope._decide(context)
+        decide = self.scope.seams.decide
+        assert decide is not None
+        decision = await decide(context)
         if decision.behavior == "allow":
             return True
         if decision.approval is not None and self.scope.evidence.durable:
@@ -468,7 +358,7 @@ class CallTransaction:
             return True
         context = self.context
         assert context is not None
-        verdict = await self.scope._run_pre(
+        verdict = await self.scope.seams.run_pre(
             tool_name=context.function,
             call_id=context.call_id,
             arguments=summarize(self.arguments),  # the dict the context's arguments copy
@@ -517,8 +407,9 @@ class CallTransaction:
         context = self._context = self.context.with_arguments(snapshot(checked))
         if event.context is not None:  # a tool taking its context gets the revalidated one
             event.context = context
-        if self.scope.policy is not None:
-            decision = await self.scope._decide(context)
+        decide = self.scope.seams.decide
+        if decide is not None:
+            decision = await decide(context)
             if decision.approval is not None and self.scope.evidence.durable:
                 # parked on the transformed arguments
                 _settle(event, EventStatus.SKIPPED)
@@ -541,7 +432,7 @@ class CallTransaction:
             event = self.event
             assert event is not None
             reply = None
-            if scope.evidence.feeds:  # without sinks, nothing to wait for (act rows of the bench)
+            if scope.evidence.feeds:  # without sinks, nothing to wait for (not even a call)
                 reply = await scope.evidence.write_ahead(
                     WriteAhead(
                         scope.branch_name,
@@ -568,7 +459,7 @@ class CallTransaction:
                         error=ErrorInfo("TimeoutError", f"timed out after {params.timeout:g}s"),
                     )
                     return
-            execution = event.execution  # (not the Event properties: the act rows of the bench)
+            execution = event.execution  # (not the Event properties: a call each, per read)
             if execution.status is _COMPLETED:
                 # one private snapshot, shared by the history and the log record: what the
                 # tool does later with the object it returned changes neither
@@ -647,8 +538,7 @@ class CallTransaction:
     def _shared(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """*arguments*, or the request's own dict when they hold the same scalars (validation
         or a transform changed nothing that matters). Every event is kept in the log, and
-        nothing changes validated arguments: one dict fewer per call (act "retained per call"
-        rows of ``nox -s bench``)."""
+        nothing changes validated arguments: one dict fewer retained per call kept."""
         recorded = self.request.content.arguments
         if arguments is not recorded and _same_scalars(arguments, recorded):
             return recorded
@@ -662,7 +552,7 @@ class CallTransaction:
         assert self.tool is not None
         tool = self.tool
         # the context only for a tool that takes it: every event is kept in the log, and a
-        # context per call is ~20 % of a call's retained bytes (act memory rows of the bench)
+        # context per call is ~20 % of the bytes a kept call retains
         context = self.context if tool.arguments.context_param is not None else None
         # Shared, not copied: nothing changes the validated arguments (the tool gets its own
         # copy at invoke; a transform makes a new dict). See _shared().
@@ -736,7 +626,8 @@ class CallTransaction:
         event, request, response = self.event, self.request, self.response
         assert response is not None
         call_id = self.proposal.call_id
-        emit_hook = scope._emit_hook
+        seams = scope.seams
+        emit_hook = seams.emit
         if event is not None:
             proposal, execution = self.proposal, event.execution
             if execution.status is _COMPLETED:
@@ -760,34 +651,36 @@ class CallTransaction:
                         _TOOL_ERROR,
                         tool_name=proposal.function,
                         call_id=call_id,
-                        error=_copy_error(execution.error),
+                        error=copy_error(execution.error),
                         status=execution.status,
                         duration=execution.duration,
                     ),
                 )
             if scope.observer is not None:
                 try:
-                    if not (scope._keep_event is not None and scope._keep_event(event, _detached)):
-                        await scope._emit_event(_detached(event), call_id=call_id)
+                    keep_event, emit_event = seams.keep_event, seams.emit_event
+                    assert keep_event is not None and emit_event is not None
+                    if not keep_event(event, detached):
+                        await emit_event(detached(event), call_id=call_id)
                 except Exception as exc:
-                    self._failed("observer", exc, scope._emit_event)
+                    self._failed("observer", exc, seams.emit_event)
         history = scope.history
         if history.on_message_added:
             await self._seam(
                 "message_callback",
                 history.notify,
-                lambda: history.notify(_detached_message(request), _detached_message(response)),
+                lambda: history.notify(detached_message(request), detached_message(response)),
             )
         if _MESSAGE_ADD in hooks.points:
             await self._seam(
                 _WHERE_MESSAGE_ADD,
                 emit_hook,
-                lambda: emit_hook(_MESSAGE_ADD, message=_detached_message(request)),
+                lambda: emit_hook(_MESSAGE_ADD, message=detached_message(request)),
             )
             await self._seam(
                 _WHERE_MESSAGE_ADD,
                 emit_hook,
-                lambda: emit_hook(_MESSAGE_ADD, message=_detached_message(response)),
+                lambda: emit_hook(_MESSAGE_ADD, message=detached_message(response)),
             )
 
     async def _seam(
@@ -803,19 +696,6 @@ class CallTransaction:
     def _failed(self, where: str, exc: Exception, culprit: object) -> None:
         """Report a seam's own failure during :meth:`announce` (never raised)."""
         self.scope.failures.failed(where, exc, call_id=self.proposal.call_id, culprit=culprit)
-
-
-def _quiet(seam: object, method: Any) -> Any:
-    """*seam*'s variant of *method* without its own checkpoint (the ``_``-prefixed one),
-    unless *seam*'s class overrides *method* (a function of HookBus, SessionObserver or
-    PermissionPolicy): then the override, which its author may rely on.
-
-    A call yields once (its task's start, or the checkpoint before each call of a sequential
-    batch), so it skips the checkpoint each governance seam's public method has; see
-    :meth:`CallTransaction._phases`. Looked up once per :class:`CallScope`.
-    """
-    name = method.__name__
-    return getattr(seam, "_" + name if getattr(type(seam), name) is method else name)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -852,23 +732,6 @@ def _has_non_finite(value: object) -> bool:
     return False
 
 
-def idempotency_key(branch_name: str, call_id: str, tool: Tool, arguments: dict[str, Any]) -> str:
-    """A call's idempotency key: the tool's own (``"<tool>:<key>"``) or ``"<branch>/<call id>"``.
-
-    Raises :class:`~lionexec.errors.ValidationError` if the tool's ``idempotency_key`` does
-    not return a non-empty string (the call is then ``invalid``).
-    """
-    derive = tool.idempotency_key
-    if derive is None:
-        return f"{branch_name}/{call_id}"
-    key = derive(snapshot(arguments))
-    if not isinstance(key, str) or not key:
-        raise ValidationError(
-            f"the idempotency_key of tool {tool.name!r} returned {key!r}, not a non-empty string"
-        )
-    return f"{tool.name}:{key}"
-
-
 def _denial(decision: PermissionDecision) -> str:
     """Why a call the policy did not allow is denied. An approval can only be waited for on
     a branch with a durable journal, which keeps it and resumes the call: elsewhere nothing
@@ -886,112 +749,3 @@ def _settle(event: FunctionCalling, status: EventStatus, error: Exception | None
     if error is not None:
         event.execution.add_error(error)
     event.status = status
-
-
-def _copy_error(error: _E) -> _E:
-    """A copy of a recorded exception for a hook or an observer: its own ``args``,
-    attributes and notes (``copy.copy`` alone shares the ``__notes__`` list), the chain and
-    traceback as they are. An exception that cannot be copied (its copy raises, is not an
-    exception, or refuses those attributes) is passed as it is."""
-    if not isinstance(error, BaseException):
-        return error
-    try:
-        copied = copy.copy(error)
-        if not isinstance(copied, BaseException):  # a __copy__ or __reduce__ of its own
-            return error
-        notes = getattr(error, "__notes__", None)
-        if type(notes) is list:
-            copied.__notes__ = list(notes)
-        copied.__cause__, copied.__context__ = error.__cause__, error.__context__
-        copied.__suppress_context__ = error.__suppress_context__
-        copied.__traceback__ = error.__traceback__
-    except Exception:
-        return error
-    return copied
-
-
-def _detached(event: FunctionCalling) -> FunctionCalling:
-    """A copy of *event* for observers: changing it changes nothing recorded."""
-    clone = shallow_copy(event)
-    clone.execution = execution = shallow_copy(event.execution)
-    execution.response = snapshot(execution.response)
-    execution.error = _copy_error(execution.error)  # not the recorded exception itself
-    clone.arguments = snapshot(event.arguments)  # FunctionCalling converts nothing on setattr
-    clone.metadata = snapshot(event.metadata)  # logged with the event: not shared either
-    return clone
-
-
-def _detached_message(message: _M) -> _M:
-    """A copy of a recorded message for callbacks and hooks: equal to it, sharing nothing
-    mutable (its content is copied, arguments and output snapshotted). About a seventh of
-    ``copy.deepcopy``'s cost (the server-load benchmark's one-call request)."""
-    clone = shallow_copy(message)
-    content = shallow_copy(message.content)
-    object.__setattr__(content, "arguments", snapshot(content.arguments))
-    if isinstance(content, ActionResponseContent):
-        object.__setattr__(content, "output", snapshot(content.output))
-    object.__setattr__(clone, "content", content)
-    return clone
-
-
-def interruption(exc: BaseException) -> ErrorInfo:
-    """How a call cut short by *exc* is described (a stable text, with no task addresses)."""
-    if isinstance(exc, trio.Cancelled):
-        return ErrorInfo("Cancelled", "the call was cancelled before it finished")
-    name = type(exc).__name__
-    return ErrorInfo(name, f"the call was interrupted by {name} before it finished")
-
-
-async def answer_unanswered(
-    scope: CallScope, transactions: Sequence[CallTransaction], exc: BaseException
-) -> None:
-    """Record ``cancelled`` for every call of a stopped batch that has no response yet.
-
-    Those are the calls that never started (queued behind a limiter or a throttle, or after
-    the failure that stopped a sequential batch). Recorded synchronously
-    (:func:`record_unanswered`), then announced, shielded and bounded.
-    """
-    stopped = record_unanswered(scope, transactions, exc)
-    if stopped:
-        await announce_interrupted(scope, stopped)
-
-
-@trio.lowlevel.enable_ki_protection
-def record_unanswered(
-    scope: CallScope, transactions: Sequence[CallTransaction], exc: BaseException
-) -> list[CallTransaction]:
-    """Record every unanswered call of a batch stopped by *exc*; return those calls.
-
-    One synchronous, KI-protected step, reason included: call it first thing in the
-    handler, so that no ``KeyboardInterrupt`` can come between the stop and the record. A
-    call whose request never reached the history (the batch was stopped before it was
-    admitted) is left out: there is nothing to answer. Each is recorded as
-    :meth:`CallTransaction._cut_short` says (its event decides: completed, failed, or
-    ``cancelled``).
-    """
-    reason = (
-        interruption(exc)
-        if not isinstance(exc, Exception)
-        else ErrorInfo("NotStarted", f"the batch stopped at an earlier failure: {exc!r}")
-    )
-    history = scope.history
-    stopped = [t for t in transactions if t.response is None and t.request.id in history]
-    for transaction in stopped:
-        transaction._cut_short(ActionOutcome.CANCELLED, reason)
-    return stopped
-
-
-async def announce_interrupted(scope: CallScope, transactions: list[CallTransaction]) -> None:
-    """Announce recorded calls while a cancellation is in flight: shielded, but bounded.
-
-    The scope is shielded so the hooks, observer and callbacks can run at all, and its
-    deadline (``cancel_grace`` seconds) keeps the cancellation from being held up by a slow
-    one.
-    """
-    with trio.CancelScope(shield=True) as cancel_scope:
-        cancel_scope.deadline = trio.current_time() + scope.cancel_grace
-        for transaction in transactions:
-            try:
-                await transaction.announce()
-            except Exception as exc:  # (announce reports its seams' failures: a last guard)
-                scope.failures.failed("announce", exc, call_id=transaction.call_id)
