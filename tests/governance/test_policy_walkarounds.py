@@ -1,4 +1,4 @@
-"""Walk-arounds of the permission policy found by review (third round).
+"""Walk-arounds of the permission policy: lines that once got past its deny rules or cost.
 
 Each line below ran ``rm`` (or would have, on the shell or program it names) past a ``"rm *"``
 deny rule, and was only escalated by ``PermissionPolicy.safe()`` instead of denied; or made a
