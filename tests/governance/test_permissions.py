@@ -16,8 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec.errors import ConfigurationError
-from lionexec.governance import CallContext, PermissionDecision, PermissionPolicy
-from lionexec.governance.permissions import IGNORE_CASE, ignoring_case, subject_kind_of
+from lionexec.governance import (
+    IGNORE_CASE,
+    CallContext,
+    PermissionDecision,
+    PermissionPolicy,
+    ignoring_case,
+    subject_kind_of,
+)
 from lionexec.serialization import converter
 from lionexec.tools import Tool
 
