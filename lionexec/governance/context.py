@@ -1,4 +1,5 @@
-"""The one call context every phase of a tool call sees (DELTAS A3)."""
+"""The one call context every phase of a tool call sees: gate, policy and hooks read the same
+normalised, read-only arguments, so no phase decides on a spelling another never saw."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ class CallContext:
     def invocation(self) -> ToolInvocation:
         """This call as a session gate sees it (sharing the read-only arguments)."""
         # The arguments are already a read-only view of a dict nobody else holds: shared,
-        # not frozen again (the act governed row of nox -s bench).
+        # not frozen again (a governed call builds one per call: a copy would cost each).
         return _build_invocation(self.function, self.arguments, self.call_id, self.branch_id)
 
     @classmethod
@@ -100,7 +101,7 @@ class CallContext:
     ) -> CallContext:
         """The act transaction's constructor: *arguments* is a private ``dict`` with string
         keys (a snapshot of validated arguments), held read-only without another copy; no
-        converter runs (the act governed row of ``nox -s bench``)."""
+        converter runs (one is built for every governed call, so it must cost little)."""
         if cls is not CallContext:  # a subclass: its own initializer
             return cls(
                 function=function,

@@ -1,4 +1,4 @@
-"""SessionObserver: the pre-invoke gate and the event store (ADR-0012 D2, D5)."""
+"""SessionObserver: the pre-invoke gate and the event store."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ async def test_a_gate_result_whose_truth_value_raises_denies() -> None:
 
 
 async def test_the_gate_only_ever_sees_tool_invocations() -> None:
-    # The reference fed its gate every emitted payload as well (DELTAS, observed facts).
+    # The gate decides about invocations only, never about other emitted payloads.
     observer = SessionObserver()
     seen: list[Any] = []
 
@@ -193,7 +193,7 @@ async def test_gate_denials_are_dispatched_to_subscribers() -> None:
 async def test_subscriber_and_condition_failures_are_isolated_and_reported(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # ADR-0012 D2 "Observer failure after invocation": here they never reach the emitter.
+    # An observer's failure after the invocation never reaches the emitter.
     observer = SessionObserver()
     got: list[Any] = []
 

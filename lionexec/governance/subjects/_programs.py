@@ -44,9 +44,9 @@ _UV_VALUES: Final = (
 )
 _SETARCH_ALIASES: Final = ("linux32", "linux64", "uname26", "i386", "x86_64", "aarch64")
 #: Commands that run another command given after their options (each is looked up by its
-#: basename, case folded; see :func:`_program`). Options are listed as the programs' manuals
-#: give them (coreutils, util-linux, procps, strace, sudo...); a wrapper whose options are
-#: too many or too irregular to list is not modelled (``None``).
+#: basename, case folded; see ``_program`` in ``_command.py``). Options are listed as the
+#: programs' manuals give them (coreutils, util-linux, procps, strace, sudo...); a wrapper
+#: whose options are too many or too irregular to list is not modelled (``None``).
 _WRAPPERS: Final[Mapping[str, _Wrapper]] = {
     # bash keywords: the simple command after them may start with NAME=value words
     "!": _wrapper(assignment="shell"),
@@ -320,7 +320,7 @@ _COMMAND_OPTIONS: Final = ("--command", "--session-command")
 #: What ``env -S`` splits at, outside quotes.
 _ENV_BLANKS: Final = " \t\n\v\f\r"
 #: ``env -S``'s escapes: the character each stands for (``None``: ``\\_``, see
-#: :func:`_env_split`).
+#: ``_env_split`` in ``_command.py``).
 _ENV_ESCAPES: Final[Mapping[str, str | None]] = {
     **{c: c for c in "\"#$'\\"},
     **{"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "_": None},

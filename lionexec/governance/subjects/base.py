@@ -111,9 +111,9 @@ class ReadSubject(Protocol):
     4. Nothing admitted it: denied.
 
     Each method is called once per rule the order reaches, on the thread that read the
-    subject, right after the reader returned; a pattern is given as written in the rules, with any
-    :data:`IGNORE_CASE` mark: what a pattern means is the kind's to say. Deny rules err
-    towards denying (any true result denies), allow and escalate rules towards not
+    subject, right after the reader returned. A pattern is given as written in the rules,
+    with any :data:`IGNORE_CASE` mark: what a pattern means is the kind's to say. Deny rules
+    err towards denying (any true result denies), allow and escalate rules towards not
     admitting (only ``True`` admits).
     """
 
