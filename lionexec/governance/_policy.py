@@ -23,7 +23,15 @@ from .._failures import call_user
 from ..errors import ConfigurationError
 from .subjects import SubjectKind, ignoring_case, subject_kind_of
 from .subjects._inference import _kind_for_name
-from .subjects.base import _WILDCARDS, ReadSubject, _known_kinds, _quote, _reader_of, _unmarked
+from .subjects.base import (
+    _READERS,
+    _WILDCARDS,
+    ReadSubject,
+    _known_kinds,
+    _quote,
+    _reader_of,
+    _unmarked,
+)
 
 if TYPE_CHECKING:
     from .context import CallContext
@@ -335,7 +343,7 @@ class PermissionPolicy:
             type(action) is not str
             or type(tool_name) is not str
             or len(action) > _CACHED_SUBJECT
-            or (kind is not None and _reader_of(kind) is None)
+            or (kind is not None and (type(kind) is not str or kind not in _READERS))
         ):  # not kept (a bad kind is refused by _check)
             return self._check(tool_name, action, kind)
         decided = self._decided

@@ -24,10 +24,12 @@ from lionexec.governance.subjects import base
 
 
 @pytest.fixture(autouse=True)
-def _registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test registers into a copy of the registry, dropped afterwards."""
-    monkeypatch.setattr(base, "_READERS", dict(base._READERS))
+def _registry() -> Iterator[None]:
+    """The kinds a test registers are dropped afterwards."""
+    kept = dict(base._READERS)
     yield
+    base._READERS.clear()
+    base._READERS.update(kept)
 
 
 #: The subjects Upper read, in order.

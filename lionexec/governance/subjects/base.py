@@ -198,7 +198,8 @@ class _Refusal:
 
 # -- the registry ---------------------------------------------------------------------------
 
-#: Kind name → its reader, in registration order (the built-in kinds first).
+#: Kind name → its reader, in registration order (the built-in kinds first). Only ever
+#: added to (the policy holds this very dict).
 _READERS: dict[str, SubjectReader] = {}
 
 
