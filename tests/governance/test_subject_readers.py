@@ -105,8 +105,8 @@ def test_a_registered_kinds_decisions_are_kept() -> None:
 def test_an_unknown_kind_is_refused_naming_the_registered_ones() -> None:
     register_subject_kind("upper", Upper)
     policy = PermissionPolicy(mode="rules")
-    with pytest.raises(ValueError, match=r"'text' or 'upper', not 'url'"):
-        policy.check("t", "x", {}, kind="url")
+    with pytest.raises(ValueError, match=r"'path', 'command', 'text'.* or 'upper', not 'nope'"):
+        policy.check("t", "x", {}, kind="nope")
 
 
 def test_a_reader_that_raises_denies_the_call() -> None:
