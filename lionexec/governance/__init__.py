@@ -1,7 +1,19 @@
 """The governance layer: the call context, hook bus, session gates and permission policy,
-and the seams bound for a caller that runs many calls through them (:class:`BoundSeams`)."""
+and the seams bound for a caller that runs many calls through them (:class:`BoundSeams`).
+
+The permission policy reads each call's subject by its kind; how a kind is read is the
+extension point :mod:`lionexec.governance.subjects` (:class:`SubjectReader`,
+:func:`register_subject_kind`), whose names are exported here too.
+"""
 
 from .._public import publish as _publish
+from ._policy import AwaitingApproval as AwaitingApproval
+from ._policy import Behavior as Behavior
+from ._policy import EscalationHandler as EscalationHandler
+from ._policy import PermissionDecision as PermissionDecision
+from ._policy import PermissionMode as PermissionMode
+from ._policy import PermissionPolicy as PermissionPolicy
+from ._policy import Rules as Rules
 from ._seams import BoundSeams as BoundSeams
 from .context import CallContext as CallContext
 from .context import ToolInvocation as ToolInvocation
@@ -19,18 +31,16 @@ from .hooks import HookHandler as HookHandler
 from .hooks import HookPoint as HookPoint
 from .hooks import PreHookResult as PreHookResult
 from .hooks import StopHook as StopHook
-from .permissions import IGNORE_CASE as IGNORE_CASE
-from .permissions import SHELL_CONTROL as SHELL_CONTROL
-from .permissions import AwaitingApproval as AwaitingApproval
-from .permissions import Behavior as Behavior
-from .permissions import EscalationHandler as EscalationHandler
-from .permissions import PermissionDecision as PermissionDecision
-from .permissions import PermissionMode as PermissionMode
-from .permissions import PermissionPolicy as PermissionPolicy
-from .permissions import Rules as Rules
-from .permissions import SubjectKind as SubjectKind
-from .permissions import ignoring_case as ignoring_case
-from .permissions import subject_kind_of as subject_kind_of
+from .subjects import IGNORE_CASE as IGNORE_CASE
+from .subjects import SHELL_CONTROL as SHELL_CONTROL
+from .subjects import Objection as Objection
+from .subjects import ReadSubject as ReadSubject
+from .subjects import SubjectKind as SubjectKind
+from .subjects import SubjectReader as SubjectReader
+from .subjects import ignoring_case as ignoring_case
+from .subjects import register_subject_kind as register_subject_kind
+from .subjects import subject_kind_of as subject_kind_of
+from .subjects import subject_kinds as subject_kinds
 
 __all__ = [
     "IGNORE_CASE",
@@ -48,20 +58,31 @@ __all__ = [
     "HookFailure",
     "HookHandler",
     "HookPoint",
+    "Objection",
     "PermissionDecision",
     "PermissionMode",
     "PermissionPolicy",
     "PreHookResult",
+    "ReadSubject",
     "Rules",
     "SessionObserver",
     "SessionObserverStatistics",
     "StopHook",
     "SubjectKind",
+    "SubjectReader",
     "SubscriberFailure",
     "ToolInvocation",
     "frozen_arguments",
     "ignoring_case",
+    "register_subject_kind",
     "subject_kind_of",
+    "subject_kinds",
 ]
 
-_publish(__name__, globals())
+# The subject readers' public names live in lionexec.governance too (the subjects package
+# groups them; this package is their documented home).
+_publish(
+    __name__,
+    globals(),
+    include=("lionexec.governance.subjects.base", "lionexec.governance.subjects._inference"),
+)

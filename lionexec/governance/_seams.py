@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._failures import ReportedFailure
+from ._policy import PermissionDecision, PermissionPolicy
 from .context import CallContext, ToolInvocation
 from .gates import SessionObserver
 from .hooks import HookBus, PreHookResult
-from .permissions import PermissionDecision, PermissionPolicy
 
 __all__ = ["BoundSeams"]
 

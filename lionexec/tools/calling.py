@@ -63,8 +63,8 @@ class FunctionCalling(Event):
     :class:`~lionexec.errors.ValidationError` is raised then, never captured by the event);
     the plain constructor takes them as given. The tool's preprocessor (the *transform*) is
     not part of the event: it is a phase of the governed transaction, which revalidates what
-    it returns before building the event (see the act transaction, ``lionexec/act/_transaction.py``). Invoking an
-    event directly skips governance (gates, policy, hooks) and history.
+    it returns before building the event (the act transaction does). Invoking an event
+    directly skips governance (gates, policy, hooks) and history.
     """
 
     tool: Tool = attrs.field(metadata={NOT_SERIALIZED: True})

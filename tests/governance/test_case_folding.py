@@ -17,8 +17,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from lionexec.governance import PermissionPolicy
-from lionexec.governance.permissions import ignoring_case
+from lionexec.governance import PermissionPolicy, ignoring_case
 
 #: characters whose case folding is longer than one character, or that fold to another one
 TRICKY = "ßẞﬁﬃǰİΣσςŉΐſKÅµ"

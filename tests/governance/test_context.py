@@ -1,4 +1,4 @@
-"""CallContext and ToolInvocation: one frozen, normalized view of a call (DELTAS A3)."""
+"""CallContext and ToolInvocation: one frozen, normalized view of a call for every phase."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_argument_names_must_be_strings() -> None:
 
 
 def test_the_gate_sees_the_same_normalized_arguments_as_every_other_phase() -> None:
-    # DELTAS A3: the gate no longer sees raw arguments while later phases see normalized ones.
+    # The gate must not see raw arguments while later phases see normalized ones.
     ctx = CallContext(function="run", arguments={"command": "ls"}, call_id="c", branch_id="b")
     invocation = ctx.invocation()
     assert invocation == ToolInvocation("run", {"command": "ls"}, call_id="c", branch_id="b")

@@ -90,7 +90,7 @@ async def test_a_gate_result_whose_truth_value_raises_denies() -> None:
 
 
 async def test_the_gate_only_ever_sees_tool_invocations() -> None:
-    # The reference fed its gate every emitted payload as well: a gate sees calls only.
+    # The gate decides about invocations only, never about other emitted payloads.
     observer = SessionObserver()
     seen: list[Any] = []
 
@@ -197,7 +197,7 @@ async def test_gate_denials_are_dispatched_to_subscribers() -> None:
 async def test_subscriber_and_condition_failures_are_isolated_and_reported(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A subscriber failing after a call was invoked: its failure never reaches the emitter.
+    # An observer's failure after the invocation never reaches the emitter.
     observer = SessionObserver()
     got: list[Any] = []
 

@@ -121,7 +121,7 @@ async def test_stop_hook_skips_the_remaining_pre_handlers_and_is_not_a_denial() 
 async def test_a_raising_pre_handler_is_a_denial_value_not_an_exception(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A blocking pre-hook that raises: the reference let this escape act(); here it is a value.
+    # A blocking pre-hook's exception must not escape act(): it is a denial value.
     bus = HookBus()
     ran: list[str] = []
     error = PermissionError("not on fridays")

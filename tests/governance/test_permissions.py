@@ -1,4 +1,4 @@
-"""PermissionPolicy: rules, presets, records, and the decide() phase (ADR-0012 D5, DELTAS A3)."""
+"""PermissionPolicy: rules, presets, records, and the decide() phase."""
 
 from __future__ import annotations
 
@@ -16,8 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lionexec.errors import ConfigurationError
-from lionexec.governance import CallContext, PermissionDecision, PermissionPolicy
-from lionexec.governance.permissions import IGNORE_CASE, ignoring_case, subject_kind_of
+from lionexec.governance import (
+    IGNORE_CASE,
+    CallContext,
+    PermissionDecision,
+    PermissionPolicy,
+    ignoring_case,
+    subject_kind_of,
+)
 from lionexec.serialization import converter
 from lionexec.tools import Tool
 
@@ -275,8 +281,8 @@ async def test_a_missing_optional_subject_is_denied_in_rules_mode() -> None:
 
 
 async def test_a_policy_denial_is_a_decision_value_not_an_exception() -> None:
-    # ADR-0012 D5 "Permission errors": the shipped preprocessor raised PermissionError inside the
-    # tool event, which was then recorded as a failed call. The policy phase returns a value.
+    # A permission error raised inside the tool event would be recorded as a failed call; the
+    # policy phase returns a value instead.
     decision = await PermissionPolicy.deny_all().decide(call("ls"))
     assert decision == PermissionDecision("deny", "bash", "ls", "mode deny_all denies all")
 
@@ -529,7 +535,7 @@ SPELLINGS = [
     "su -c 'rm -rf /' root",
     "flock /tmp/lock -c 'rm -rf /'",
     "strace -f -o /dev/null rm -rf /",
-    # found by review: options env, su, nice, xargs... read as getopt reads them
+    # options of env, su, nice, xargs... read as getopt reads them
     "env -iS'/bin/rm -f /x'",  # -S inside a cluster of short options
     "env --split='/bin/rm -f /x'",  # an abbreviated long option
     "env -S 'rm\\_-f\\_/x'",  # env's own escape for a space

@@ -1,4 +1,4 @@
-"""Walk-arounds of the permission policy found by review (third round).
+"""Walk-arounds of the permission policy: lines that once got past its deny rules or cost.
 
 Each line below ran ``rm`` (or would have, on the shell or program it names) past a ``"rm *"``
 deny rule, and was only escalated by ``PermissionPolicy.safe()`` instead of denied; or made a
@@ -416,7 +416,7 @@ def test_a_program_named_with_a_control_character_is_denied(command: str) -> Non
 def test_subject_kinds_are_inferred_whatever_the_names_case_and_separators(
     parameter: str, kind: str
 ) -> None:
-    from lionexec.governance.permissions import subject_kind_of
+    from lionexec.governance import subject_kind_of
     from lionexec.tools import Tool
     from lionexec.tools.schema import openai_schema
 
@@ -431,7 +431,7 @@ def test_subject_kinds_are_inferred_whatever_the_names_case_and_separators(
 
 def test_a_camel_case_path_parameter_cannot_climb_out_of_an_allowed_directory() -> None:
     # read as text, "/data/*" matched "/data/../etc/passwd" (a glob's * spans anything)
-    from lionexec.governance.permissions import subject_kind_of
+    from lionexec.governance import subject_kind_of
     from lionexec.tools import Tool
 
     def read(filePath: str) -> str:  # (the name a model-facing schema may use)

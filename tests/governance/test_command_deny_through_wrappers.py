@@ -1,5 +1,6 @@
-"""Bypasses of the command analysis found by review (second round): each line below ran
-``rm`` (or would have) past a ``"rm *"`` deny rule and past ``PermissionPolicy.safe()``.
+"""Deny rules see the program behind wrappers, assignments and command strings: each line
+below ran ``rm`` (or would have) past a ``"rm *"`` deny rule and past
+``PermissionPolicy.safe()`` before the command analysis read it.
 
 Deny rules read the program position and the next few words as possible programs, so
 misreading a wrapper's options (or its assignments) let padding push the real program out of
