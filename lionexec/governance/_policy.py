@@ -459,7 +459,7 @@ class PermissionPolicy:
         """:meth:`decide` without its own checkpoint (for the act transaction, which yields once
         per call; see ``HookBus._run_pre``)."""
         subject_argument = ctx.subject_argument
-        kind: SubjectKind = "text"
+        kind: SubjectKind | str = "text"
         if subject_argument is None:
             action = ctx.function
         else:
@@ -474,6 +474,10 @@ class PermissionPolicy:
                     return PermissionDecision("deny", ctx.function, "", reason)
                 value = "" if value is None else repr(value)
             action = value
+        if _reader_of(kind) is None:  # a tool's kind that was never registered: fail closed
+            known = _known_kinds()
+            reason = f"subject kind {kind!r} of tool {ctx.function!r} is not registered ({known})"
+            return PermissionDecision("deny", ctx.function, action, reason)
         decision = self.check(ctx.function, action, ctx.arguments, kind=kind)
         if decision.behavior != "escalate":
             return decision

@@ -91,13 +91,14 @@ def _valid_subject(tool: Tool, _: object, subject: str | None) -> None:
         )
 
 
-def _valid_subject_kind(tool: Tool, _: object, kind: object) -> None:
-    if kind not in (None, "path", "command", "text") or (
-        kind is not None and tool.subject is None
-    ):
+def _valid_subject_kind(tool: Tool, _: object, kind: str | None) -> None:
+    # Kinds are registered in governance (a higher layer), so a name is checked there, when a
+    # policy reads a call: an unregistered kind is denied, naming the registered ones.
+    if kind is not None and (not isinstance(kind, str) or not kind or tool.subject is None):
         raise ConfigurationError(
-            f"subject_kind {kind!r} of tool {tool.name!r} must be 'path', 'command' or "
-            "'text', with a subject"
+            f"subject_kind {kind!r} of tool {tool.name!r} must be the name of a subject kind "
+            "('path', 'command', 'text', or one registered with "
+            "lionexec.governance.register_subject_kind), with a subject"
         )
 
 
@@ -227,9 +228,7 @@ class Tool:
     #: The argument a permission rule matches on.
     subject: str | None = attrs.field(default=None, validator=_valid_subject)
     #: How a permission policy reads the subject; ``None``: inferred.
-    subject_kind: Literal["path", "command", "text"] | None = attrs.field(
-        default=None, validator=_valid_subject_kind
-    )
+    subject_kind: str | None = attrs.field(default=None, validator=_valid_subject_kind)
     _func_async: bool = attrs.field(
         init=False, repr=False, default=attrs.Factory(_is_async("func_callable"), takes_self=True)
     )
@@ -261,7 +260,7 @@ class Tool:
         idempotency_key: Callable[[dict[str, Any]], str] | None = None,
         reconcile: Callable[..., Any] | None = None,
         subject: str | None = None,
-        subject_kind: Literal["path", "command", "text"] | None = None,
+        subject_kind: str | None = None,
         context_param: str | None = None,
         converter: cattrs.Converter | None = None,
     ) -> Tool:
@@ -314,7 +313,9 @@ class Tool:
                 :mod:`lionexec.journal`.
             subject: the argument a permission rule matches on (``"path"``, ``"command"``).
             subject_kind: how a permission policy reads the subject: ``"path"``,
-                ``"command"`` or ``"text"``; ``None`` lets the policy infer it (see
+                ``"command"``, ``"text"`` or a kind registered with
+                :func:`lionexec.governance.register_subject_kind`; ``None`` lets the policy
+                infer it (see
                 :func:`lionexec.governance.subject_kind_of`). Needs *subject*.
             context_param: a parameter that receives the call context at invocation; it is
                 left out of the schema and a model may not supply it.

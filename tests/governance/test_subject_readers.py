@@ -157,3 +157,34 @@ def test_the_old_permissions_module_warns_and_gives_the_same_objects() -> None:
     assert old.__all__
     for name in old.__all__:
         assert getattr(old, name) is getattr(governance, name)
+
+
+async def test_a_tools_own_kind_is_read_by_act_and_an_unregistered_one_denies() -> None:
+    from lionexec import Branch, Tool
+
+    def shout(word: str) -> str:
+        """Say it loud.
+
+        Args:
+            word: what to say.
+        """
+        return word.upper()
+
+    register_subject_kind("upper", Upper)
+    policy = PermissionPolicy(mode="rules", allow={"shout": ["HELLO*"], "mumble": ["*"]})
+    branch = Branch(policy=policy)
+    branch.register_tools(Tool.from_function(shout, subject="word", subject_kind="upper"))
+    branch.register_tools(
+        Tool.from_function(shout, name="mumble", subject="word", subject_kind="never-registered")
+    )
+    allowed, denied, unknown = await branch.act(
+        [
+            {"id": "a", "function": "shout", "arguments": {"word": "hello"}},
+            {"id": "b", "function": "shout", "arguments": {"word": "bye"}},
+            {"id": "c", "function": "mumble", "arguments": {"word": "hm"}},
+        ]
+    )
+    assert allowed.outcome == "completed" and allowed.output == "HELLO"
+    assert denied.outcome == "denied"
+    assert unknown.outcome == "denied"
+    assert "'never-registered'" in unknown.error.message and "'upper'" in unknown.error.message

@@ -416,8 +416,10 @@ def test_from_function_checks_its_options_as_the_constructor_does() -> None:
         Tool.from_function(sync_func, subject="path")
     with pytest.raises(ConfigurationError, match="subject_kind"):
         Tool.from_function(sync_func, subject_kind="path")
-    with pytest.raises(ConfigurationError, match="subject_kind 'file'"):
-        Tool.from_function(sync_func, subject="a", subject_kind="file")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="subject_kind ''"):
+        Tool.from_function(sync_func, subject="a", subject_kind="")
+    with pytest.raises(ConfigurationError, match="subject_kind 3"):
+        Tool.from_function(sync_func, subject="a", subject_kind=3)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("func", [sync_func, async_func, AsyncCallable()])

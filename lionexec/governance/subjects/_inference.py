@@ -42,7 +42,7 @@ def _plain_name(name: str) -> str:
 _KINDS: weakref.WeakKeyDictionary[Tool, SubjectKind] = weakref.WeakKeyDictionary()
 
 
-def subject_kind_of(tool: Tool | None) -> SubjectKind:
+def subject_kind_of(tool: Tool | None) -> SubjectKind | str:
     """How a policy reads the subject of *tool*'s calls.
 
     1. The kind the tool declares (``Tool(..., subject_kind=...)``).
