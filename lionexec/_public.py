@@ -4,7 +4,7 @@ Each public package (``lionexec``, ``lionexec.engine``, ...) ends its ``__init__
 ``publish(__name__, globals())``: every class and function in its ``__all__`` that lionexec
 defines in a private module then reports the package as its ``__module__``, so reprs,
 tracebacks, pickles and the API docs show ``lionexec.engine.Event``, the name users import,
-rather than ``lionexec.engine.event.Event``.
+rather than ``lionexec.engine._event.Event``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ _PUBLIC_MODULES: set[str] = {"lionexec.errors", "lionexec.serialization", "lione
 def publish(package: str, namespace: Mapping[str, Any], *, include: tuple[str, ...] = ()) -> None:
     """Re-home the classes and functions in ``namespace["__all__"]`` to *package*.
 
-    Only objects defined in a module directly inside *package* (``lionexec.engine.event``
+    Only objects defined in a module directly inside *package* (``lionexec.engine._event``
     for ``lionexec.engine``, ``lionexec._failures`` for ``lionexec``) are touched; names
     whose home is a public module (such as :mod:`lionexec.errors`) keep it, and so do names
     a subpackage exports (that subpackage publishes them itself). A module that is itself

@@ -33,9 +33,9 @@ from ._failures import ReportedFailure
 from ._jsonable import exception_record, jsonable
 from ._public import publish as _publish
 from .conversation import _serde as conversation_serde
-from .engine.event import NOT_SERIALIZED, Event
-from .engine.execution import Execution, UnsetType
-from .engine.status import EventStatus
+from .engine._event import NOT_SERIALIZED, Event
+from .engine._execution import Execution, UnsetType
+from .engine._status import EventStatus
 from .governance import _serde as governance_serde
 from .tools import _serde as tools_serde
 

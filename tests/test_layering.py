@@ -203,9 +203,9 @@ def test_no_module_imports_a_higher_layer_not_even_lazily() -> None:
     [
         # a lazy import inside a function, upward: caught, with its line
         (
-            "lionexec.engine.event",
+            "lionexec.engine._event",
             "def f():\n    from lionexec.serialization import converter\n",
-            ["lionexec.engine.event (line 2) imports lionexec.serialization"],
+            ["lionexec.engine._event (line 2) imports lionexec.serialization"],
         ),
         # a relative import two levels up, into a higher layer
         (

@@ -28,7 +28,7 @@ import attrs
 from .._ids import uuid4
 from .._jsonable import jsonable as strict_json
 from .._slots import builder
-from ..engine.status import EventStatus
+from ..engine._status import EventStatus
 
 __all__ = [
     "OUTCOME_STATUS",

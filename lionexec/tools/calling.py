@@ -14,8 +14,8 @@ import attrs
 from lionexec._ids import uuid4
 from lionexec._snapshot import atoms_only, snapshot
 from lionexec.engine import EventStatus
-from lionexec.engine.event import NOT_SERIALIZED, Event
-from lionexec.engine.execution import Execution, Unset
+from lionexec.engine._event import NOT_SERIALIZED, Event
+from lionexec.engine._execution import Execution, Unset
 from lionexec.errors import ValidationError
 
 from .tool import Tool

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from lionexec.engine import Event, EventStatus
-from lionexec.engine.execution import drop_tracebacks
+from lionexec.engine._execution import drop_tracebacks
 
 
 class Payload:

@@ -17,10 +17,10 @@ from lionexec.errors import (
     ProcessorBusyError,
 )
 
+from ._event import Event
+from ._execution import drop_tracebacks
 from ._queue import BoundedQueue
-from .event import Event
-from .execution import drop_tracebacks
-from .status import TERMINAL_STATUSES, EventStatus
+from ._status import TERMINAL_STATUSES, EventStatus
 
 __all__ = ["Processor", "ProcessorStatistics"]
 

@@ -16,8 +16,8 @@ import trio
 from lionexec import _unstructure
 from lionexec._ids import uuid4
 
-from .execution import Execution, drop_tracebacks
-from .status import TERMINAL_STATUSES, EventStatus, status_of
+from ._execution import Execution, drop_tracebacks
+from ._status import TERMINAL_STATUSES, EventStatus, status_of
 
 if TYPE_CHECKING:
     from cattrs.preconf.json import JsonConverter
@@ -80,7 +80,7 @@ class Event:
 
     ``False`` (the default): the exception is recorded in ``execution.error`` with the
     tracebacks of it and of every exception chained to it cleared (see
-    :func:`~lionexec.engine.execution.drop_tracebacks`); type, message, ``args``, attributes
+    :func:`~lionexec.engine._execution.drop_tracebacks`); type, message, ``args``, attributes
     and the ``__cause__``/``__context__`` chain stay. A traceback holds every frame between the
     failure and :meth:`invoke`, with their locals and coroutines, for as long as the event is
     kept. Set it to ``True`` on a subclass while debugging. Cancellation and other re-raised

@@ -13,9 +13,9 @@ import trio
 
 from lionexec.errors import ConfigurationError, EventTypeError
 
-from .event import Event
-from .processor import Processor, ProcessorStatistics
-from .status import EventStatus
+from ._event import Event
+from ._processor import Processor, ProcessorStatistics
+from ._status import EventStatus
 
 __all__ = ["Executor", "ExecutorState", "ExecutorStatistics"]
 

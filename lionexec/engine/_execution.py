@@ -7,7 +7,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
-from .status import EventStatus, status_of
+from ._status import EventStatus, status_of
 
 __all__ = ["MAX_GROUPED_ERRORS", "Execution", "Unset", "UnsetType", "drop_tracebacks"]
 
