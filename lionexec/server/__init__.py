@@ -163,9 +163,6 @@ from ._conversations import branch_id_of as branch_id_of
 from ._events import EventHub as EventHub
 from ._events import ServerEvent as ServerEvent
 from ._events import Subscription as Subscription
-from ._json import BadJSON as BadJSON
-from ._json import dumps as dumps
-from ._json import loads as loads
 from ._locks import ReplicaLocks as ReplicaLocks
 
 __all__ = [
@@ -173,7 +170,6 @@ __all__ = [
     "MISSING_HYPERCORN",
     "TOKEN_VARIABLE",
     "App",
-    "BadJSON",
     "Conversation",
     "EventHub",
     "ReplicaLocks",
@@ -182,8 +178,6 @@ __all__ = [
     "Subscription",
     "branch_id_of",
     "config_from_args",
-    "dumps",
-    "loads",
     "main",
     "open_app",
     "serve",

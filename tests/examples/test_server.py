@@ -25,6 +25,7 @@ from lionexec.serialization import converter
 from lionexec.server._approvals import _decision_body
 from lionexec.server._asgi import HTTPError
 from lionexec.server._events import OVERFLOW
+from lionexec.server._json import dumps
 
 from .conftest import DEMO_TOOLS, call, server
 
@@ -632,4 +633,4 @@ def test_an_approval_decision_with_text_that_is_not_valid_unicode_is_a_400(body:
     with pytest.raises(HTTPError) as caught:
         _decision_body(body, server.ServerConfig())
     assert caught.value.status == 400
-    server.dumps({"error": str(caught.value)}).decode("utf-8")
+    dumps({"error": str(caught.value)}).decode("utf-8")

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from lionexec import HookPoint, MessageManager
 from lionexec.serialization import converter
+from lionexec.server._json import BadJSON, dumps, loads
 
 from .conftest import DEMO_TOOLS, call, server
 
@@ -696,13 +697,13 @@ async def test_non_finite_outputs_never_make_responses_non_json() -> None:
 
 def test_the_servers_json_writer_is_strict() -> None:
     value = {"nan": math.nan, "inf": [math.inf, -math.inf], "big": 10**5000, "ok": 1.5}
-    assert strict_loads(server.dumps(value)) == {
+    assert strict_loads(dumps(value)) == {
         "nan": "NaN",
         "inf": ["Infinity", "-Infinity"],
         "big": "<int with 16610 bits>",
         "ok": 1.5,
     }
-    assert server.dumps({"plain": [1, "two", None]}) == b'{"plain": [1, "two", null]}'
+    assert dumps({"plain": [1, "two", None]}) == b'{"plain": [1, "two", null]}'
 
 
 def _depth(value: Any) -> int:
@@ -731,10 +732,10 @@ def test_the_servers_json_reader_refuses_exactly_what_nests_too_deep(
 ) -> None:
     text = json.dumps(value)
     if _depth(value) > max_depth:
-        with pytest.raises(server.BadJSON, match=f"nested more than {max_depth} levels deep"):
-            server.loads(text, max_depth=max_depth)
+        with pytest.raises(BadJSON, match=f"nested more than {max_depth} levels deep"):
+            loads(text, max_depth=max_depth)
     else:
-        assert server.loads(text.encode(), max_depth=max_depth) == value
+        assert loads(text.encode(), max_depth=max_depth) == value
 
 
 # -- idempotent retries ---------------------------------------------------------------------------
