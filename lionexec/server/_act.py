@@ -12,16 +12,9 @@ import attrs
 import trio
 
 from ..act import Branch, read_proposal
-from ..conversation import (
-    ActionOutcome,
-    ActionRequest,
-    ActionResponse,
-)
+from ..conversation import ActionOutcome, ActionRequest, ActionResponse
 from ..errors import DuplicateCallError
-from ..journal import (
-    Journal,
-    canonical_json,
-)
+from ..journal import Journal, canonical_json
 from ..journal.workers import load_request
 from ._approvals import _awaiting
 from ._asgi import HTTPError, send_json, until_disconnect

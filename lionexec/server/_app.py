@@ -11,10 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from ..journal import (
-    Journal,
-    open_journal,
-)
+from ..journal import Journal, open_journal
 from ..tools import ActionManager
 from ._act import ActHandlers
 from ._approvals import ApprovalHandlers, approval_policy
@@ -45,6 +42,12 @@ __all__ = ["MISSING_HYPERCORN", "App", "open_app", "serve"]
 
 class App(ActHandlers, ApprovalHandlers):
     """The ASGI application: the conversations, the event hub, the shared call limiter.
+
+    Each endpoint has a handler method: ``act`` (``POST /v1/act``), ``history`` and
+    ``stream_history`` (``GET /v1/conversations/{id}`` and ``.../records``), ``events``
+    (``GET /v1/events``), ``pending_approvals`` and ``decide`` (``GET /v1/approvals``, ``POST
+    /v1/approvals/{id}``); ``find``, ``conversation`` and ``evict_idle`` manage the live
+    conversations, and ``sweep`` evicts the idle ones periodically (:func:`serve` runs it).
 
     Args:
         config: the limits (see :class:`ServerConfig`; its defaults otherwise).

@@ -12,20 +12,9 @@ import trio
 
 from .._jsonable import is_unicode
 from ..act import Branch
-from ..conversation import (
-    ActionOutcome,
-    ActionRequest,
-    ActionResponse,
-    ErrorInfo,
-)
+from ..conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
 from ..governance import PermissionPolicy
-from ..journal import (
-    Approval,
-    ApprovalClosed,
-    ApprovalNotFound,
-    Journal,
-    JournalError,
-)
+from ..journal import Approval, ApprovalClosed, ApprovalNotFound, Journal, JournalError
 from ._asgi import HTTPError, send_json
 from ._config import ServerConfig
 from ._conversations import (

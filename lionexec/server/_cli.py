@@ -17,16 +17,13 @@ import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import trio
 
 from ..tools import ActionManager
 from ._app import _hypercorn, open_app, serve
 from ._config import ServerConfig
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["DEFAULT_JOURNAL", "DESCRIPTION", "TOKEN_VARIABLE", "config_from_args", "main"]
 

@@ -25,10 +25,7 @@ from ..conversation import (
 )
 from ..errors import NotDurableError
 from ..governance import HookPoint, PermissionPolicy
-from ..journal import (
-    Journal,
-    JournalError,
-)
+from ..journal import Journal, JournalError
 from ..serialization import converter
 from ..tools import ActionManager
 from ._asgi import NDJSON_HEADERS, HTTPError, send_chunk, send_json, until_disconnect

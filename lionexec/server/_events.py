@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import attrs
 import trio
 
 from ._json import dumps
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["OVERFLOW", "EventHub", "ServerEvent", "Subscription"]
 

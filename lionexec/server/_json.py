@@ -7,12 +7,9 @@ import json
 import math
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .._jsonable import json_encoder, repeated_name, utf8_text
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["BadJSON", "dumps", "loads"]
 

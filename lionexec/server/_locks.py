@@ -8,12 +8,9 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["ReplicaLocks"]
 
