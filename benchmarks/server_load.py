@@ -276,7 +276,7 @@ def bare_app() -> Any:
 
 
 def example_server() -> Any:
-    """``examples/server.py`` as a module (it is a script, not a package)."""
+    """``examples/server.py`` as a module (it is a script, not a package): its demo tools."""
     spec = importlib.util.spec_from_file_location("lionexec_example_server", SERVER)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -320,15 +320,18 @@ async def serve_cpu(app_name: str) -> None:
             nursery.start_soon(on_signal)
             nursery.start_soon(answer)
             if app_name == "lionexec":
-                server = example_server()
-                app = server.App(server.ServerConfig(port=0))
-                binds = await nursery.start(partial(server.serve, app, shutdown_trigger=trigger))
+                import lionexec.server
+
+                tools = example_server().DEMO_TOOLS  # the example's: lionexec.server has none
+                app = lionexec.server.App(lionexec.server.ServerConfig(port=0), tools=tools)
+                serving = partial(lionexec.server.serve, app, shutdown_trigger=trigger)
+                binds = await nursery.start(serving)
             else:
                 config = Config()
                 config.bind = ["127.0.0.1:0"]
                 asgi = bare_app() if app_name == "bare" else raw_app()
                 binds = await nursery.start(partial(serve, asgi, config, shutdown_trigger=trigger))
-            # as examples/server.py's main() does once serving (issue 13 item 3's guidance for
+            # as lionexec.server.main does once serving (issue 13 item 3's guidance for
             # servers), whichever the app: what start-up made leaves the collector's
             # generations
             gc.freeze()

@@ -5,6 +5,9 @@
 
 ``python -m lionexec worker --database URL --tools MODULE:ATTRIBUTE``: run a worker that
 claims submitted calls (see :mod:`lionexec.journal.workers._cli`).
+
+``python -m lionexec serve [--tools MODULE:ATTRIBUTE] [--port N] ...``: serve tool calls over
+HTTP (see :func:`lionexec.server.main`; needs the ``server`` extra).
 """
 
 from __future__ import annotations
@@ -22,10 +25,14 @@ def main(argv: list[str] | None = None) -> int:
         from .journal.workers._cli import main as worker_main
 
         return worker_main(args[1:])
+    if args and args[0] == "serve":
+        from .server import main as serve_main
+
+        return serve_main(args[1:], prog="python -m lionexec serve")
     if not args or args[0] != "demo":
         print(
             "usage: python -m lionexec demo | journal show|export|recover PATH_OR_URL | "
-            "worker --database URL --tools MODULE:ATTRIBUTE",
+            "worker --database URL --tools MODULE:ATTRIBUTE | serve [--tools MODULE:ATTRIBUTE]",
             file=sys.stderr,
         )
         return 2

@@ -1,13 +1,17 @@
-"""The example server, loaded once as a module for the tests of this directory."""
+"""The server under test (:mod:`lionexec.server`), and the demo tools of
+``examples/server.py`` (loaded once by path: it is a program, not a package)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import lionexec.server as server
 
 SERVER_PATH = Path(__file__).resolve().parents[2] / "examples" / "server.py"
 
@@ -23,7 +27,11 @@ def _load(path: Path) -> ModuleType:
     return module
 
 
-server = _load(SERVER_PATH)
+example = _load(SERVER_PATH)
+#: The tools ``examples/server.py`` serves: ``get_weather``, ``word_count``, ``slow_echo``.
+DEMO_TOOLS: tuple[Callable[..., Any], ...] = example.DEMO_TOOLS
+
+__all__ = ["DEMO_TOOLS", "SERVER_PATH", "call", "example", "server"]
 
 
 def call(name: str, arguments: dict[str, Any] | str, call_id: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""examples/server.py: lionexec inside a trio server (issue 7).
+"""lionexec.server: lionexec inside a trio server.
 
 The server runs in-process on 127.0.0.1 (port 0) under hypercorn's trio worker and is driven
 with ``httpx.AsyncClient``. Ordering is proven with trio events held by the tools themselves
@@ -22,8 +22,12 @@ import trio.testing
 
 from lionexec import MessageManager
 from lionexec.serialization import converter
+from lionexec.server._approvals import _decision_body
+from lionexec.server._asgi import HTTPError
+from lionexec.server._events import OVERFLOW
+from lionexec.server._json import dumps
 
-from .conftest import call, server
+from .conftest import DEMO_TOOLS, call, server
 
 # Reading an endless event stream means leaving httpx's Response.aiter_lines() early; it nests
 # async generators (httpx's and httpcore's) that it does not close, and trio warns when they are
@@ -83,7 +87,7 @@ def gates() -> Gates:
 async def running(gates: Gates) -> AsyncIterator[Running]:
     app = server.App(
         server.ServerConfig(port=0),
-        tools=[*server.DEMO_TOOLS, gates.tool(), explode, odd_text],
+        tools=[*DEMO_TOOLS, gates.tool(), explode, odd_text],
     )
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
@@ -596,7 +600,7 @@ async def test_event_stream_of_a_dropped_subscriber_ends_with_overflow() -> None
         [b"id: 2", b"event: tick"],
         [b"id: 3", b"event: tick"],
     ]
-    assert chunks[4:] == [server.OVERFLOW]
+    assert chunks[4:] == [OVERFLOW]
     assert more == [True] * 4 + [False]  # the overflow notice ends the response
 
 
@@ -626,7 +630,7 @@ async def test_shutdown_ends_event_streams(gates: Gates) -> None:
 )
 def test_an_approval_decision_with_text_that_is_not_valid_unicode_is_a_400(body: bytes) -> None:
     # It reached the journal (a 500) or the error message (a 500 writing it).
-    with pytest.raises(server.HTTPError) as caught:
-        server._decision_body(body, server.ServerConfig())
+    with pytest.raises(HTTPError) as caught:
+        _decision_body(body, server.ServerConfig())
     assert caught.value.status == 400
-    server.dumps({"error": str(caught.value)}).decode("utf-8")
+    dumps({"error": str(caught.value)}).decode("utf-8")

@@ -1,4 +1,4 @@
-"""examples/server.py on the durable journal (issues 14 and 15).
+"""lionexec.server on the durable journal.
 
 A server on an SQLite file (or PostgreSQL) is stopped and a new one started on the same
 journal: it serves the same conversations. Two replicas on one PostgreSQL database with a
@@ -23,10 +23,12 @@ import trio
 
 from lionexec.journal import JournalConnectionError, open_journal
 from lionexec.journal.workers import Worker
+from lionexec.server import _locks
+from lionexec.server._locks import _try_lock
 from lionexec.tools import Tool
 
 from ..support.postgres import PostgresServer
-from .conftest import SERVER_PATH, call, server
+from .conftest import DEMO_TOOLS, SERVER_PATH, call, server
 
 BUDGET = 30.0
 
@@ -50,7 +52,7 @@ def counted_tools(runs: list[str]) -> list[Callable[..., Any]]:
         runs.append(text)
         return f"noted {text}"
 
-    return [*server.DEMO_TOOLS, note]
+    return [*DEMO_TOOLS, note]
 
 
 async def history_of(client: httpx.AsyncClient, conversation_id: str) -> dict[str, Any]:
@@ -155,7 +157,7 @@ async def test_a_server_killed_mid_call_leaves_one_response_after_restart(
         assert process.returncode == -signal.SIGKILL
 
         config = server.ServerConfig(port=0, journal=target)
-        async with running_server(config, list(server.DEMO_TOOLS)) as (_, client):
+        async with running_server(config, list(DEMO_TOOLS)) as (_, client):
             data = await history_of(client, "crash-1")
     assert data["total"] == 2
     request, response = data["records"]
@@ -273,7 +275,7 @@ def payment_tools(paid: list[str]) -> list[Callable[..., Any]]:
         paid.append(invoice)
         return f"paid {invoice}"
 
-    return [*server.DEMO_TOOLS, pay]
+    return [*DEMO_TOOLS, pay]
 
 
 async def test_a_parked_call_survives_a_restart_and_runs_once_when_approved(
@@ -378,10 +380,12 @@ async def test_approvals_need_a_journal() -> None:
         server.ServerConfig(approve=("pay",))
     with pytest.raises(ValueError, match="approve needs a journal"):
         server.ServerConfig(journal="x.db", workers=True, approve=("pay",))
-    config = server.config_from_args(["--approve", "slow_echo", "--approve", "word_count"], {})
+    config = server.config_from_args(
+        ["--approve", "slow_echo", "--approve", "word_count"], {}, tools=DEMO_TOOLS
+    )
     assert config.approve == ("slow_echo", "word_count")
     with pytest.raises(SystemExit):  # a misspelt tool: refused, not left unapproved
-        server.config_from_args(["--approve", "slow-echo"], {})
+        server.config_from_args(["--approve", "slow-echo"], {}, tools=DEMO_TOOLS)
     with pytest.raises(SystemExit):
         server.config_from_args(["--journal", ":memory:", "--approve", "slow_echo"], {})
     app = server.App(server.ServerConfig(port=0))
@@ -405,7 +409,7 @@ async def test_events_of_a_journaled_conversation_are_published(tmp_path: Path) 
     seen: list[tuple[str, str]] = []
     with trio.fail_after(BUDGET):
         async with (
-            running_server(config, list(server.DEMO_TOOLS)) as (_, client),
+            running_server(config, list(DEMO_TOOLS)) as (_, client),
             client.stream("GET", "/v1/events", params={"conversation_id": "ev"}) as stream,
         ):
             frames = sse_frames(stream)
@@ -494,7 +498,7 @@ async def test_an_approved_call_that_outlives_request_timeout_is_not_resumed_aga
     )
     body = {"conversation_id": "h", "tool_calls": [call("hang", {"seconds": 3600}, "z")]}
     with trio.fail_after(BUDGET):
-        async with running_server(config, [*server.DEMO_TOOLS, hang]) as (_, client):
+        async with running_server(config, [*DEMO_TOOLS, hang]) as (_, client):
             approval_id = (await client.post("/v1/act", json=body)).json()["messages"][0][
                 "approval_id"
             ]
@@ -532,14 +536,14 @@ async def test_a_replica_lock_that_fails_to_unlock_is_not_pooled_still_held(
 
     with trio.fail_after(BUDGET):
         async with server.ReplicaLocks(url, 1) as locks:
-            monkeypatch.setattr(server, "_unlock", failing_unlock)
+            monkeypatch.setattr(_locks, "_unlock", failing_unlock)
             with pytest.raises(psycopg.OperationalError, match="injected"):
                 async with locks.hold(branch_id):
                     pass
             monkeypatch.undo()
             other = await trio.to_thread.run_sync(partial(psycopg.connect, url, autocommit=True))
             try:  # another replica can take the lock: the connection holding it was closed
-                assert await trio.to_thread.run_sync(server._try_lock, other, key)
+                assert await trio.to_thread.run_sync(_try_lock, other, key)
             finally:
                 other.close()
             async with locks.hold(branch_id):  # and the pool still serves
@@ -676,7 +680,7 @@ async def test_a_journaled_conversation_is_capped_at_max_history(tmp_path: Path)
     }
     more = {"conversation_id": "cap", "tool_calls": [call("word_count", {"text": "c"}, "w3")]}
     with trio.fail_after(BUDGET):
-        async with running_server(config, list(server.DEMO_TOOLS)) as (_, client):
+        async with running_server(config, list(DEMO_TOOLS)) as (_, client):
             assert (await client.post("/v1/act", json=first)).status_code == 200
             full = await client.post("/v1/act", json=more)
             assert full.status_code == 409, full.text
@@ -716,7 +720,7 @@ async def test_a_history_the_journal_cannot_read_is_a_503(tmp_path: Path, path: 
     config = server.ServerConfig(port=0, journal=str(tmp_path / "h.db"))
     body = {"conversation_id": "c1", "tool_calls": [call("word_count", {"text": "a b"}, "w1")]}
     with trio.fail_after(BUDGET):
-        async with running_server(config, list(server.DEMO_TOOLS)) as (app, client):
+        async with running_server(config, list(DEMO_TOOLS)) as (app, client):
             assert (await client.post("/v1/act", json=body)).status_code == 200
 
             async def lost(*args: Any, **kwargs: Any) -> Any:

@@ -1,4 +1,4 @@
-"""examples/server.py is safe to copy (issue 11, "The example server").
+"""lionexec.server is safe to expose: every limit holds against hostile input.
 
 Each test drives the server in-process on 127.0.0.1 (hypercorn's trio worker, port 0) with
 ``httpx.AsyncClient`` or a raw TCP stream, or calls the ASGI app directly where an interleaving
@@ -8,6 +8,7 @@ must be pinned down. Time is trio's clock (``autojump_clock``), never a real sle
 from __future__ import annotations
 
 import gc
+import hmac
 import json
 import math
 import weakref
@@ -26,8 +27,9 @@ from hypothesis import strategies as st
 
 from lionexec import HookPoint, MessageManager
 from lionexec.serialization import converter
+from lionexec.server._json import BadJSON, dumps, loads
 
-from .conftest import call, server
+from .conftest import DEMO_TOOLS, call, server
 
 BUDGET = 10.0  # seconds per test (virtual seconds under autojump_clock)
 
@@ -97,7 +99,7 @@ async def serving(
 
 
 def make_app(gates: Gates | None = None, **config: Any) -> Any:
-    tools = [*server.DEMO_TOOLS, counted, nan_out, echo_float]
+    tools = [*DEMO_TOOLS, counted, nan_out, echo_float]
     if gates is not None:
         tools.append(gates.tool())
     return server.App(server.ServerConfig(port=0, **config), tools=tools)
@@ -445,13 +447,13 @@ async def test_bearer_token_is_required_and_compared_in_constant_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     compared: list[tuple[bytes, bytes]] = []
-    real_compare = server.hmac.compare_digest
+    real_compare = hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         compared.append((a, b))
         return bool(real_compare(a, b))
 
-    monkeypatch.setattr(server.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
     app = make_app(token="s3cret-token")
     body = {"conversation_id": "auth", "tool_calls": [call("counted", {"key": "auth"}, "1")]}
     with trio.fail_after(BUDGET):
@@ -695,13 +697,13 @@ async def test_non_finite_outputs_never_make_responses_non_json() -> None:
 
 def test_the_servers_json_writer_is_strict() -> None:
     value = {"nan": math.nan, "inf": [math.inf, -math.inf], "big": 10**5000, "ok": 1.5}
-    assert strict_loads(server.dumps(value)) == {
+    assert strict_loads(dumps(value)) == {
         "nan": "NaN",
         "inf": ["Infinity", "-Infinity"],
         "big": "<int with 16610 bits>",
         "ok": 1.5,
     }
-    assert server.dumps({"plain": [1, "two", None]}) == b'{"plain": [1, "two", null]}'
+    assert dumps({"plain": [1, "two", None]}) == b'{"plain": [1, "two", null]}'
 
 
 def _depth(value: Any) -> int:
@@ -730,10 +732,10 @@ def test_the_servers_json_reader_refuses_exactly_what_nests_too_deep(
 ) -> None:
     text = json.dumps(value)
     if _depth(value) > max_depth:
-        with pytest.raises(server.BadJSON, match=f"nested more than {max_depth} levels deep"):
-            server.loads(text, max_depth=max_depth)
+        with pytest.raises(BadJSON, match=f"nested more than {max_depth} levels deep"):
+            loads(text, max_depth=max_depth)
     else:
-        assert server.loads(text.encode(), max_depth=max_depth) == value
+        assert loads(text.encode(), max_depth=max_depth) == value
 
 
 # -- idempotent retries ---------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""ASGI plumbing: JSON replies, bounded request bodies, cancelling work when the client
+leaves, and the refusals (:class:`HTTPError`) every handler raises."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Final, TypeVar
+from urllib.parse import parse_qs
+
+import trio
+
+from ._json import dumps
+
+if TYPE_CHECKING:
+    from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
+
+T = TypeVar("T")
+
+JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+NDJSON_HEADERS: Final = [(b"content-type", b"application/x-ndjson")]
+SSE_HEADERS: Final = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+# -- HTTP plumbing -------------------------------------------------------------------------------
+
+
+class HTTPError(Exception):
+    """Reply *status* with ``{"error": message}`` (and *headers*)."""
+
+    def __init__(
+        self, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = list(headers)
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+async def send_json(
+    send: ASGISendCallable,
+    status: int,
+    payload: object,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    body = dumps(payload)
+    head = [*JSON_HEADERS, *headers, (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_chunk(send: ASGISendCallable, body: bytes, *, more: bool = True) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": more})
+
+
+async def read_body(receive: ASGIReceiveCallable, limit: int, seconds: float) -> bytes:
+    """The request body: 413 past *limit* bytes, 408 if it takes over *seconds*."""
+    chunks: list[bytes] = []
+    size = 0
+    with trio.move_on_after(seconds):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            if message["type"] != "http.request":
+                continue
+            chunks.append(message["body"])
+            size += len(message["body"])
+            if size > limit:
+                raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+            if not message["more_body"]:
+                return b"".join(chunks)
+    raise HTTPError(408, f"request body did not arrive within body_timeout ({seconds:g} s)")
+
+
+async def until_disconnect(
+    receive: ASGIReceiveCallable, work: Callable[[], Awaitable[T]]
+) -> T | None:
+    """Run *work*, cancelling it if the client disconnects first (then return ``None``).
+
+    Call it once the request body has been read: from then on this owns ``receive``.
+    """
+    result: T | None = None
+
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        result = await work()
+        nursery.cancel_scope.cancel()
+    return result
+
+
+def _query(scope: HTTPScope) -> dict[str, list[str]]:
+    """The request's query parameters (read only by the routes that take any)."""
+    return parse_qs(scope["query_string"].decode("latin-1"))
+
+
+def _header(scope: HTTPScope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _allow(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise HTTPError(
+            405,
+            f"method {method[:20]} not allowed here; use {allowed}",
+            [(b"allow", allowed.encode())],
+        )
+
+
+async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
