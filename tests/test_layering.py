@@ -41,6 +41,7 @@ RANKS: dict[str, int] = {
     "mcp": 6,
     "demo": 6,
     "server": 6,
+    "abc": 6,
     "__main__": 6,
 }
 #: Edges may use one another (the CLI runs the demo); siblings below them may not.

@@ -34,7 +34,7 @@ ROOT = pathlib.Path(lionexec.__file__).parent
 PROJECT = pathlib.Path(__file__).resolve().parent.parent  # the checkout (docs/), not site-packages
 API_DOC = (PROJECT / "docs" / "api.md").read_text(encoding="utf-8")
 
-PUBLIC_MODULES = ("lionexec.errors", "lionexec.serialization", "lionexec.testing")
+PUBLIC_MODULES = ("lionexec.abc", "lionexec.errors", "lionexec.serialization", "lionexec.testing")
 PACKAGES = tuple(
     sorted(
         f"lionexec.{path.parent.name}"

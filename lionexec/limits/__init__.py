@@ -67,8 +67,6 @@ __all__ = [
     "Granted",
     "Limit",
     "LimitDeniedError",
-    "LimitState",
-    "Limiter",
     "LocalLimiter",
     "RateBucket",
     "RateLimiter",

@@ -11,9 +11,7 @@ from .base import WriteAhead as WriteAhead
 from .base import WriteAheadReply as WriteAheadReply
 
 __all__ = [
-    "DurableEvidenceSink",
     "EvidenceRecord",
-    "EvidenceSink",
     "JsonlSink",
     "WriteAhead",
     "WriteAheadReply",

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApprovalRow",
-    "Backend",
     "Batch",
     "CallRow",
     "Claim",
@@ -47,7 +46,6 @@ __all__ = [
     "RequestOp",
     "SharedListener",
     "SqliteBackend",
-    "Store",
     "redact",
 ]
 
