@@ -10,7 +10,7 @@ governed and recorded like any other:
   deterministically (the same listing always gives the same names) and reversibly (the
   :attr:`McpToolset.names` table); the tool is called on the server by its own name;
 * **arguments** are validated against the server's JSON Schema before the call
-  (:mod:`lionexec.tools.jsonschema`): bad values end the call ``invalid`` and never reach
+  (:mod:`lionexec.tools._jsonschema`): bad values end the call ``invalid`` and never reach
   the server;
 * **errors**: a result with ``isError`` raises :class:`McpToolError` (carrying the content),
   so the call is recorded ``failed``;

@@ -211,9 +211,9 @@ def test_no_module_imports_a_higher_layer_not_even_lazily() -> None:
         ),
         # a relative import two levels up, into a higher layer
         (
-            "lionexec.tools.tool",
+            "lionexec.tools._tool",
             "from ..act import Branch\n",
-            ["lionexec.tools.tool (line 1) imports lionexec.act"],
+            ["lionexec.tools._tool (line 1) imports lionexec.act"],
         ),
         # the submodule form: `from lionexec import serialization`
         (

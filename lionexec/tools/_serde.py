@@ -11,8 +11,8 @@ from cattrs.gen import make_dict_unstructure_fn_from_attrs, override
 from cattrs.preconf.json import JsonConverter
 
 from .._jsonable import jsonable
-from .arguments import ArgumentSpec
-from .tool import Tool
+from ._arguments import ArgumentSpec
+from ._tool import Tool
 
 #: The fields of a tool record's top level; callables are never part of a record.
 _HEAD = ("name", "description", "schema")

@@ -418,7 +418,7 @@ def test_subject_kinds_are_inferred_whatever_the_names_case_and_separators(
 ) -> None:
     from lionexec.governance import subject_kind_of
     from lionexec.tools import Tool
-    from lionexec.tools.schema import openai_schema
+    from lionexec.tools._schema import openai_schema
 
     def tool(**kwargs: str) -> str:  # pragma: no cover - never called
         return ""

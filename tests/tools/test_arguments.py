@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from lionexec.errors import ConfigurationError, SchemaError, ValidationError
 from lionexec.tools import ArgumentSpec, Parameter
-from lionexec.tools.jsonschema import compile_schema
+from lionexec.tools._jsonschema import compile_schema
 
 
 class Colour(enum.Enum):

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lionexec.errors import SchemaError, ValidationError
-from lionexec.tools.jsonschema import MAX_DEPTH, compile_schema
+from lionexec.tools._jsonschema import MAX_DEPTH, compile_schema
 
 KEYS = ["a", "b", "c", "x-1"]
 _scalars = (

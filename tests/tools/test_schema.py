@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from lionexec.errors import SchemaError
 from lionexec.tools import Tool, parse_docstring, type_schema
-from lionexec.tools.schema import signature_parameters
+from lionexec.tools._schema import signature_parameters
 
 
 class Color(enum.Enum):

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lionexec.tools.schema import _plain_function_parameters
+from lionexec.tools._schema import _plain_function_parameters
 
 ANNOTATIONS = ["", ": int", ': "str"', ": list[int]", ": None"]
 DEFAULTS = ["", "=1", "=None", '="x"']

@@ -24,7 +24,7 @@ from openai.types.responses import FunctionToolParam
 from lionexec import Branch
 from lionexec.errors import SchemaError, ValidationError
 from lionexec.tools import ActionManager, FunctionCalling, Tool
-from lionexec.tools.strict import strict_parameters
+from lionexec.tools._strict import strict_parameters
 
 ADAPTERS: dict[str, pydantic.TypeAdapter[Any]] = {
     "openai": pydantic.TypeAdapter(ChatCompletionToolParam),

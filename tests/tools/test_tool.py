@@ -316,7 +316,7 @@ LOOKUP_SCHEMA = {
 def test_constructor_takes_derived_fields_and_parses_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import lionexec.tools.tool as tool_module
+    import lionexec.tools._tool as tool_module
 
     def parsed(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("Tool(...) parsed something")

@@ -15,7 +15,7 @@ import pytest
 from lionexec import Branch
 from lionexec.errors import ValidationError
 from lionexec.tools import Tool
-from lionexec.tools.jsonschema import compile_schema
+from lionexec.tools._jsonschema import compile_schema
 
 
 class Size(str, enum.Enum):  # noqa: UP042 (the mixin spelling, on purpose)

@@ -20,10 +20,10 @@ import cattrs
 from lionexec._slots import builder
 from lionexec.errors import ConfigurationError, SchemaError, ValidationError
 
-from .jsonschema import SchemaValidator, compile_schema
-from .schema import Parameter, class_parameters, type_schema
-from .strict import null_defaults
-from .validation import argument_converter, describe_error
+from ._jsonschema import SchemaValidator, compile_schema
+from ._schema import Parameter, class_parameters, type_schema
+from ._strict import null_defaults
+from ._validation import argument_converter, describe_error
 
 __all__ = ["ArgumentSpec"]
 
@@ -90,7 +90,7 @@ class ArgumentSpec:
     #: A JSON Schema the arguments must pass first (an explicit tool schema).
     json_schema: SchemaValidator | None = attrs.field(default=None, repr=False)
     #: For a strict tool: turns ``null`` for a parameter that may be left out into its default
-    #: (see :func:`~lionexec.tools.strict.null_defaults`).
+    #: (see :func:`~lionexec.tools._strict.null_defaults`).
     nulls: Callable[[dict[str, Any]], dict[str, Any]] | None = attrs.field(
         default=None, repr=False
     )
@@ -135,7 +135,7 @@ class ArgumentSpec:
             check_schema: compile *parameters* and check arguments against it first (for a
                 hand-written schema; a generated one says nothing the annotations do not).
             context_param: the name the runtime supplies.
-            converter: by default :data:`~lionexec.tools.validation.argument_converter`.
+            converter: by default :data:`~lionexec.tools._validation.argument_converter`.
 
         Raises:
             SchemaError: *check_schema* and *parameters* is not a valid JSON Schema.

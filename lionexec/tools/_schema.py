@@ -41,8 +41,8 @@ from lionexec._slots import builder
 from lionexec._snapshot import snapshot
 from lionexec.errors import SchemaError
 
-from .docstrings import parse_docstring
-from .strict import strict_parameters
+from ._docstrings import parse_docstring
+from ._strict import strict_parameters
 
 __all__ = [
     "SCHEMA_FORMATS",
@@ -303,7 +303,7 @@ def parameters_schema(
 
     Parameters with defaults are optional. ``additionalProperties`` is ``false`` unless
     *additional* (the callable takes ``**kwargs``). With *strict*, the schema follows the
-    providers' strict rules (:func:`~lionexec.tools.strict.strict_parameters`): every object
+    providers' strict rules (:func:`~lionexec.tools._strict.strict_parameters`): every object
     closed and all-required, optional parameters nullable; a parameter that cannot be strict
     raises :class:`SchemaError` naming it.
     """
@@ -345,7 +345,7 @@ def openai_schema(
     """The OpenAI function-tool shape: ``{"type": "function", "function": {...}}``.
 
     *strict* adds ``"strict": true`` to the function; *parameters* must then already be strict
-    (:func:`~lionexec.tools.strict.strict_parameters`).
+    (:func:`~lionexec.tools._strict.strict_parameters`).
     """
     function: dict[str, Any] = {"name": name}
     if description:

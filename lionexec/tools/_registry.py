@@ -8,9 +8,9 @@ from typing import Any, TypeAlias
 
 from lionexec.errors import DuplicateToolError, ToolNotFoundError
 
-from .calling import FunctionCalling
-from .schema import SCHEMA_FORMATS, SchemaFormat, tool_schema
-from .tool import Tool
+from ._calling import FunctionCalling
+from ._schema import SCHEMA_FORMATS, SchemaFormat, tool_schema
+from ._tool import Tool
 
 __all__ = ["ActionManager", "ToolLike"]
 

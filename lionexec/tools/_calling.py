@@ -18,7 +18,7 @@ from lionexec.engine._event import NOT_SERIALIZED, Event
 from lionexec.engine._execution import Execution, Unset
 from lionexec.errors import ValidationError
 
-from .tool import Tool
+from ._tool import Tool
 
 __all__ = ["FunctionCalling"]
 

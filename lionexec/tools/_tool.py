@@ -1,8 +1,8 @@
 """``Tool``: one model-callable function, its schema, its argument rules and its sync policy.
 
 :meth:`Tool.from_function` reads a function (signature, type hints, docstring) into a tool;
-the argument rules live in :mod:`lionexec.tools.arguments`, the sync policy in
-:mod:`lionexec.tools.runner`.
+the argument rules live in :mod:`lionexec.tools._arguments`, the sync policy in
+:mod:`lionexec.tools._runner`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import trio
 from lionexec._slots import builder
 from lionexec.errors import ConfigurationError, SchemaError
 
-from .arguments import ArgumentSpec, is_record_class
-from .docstrings import parse_docstring
-from .runner import is_async_callable, run_callable
-from .schema import (
+from ._arguments import ArgumentSpec, is_record_class
+from ._docstrings import parse_docstring
+from ._runner import is_async_callable, run_callable
+from ._schema import (
     Parameter,
     SchemaFormat,
     class_parameters,
@@ -33,7 +33,7 @@ from .schema import (
     signature_parameters,
     tool_schema,
 )
-from .strict import strict_parameters
+from ._strict import strict_parameters
 
 __all__ = ["EFFECTS", "TOOL_NAME_PATTERN", "Effect", "Tool"]
 
@@ -283,7 +283,7 @@ class Tool:
             request_class: an attrs class (or dataclass) describing the arguments: the schema
                 is derived from it and arguments are structured through it.
             strict: emit a strict schema (``"strict": true``; every object closed and
-                all-required, optional parameters nullable; see :mod:`lionexec.tools.strict`):
+                all-required, optional parameters nullable; see :mod:`lionexec.tools._strict`):
                 the model must send exactly the declared parameters, ``null`` for one it leaves
                 out. A parameter that cannot be strict raises :class:`SchemaError`. Otherwise
                 the minimum-key rule holds: every required key present, no unknown key (unless
@@ -320,7 +320,7 @@ class Tool:
             context_param: a parameter that receives the call context at invocation; it is
                 left out of the schema and a model may not supply it.
             converter: the cattrs converter for structuring arguments; by default
-                :data:`~lionexec.tools.validation.argument_converter`.
+                :data:`~lionexec.tools._validation.argument_converter`.
 
         Raises:
             TypeError: *func* or a hook is not callable.
@@ -436,7 +436,7 @@ class Tool:
 
         ``"openai"`` (Chat Completions function tool), ``"anthropic"`` (Messages tool) or
         ``"responses"`` (Responses API function tool); see
-        :func:`~lionexec.tools.schema.tool_schema`. Raises ValueError for another format.
+        :func:`~lionexec.tools._schema.tool_schema`. Raises ValueError for another format.
         """
         return tool_schema(self.schema, format)
 
@@ -476,7 +476,7 @@ class Tool:
         dataclass values become instances, enums members.
 
         An explicit *schema* is checked first, as JSON Schema
-        (:mod:`lionexec.tools.jsonschema`). For a :attr:`strict` tool, ``null`` for a parameter
+        (:mod:`lionexec.tools._jsonschema`). For a :attr:`strict` tool, ``null`` for a parameter
         that may be left out means "not given": it becomes the parameter's default.
 
         Validating already-validated arguments returns an equal dict. The rules are
