@@ -225,9 +225,9 @@ def test_no_module_imports_a_higher_layer_not_even_lazily() -> None:
         ("lionexec.act.log", "import lionexec\n", ["lionexec.act.log (line 1) imports lionexec"]),
         # siblings of one layer stay independent
         (
-            "lionexec.governance.gates",
+            "lionexec.governance._gates",
             "from lionexec.conversation import Message\n",
-            ["lionexec.governance.gates (line 1) imports lionexec.conversation"],
+            ["lionexec.governance._gates (line 1) imports lionexec.conversation"],
         ),
         # allowed: downward, bottom helpers, own layer, type-checking only
         (

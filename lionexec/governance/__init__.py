@@ -7,6 +7,22 @@ extension point :mod:`lionexec.governance.subjects` (:class:`SubjectReader`,
 """
 
 from .._public import publish as _publish
+from ._context import CallContext as CallContext
+from ._context import ToolInvocation as ToolInvocation
+from ._context import frozen_arguments as frozen_arguments
+from ._gates import Gate as Gate
+from ._gates import GateDenied as GateDenied
+from ._gates import SessionObserver as SessionObserver
+from ._gates import SessionObserverStatistics as SessionObserverStatistics
+from ._gates import SubscriberFailure as SubscriberFailure
+from ._hooks import MAX_KEPT_FAILURES as MAX_KEPT_FAILURES
+from ._hooks import HookBus as HookBus
+from ._hooks import HookBusStatistics as HookBusStatistics
+from ._hooks import HookFailure as HookFailure
+from ._hooks import HookHandler as HookHandler
+from ._hooks import HookPoint as HookPoint
+from ._hooks import PreHookResult as PreHookResult
+from ._hooks import StopHook as StopHook
 from ._policy import AwaitingApproval as AwaitingApproval
 from ._policy import Behavior as Behavior
 from ._policy import EscalationHandler as EscalationHandler
@@ -15,22 +31,6 @@ from ._policy import PermissionMode as PermissionMode
 from ._policy import PermissionPolicy as PermissionPolicy
 from ._policy import Rules as Rules
 from ._seams import BoundSeams as BoundSeams
-from .context import CallContext as CallContext
-from .context import ToolInvocation as ToolInvocation
-from .context import frozen_arguments as frozen_arguments
-from .gates import Gate as Gate
-from .gates import GateDenied as GateDenied
-from .gates import SessionObserver as SessionObserver
-from .gates import SessionObserverStatistics as SessionObserverStatistics
-from .gates import SubscriberFailure as SubscriberFailure
-from .hooks import MAX_KEPT_FAILURES as MAX_KEPT_FAILURES
-from .hooks import HookBus as HookBus
-from .hooks import HookBusStatistics as HookBusStatistics
-from .hooks import HookFailure as HookFailure
-from .hooks import HookHandler as HookHandler
-from .hooks import HookPoint as HookPoint
-from .hooks import PreHookResult as PreHookResult
-from .hooks import StopHook as StopHook
 from .subjects import IGNORE_CASE as IGNORE_CASE
 from .subjects import SHELL_CONTROL as SHELL_CONTROL
 from .subjects import Objection as Objection

@@ -34,7 +34,7 @@ from .subjects.base import (
 )
 
 if TYPE_CHECKING:
-    from .context import CallContext
+    from ._context import CallContext
 
 __all__ = [
     "AwaitingApproval",

@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._failures import ReportedFailure
+from ._context import CallContext, ToolInvocation
+from ._gates import SessionObserver
+from ._hooks import HookBus, PreHookResult
 from ._policy import PermissionDecision, PermissionPolicy
-from .context import CallContext, ToolInvocation
-from .gates import SessionObserver
-from .hooks import HookBus, PreHookResult
 
 __all__ = ["BoundSeams"]
 

@@ -19,10 +19,10 @@ from cattrs.preconf.json import JsonConverter
 
 from .._jsonable import exception_record, jsonable
 from ..tools import Tool
+from ._context import CallContext, ToolInvocation
+from ._gates import GateDenied
+from ._hooks import PreHookResult
 from ._policy import PermissionPolicy
-from .context import CallContext, ToolInvocation
-from .gates import GateDenied
-from .hooks import PreHookResult
 
 
 def _callable_name(value: Callable[..., Any] | None) -> str | None:

@@ -9,7 +9,7 @@ import attrs
 import trio
 
 from .._failures import FailureLog, ReportedFailure, call_user, must_await
-from .context import ToolInvocation
+from ._context import ToolInvocation
 
 __all__ = [
     "Gate",
