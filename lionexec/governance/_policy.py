@@ -34,6 +34,8 @@ from .subjects.base import (
 )
 
 if TYPE_CHECKING:
+    from lionexec.tools import Tool
+
     from ._context import CallContext
 
 __all__ = [
@@ -135,7 +137,9 @@ def _rules(value: Mapping[str, Iterable[str]] | None) -> Rules:
     return MappingProxyType(normalized)
 
 
-def _mode(value: str) -> PermissionMode:
+def _mode(value: str | None) -> PermissionMode:
+    if value is None:  # follows from the rules: settled in __attrs_post_init__
+        return None  # type: ignore[return-value]
     if value not in _MODES:
         raise ConfigurationError(f"mode must be one of {', '.join(_MODES)}; got {value!r}")
     return value  # type: ignore[return-value]  # checked just above
@@ -146,9 +150,12 @@ class PermissionPolicy:
     """Which tool calls may run.
 
     ``mode`` is ``"allow_all"`` (every call allowed), ``"deny_all"`` (every call denied) or
-    ``"rules"``. In rules mode, :meth:`check` matches the call's *subject* (the tool's declared
-    subject argument, else the tool name) against glob patterns, reading the subject by its
-    kind (:func:`subject_kind_of`):
+    ``"rules"``. Left out, it follows from the rules: ``"rules"`` when any ``allow``, ``deny``
+    or ``escalate`` rule is given, else ``"allow_all"``. Rules with ``mode="allow_all"`` or
+    ``mode="deny_all"``, which would ignore them, are a
+    :class:`~lionexec.errors.ConfigurationError`. In rules mode, :meth:`check` matches the
+    call's *subject* (the tool's declared subject argument, else the tool name) against glob
+    patterns, reading the subject by its kind (:func:`subject_kind_of`):
 
     ``"path"``
         Refused outright if empty, containing NUL, or a relative path whose ``..`` climbs
@@ -231,7 +238,7 @@ class PermissionPolicy:
     governance guide for what it does and does not promise.
     """
 
-    mode: PermissionMode = attrs.field(default="allow_all", converter=_mode)
+    mode: PermissionMode = attrs.field(default=None, converter=_mode)
     allow: Rules = attrs.field(factory=dict, converter=_rules, hash=False)
     deny: Rules = attrs.field(factory=dict, converter=_rules, hash=False)
     escalate: Rules = attrs.field(factory=dict, converter=_rules, hash=False)
@@ -241,6 +248,27 @@ class PermissionPolicy:
     _decided: dict[tuple[str, str, str | None], PermissionDecision] = attrs.field(
         init=False, factory=dict, eq=False, hash=False, repr=False
     )
+
+    def __attrs_post_init__(self) -> None:
+        ruled = [
+            name
+            for name in ("allow", "deny", "escalate")
+            if any(getattr(self, name).values())  # a tool listed with no pattern is no rule
+        ]
+        if self.mode is None:
+            object.__setattr__(self, "mode", "rules" if ruled else "allow_all")
+        elif ruled and self.mode != "rules":
+            raise ConfigurationError(
+                f"mode={self.mode!r} ignores rules, but {' and '.join(ruled)} rules were given "
+                f"(for {', '.join(repr(t) for t in self._ruled_tools())}): leave mode out "
+                f"(rules imply mode='rules'), or drop the rules"
+            )
+
+    def _ruled_tools(self) -> list[str]:
+        """The tool names the rules mention, in order, once each."""
+        return list(
+            dict.fromkeys(t for rules in (self.deny, self.allow, self.escalate) for t in rules)
+        )
 
     # -- presets ------------------------------------------------------------------------------
 
@@ -458,30 +486,53 @@ class PermissionPolicy:
     async def _decide(self, ctx: CallContext) -> PermissionDecision:
         """:meth:`decide` without its own checkpoint (for the act transaction, which yields once
         per call; see ``HookBus._run_pre``)."""
-        subject_argument = ctx.subject_argument
+        decision = self._judge(ctx.function, ctx.tool, ctx.subject_argument, ctx.arguments)
+        if decision.behavior != "escalate":
+            return decision
+        return await self._escalate(decision, ctx)
+
+    def explain(self, tool: Tool | str, arguments: Mapping[str, Any]) -> PermissionDecision:
+        """What the rules decide about calling *tool* with *arguments*, and why.
+
+        *tool* is a :class:`~lionexec.tools.Tool` (its subject argument and kind are read as
+        :meth:`decide` reads them) or a tool name (the subject is then the name, read as
+        text). The decision's :attr:`~PermissionDecision.reason` says which rule decided
+        (``matched_rule``), or that none matched; an ``escalate`` is returned as it is,
+        without asking :attr:`on_escalate`. Synchronous and never blocks: for a person or a
+        test checking a policy, and what the denial recorded for a call says too.
+        """
+        if isinstance(tool, str):
+            return self._judge(tool, None, None, arguments)
+        return self._judge(tool.name, tool, tool.subject, arguments)
+
+    def _judge(
+        self,
+        function: str,
+        tool: Tool | None,
+        subject_argument: str | None,
+        arguments: Mapping[str, Any],
+    ) -> PermissionDecision:
+        """The rules' decision for one call, ``escalate`` included (nobody is asked)."""
         kind: SubjectKind | str = "text"
         if subject_argument is None:
-            action = ctx.function
+            action = function
         else:
-            kind = subject_kind_of(ctx.tool)
-            value = ctx.arguments.get(subject_argument)
+            kind = subject_kind_of(tool)
+            value = arguments.get(subject_argument)
             if isinstance(value, pathlib.PurePath):
                 value = value.as_posix()
             if not isinstance(value, str):
                 if self.mode == "rules":
                     problem = "is missing" if value is None else "is not a string or a path"
                     reason = f"subject argument {subject_argument!r} {problem}"
-                    return PermissionDecision("deny", ctx.function, "", reason)
+                    return PermissionDecision("deny", function, "", reason)
                 value = "" if value is None else repr(value)
             action = value
         if _reader_of(kind) is None:  # a tool's kind that was never registered: fail closed
             known = _known_kinds()
-            reason = f"subject kind {kind!r} of tool {ctx.function!r} is not registered ({known})"
-            return PermissionDecision("deny", ctx.function, action, reason)
-        decision = self.check(ctx.function, action, ctx.arguments, kind=kind)
-        if decision.behavior != "escalate":
-            return decision
-        return await self._escalate(decision, ctx)
+            reason = f"subject kind {kind!r} of tool {function!r} is not registered ({known})"
+            return PermissionDecision("deny", function, action, reason)
+        return self.check(function, action, arguments, kind=kind)
 
     async def _escalate(
         self, decision: PermissionDecision, ctx: CallContext

@@ -419,6 +419,10 @@ def test_check_agrees_with_a_reference_evaluation(
     tool: str,
     subject: str,
 ) -> None:
+    if mode != "rules" and any(any(t.values()) for t in (allow, deny, escalate)):
+        with pytest.raises(ConfigurationError, match=f"mode={mode!r} ignores rules"):
+            PermissionPolicy(mode=mode, allow=allow, deny=deny, escalate=escalate)
+        return
     policy = PermissionPolicy(mode=mode, allow=allow, deny=deny, escalate=escalate)
     decision = policy.check(tool, subject, {}, kind="text")
     expected = reference(mode, {"allow": allow, "deny": deny, "escalate": escalate}, tool, subject)
@@ -843,3 +847,52 @@ def test_a_command_too_long_or_too_deeply_nested_is_denied() -> None:
     decision = policy.check("bash", "eval " * 40 + "ls", {})
     assert decision.behavior == "deny" and "too deeply" in decision.reason
     assert behavior(policy, "bash", "nice " * 40 + "ls") == "deny"
+
+
+# -- a policy that says what it does -----------------------------------------------------------
+
+
+def test_rules_without_a_mode_are_rules_and_with_an_ignoring_mode_an_error() -> None:
+    policy = PermissionPolicy(allow={"read_file": ["/data/*"]}, deny={"read_file": ["/etc/*"]})
+    assert policy.mode == "rules"
+    assert policy.check("read_file", "/etc/passwd", {}, kind="path").behavior == "deny"
+    assert policy.check("read_file", "/home/u/.ssh/id_rsa", {}, kind="path").behavior == "deny"
+    assert PermissionPolicy().mode == "allow_all"
+    assert PermissionPolicy(allow={"x": []}).mode == "allow_all"  # no pattern: no rule
+    for mode in ("allow_all", "deny_all"):
+        with pytest.raises(ConfigurationError) as caught:
+            PermissionPolicy(mode=mode, allow={"read_file": ["/data/*"]}, escalate={"rm": ["*"]})
+        message = str(caught.value)
+        assert f"mode={mode!r} ignores rules" in message
+        assert "allow and escalate" in message and "'read_file', 'rm'" in message
+    assert PermissionPolicy.from_dict(policy.to_dict()) == policy
+
+
+def test_explain_names_the_rule_that_decided_and_act_records_the_same_reason() -> None:
+    policy = PermissionPolicy(
+        allow={"read_file": ["/data/*"]}, deny={"*": ["/data/secret*"]}, escalate={"x": ["*"]}
+    )
+    allowed = policy.explain(READ_FILE, {"path": "/data/a.txt"})
+    assert (allowed.behavior, allowed.matched_rule) == ("allow", "/data/*")
+    assert "'/data/*' for 'read_file'" in allowed.reason
+    denied = policy.explain(READ_FILE, {"path": "/data/secret.txt"})
+    assert (denied.behavior, denied.matched_rule) == ("deny", "/data/secret*")
+    assert "for '*'" in denied.reason
+    nothing = policy.explain(READ_FILE, {"path": "/etc/passwd"})
+    assert nothing.behavior == "deny" and nothing.matched_rule is None
+    assert "no rule matched" in nothing.reason
+    assert policy.explain(READ_FILE, {}).reason == "subject argument 'path' is missing"
+    assert policy.explain("x", {}).behavior == "escalate"  # a name: the subject is the name
+
+    async def run() -> None:
+        from lionexec import Branch
+
+        branch = Branch(policy=policy)
+        branch.register_tools(READ_FILE)
+        (response,) = await branch.act(
+            {"function": "read_file", "arguments": {"path": "/data/secret.txt"}}
+        )
+        assert response.outcome == "denied"
+        assert denied.reason in response.error.message
+
+    trio.run(run)
