@@ -57,6 +57,8 @@ import attrs
 
 from lionexec.errors import SchemaError, ValidationError
 
+from ._patterns import compile_pattern
+
 __all__ = ["MAX_DEPTH", "SchemaValidator", "compile_schema"]
 
 #: How deeply nested a value may be (objects and arrays) before it is refused unchecked.
@@ -505,7 +507,10 @@ def _b_object(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
     patterns_raw = s.get("patternProperties", {})
     _need(isinstance(patterns_raw, Mapping), f"{base}/patternProperties", "must be an object")
     patterns = [
-        (_regex(p, f"{base}/patternProperties"), c.compile(v, f"{base}/patternProperties/{p}"))
+        (
+            compile_pattern(p, f"{base}/patternProperties"),
+            c.compile(v, f"{base}/patternProperties/{p}"),
+        )
         for p, v in patterns_raw.items()
     ]
     extra_schema = s.get("additionalProperties", True)
@@ -697,7 +702,7 @@ def _b_string(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
     low = s.get("minLength", 0)
     high = s.get("maxLength")
     _need(_is_count(low) and (high is None or _is_count(high)), base, "bad minLength/maxLength")
-    pattern = _regex(s["pattern"], f"{base}/pattern") if "pattern" in s else None
+    pattern = compile_pattern(s["pattern"], f"{base}/pattern") if "pattern" in s else None
 
     def check(value: Any, path: _Path, depth: int) -> None:
         value = _view(value)
@@ -711,14 +716,6 @@ def _b_string(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
             raise _Invalid(path, f"{_short(value)} does not match the pattern {pattern.pattern!r}")
 
     return check
-
-
-def _regex(pattern: Any, where: str) -> re.Pattern[str]:
-    _need(isinstance(pattern, str), where, f"a pattern is a string, got {pattern!r}")
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise SchemaError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
 
 
 _OBJECT_KEYWORDS: Final = (
