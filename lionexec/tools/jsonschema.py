@@ -24,8 +24,11 @@ too):
 * arrays: ``items``, ``prefixItems``, ``minItems``, ``maxItems``, ``uniqueItems``,
   ``contains``, ``minContains``, ``maxContains``;
 * numbers: ``minimum``, ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``,
-  ``multipleOf``; strings: ``minLength``, ``maxLength`` (in code points), ``pattern``
-  (Python :func:`re.search`, as ``jsonschema`` does).
+  ``multipleOf``; strings: ``minLength``, ``maxLength`` (in code points), ``pattern`` (a
+  search, as ``jsonschema`` does, but never one that could take more than linear time in the
+  model's string: on RE2 when the ``re2`` extra is installed, else on Python's :mod:`re` only
+  for a pattern a static check proves linear there; any other pattern, ``patternProperties``
+  ones included, raises :class:`SchemaError` when the schema is compiled).
 
 Other keywords are annotations here and accept everything: ``format`` (an annotation in draft
 2020-12 unless a validator opts in), ``title``, ``description``, ``default``, ``examples``,
