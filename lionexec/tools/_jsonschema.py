@@ -24,8 +24,11 @@ too):
 * arrays: ``items``, ``prefixItems``, ``minItems``, ``maxItems``, ``uniqueItems``,
   ``contains``, ``minContains``, ``maxContains``;
 * numbers: ``minimum``, ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``,
-  ``multipleOf``; strings: ``minLength``, ``maxLength`` (in code points), ``pattern``
-  (Python :func:`re.search`, as ``jsonschema`` does).
+  ``multipleOf``; strings: ``minLength``, ``maxLength`` (in code points), ``pattern`` (a
+  search, as ``jsonschema`` does, but never one that could take more than linear time in the
+  model's string: on RE2 when the ``re2`` extra is installed, else on Python's :mod:`re` only
+  for a pattern a static check proves linear there; any other pattern, ``patternProperties``
+  ones included, raises :class:`SchemaError` when the schema is compiled).
 
 Other keywords are annotations here and accept everything: ``format`` (an annotation in draft
 2020-12 unless a validator opts in), ``title``, ``description``, ``default``, ``examples``,
@@ -56,6 +59,8 @@ from typing import Any, Final, TypeAlias
 import attrs
 
 from lionexec.errors import SchemaError, ValidationError
+
+from ._patterns import compile_pattern
 
 __all__ = ["MAX_DEPTH", "SchemaValidator", "compile_schema"]
 
@@ -505,7 +510,10 @@ def _b_object(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
     patterns_raw = s.get("patternProperties", {})
     _need(isinstance(patterns_raw, Mapping), f"{base}/patternProperties", "must be an object")
     patterns = [
-        (_regex(p, f"{base}/patternProperties"), c.compile(v, f"{base}/patternProperties/{p}"))
+        (
+            compile_pattern(p, f"{base}/patternProperties"),
+            c.compile(v, f"{base}/patternProperties/{p}"),
+        )
         for p, v in patterns_raw.items()
     ]
     extra_schema = s.get("additionalProperties", True)
@@ -697,7 +705,7 @@ def _b_string(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
     low = s.get("minLength", 0)
     high = s.get("maxLength")
     _need(_is_count(low) and (high is None or _is_count(high)), base, "bad minLength/maxLength")
-    pattern = _regex(s["pattern"], f"{base}/pattern") if "pattern" in s else None
+    pattern = compile_pattern(s["pattern"], f"{base}/pattern") if "pattern" in s else None
 
     def check(value: Any, path: _Path, depth: int) -> None:
         value = _view(value)
@@ -711,14 +719,6 @@ def _b_string(c: _Compiler, s: Mapping[str, Any], where: str) -> _Check:
             raise _Invalid(path, f"{_short(value)} does not match the pattern {pattern.pattern!r}")
 
     return check
-
-
-def _regex(pattern: Any, where: str) -> re.Pattern[str]:
-    _need(isinstance(pattern, str), where, f"a pattern is a string, got {pattern!r}")
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise SchemaError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
 
 
 _OBJECT_KEYWORDS: Final = (
