@@ -1,4 +1,4 @@
-"""Imports flow downward through the layers of DESIGN.md, never up, not even lazily.
+"""Imports flow downward through the layers of docs/architecture.md, never up, not even lazily.
 
 Every module of the package is parsed with :mod:`ast`; every ``import`` and ``from ... import``
 anywhere in it (module level, inside functions, inside ``try``) is checked against the layer
@@ -25,8 +25,8 @@ PACKAGE_DIR = pathlib.Path(lionexec.__file__).parent
 #: ``lionexec._*``). They may import only one another.
 BOTTOM = frozenset({"lionexec.errors"})
 
-#: Layer rank of each top-level part of the package (DESIGN.md, "Layers"). A module may import
-#: its own part, the bottom helpers, and parts of strictly lower rank.
+#: Layer rank of each top-level part of the package (docs/architecture.md, "Layers"). A module
+#: may import its own part, the bottom helpers, and parts of strictly lower rank.
 RANKS: dict[str, int] = {
     "engine": 1,
     "limits": 1,
@@ -70,7 +70,7 @@ def rank_of(part: str) -> int:
     if part not in RANKS:
         raise AssertionError(
             f"lionexec.{part} has no layer: add it to RANKS in tests/test_layering.py "
-            "(and to DESIGN.md's layers)"
+            "(and to the layers of docs/architecture.md)"
         )
     return RANKS[part]
 
@@ -194,7 +194,9 @@ def test_every_module_of_the_package_belongs_to_a_layer() -> None:
 
 def test_no_module_imports_a_higher_layer_not_even_lazily() -> None:
     found = violations(list(all_imports()))
-    assert found == [], "imports against the layer order of DESIGN.md:\n" + "\n".join(found)
+    assert found == [], "imports against the layer order of docs/architecture.md:\n" + "\n".join(
+        found
+    )
 
 
 # -- the checker itself -----------------------------------------------------------------------
