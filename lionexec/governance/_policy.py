@@ -92,7 +92,7 @@ class PermissionDecision:
 class AwaitingApproval:
     """An escalation handler's answer: the call waits for durable approval *approval_id*.
 
-    A journal's handler (:class:`lionexec.journal.approvals.ApprovalGate`) returns it after
+    A journal's handler (the approval gate of :mod:`lionexec.journal`) returns it after
     parking the call; :meth:`PermissionPolicy.decide` then returns an ``escalate`` decision
     carrying it, and the act transaction answers the call ``awaiting_approval`` (on a branch
     with a durable journal; on any other, nothing could resume the call, so it is denied).

@@ -25,7 +25,7 @@ Two kinds of limit share one GCRA arithmetic, so a rate means the same thing eve
 The decision is one synchronous function over a :class:`LimitState` (the schedules, budgets
 and running counts it reads and writes), so the same limits work in two places:
 
-* across every worker of a database (:mod:`lionexec.journal.queue`): the state is rows of
+* across every worker of a database (:mod:`lionexec.journal.workers`): the state is rows of
   ``lionexec_limits`` (``"<key>"`` for a schedule, ``"budget:<key>"`` for a budget) locked
   in the transaction that claims the calls, and the running counts are the claimed rows of
   the queue; time is the database's;

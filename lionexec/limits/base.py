@@ -6,7 +6,7 @@ One synchronous function, :func:`~lionexec.limits.judge`, decides every call aga
 :class:`~lionexec.limits.Limit` values that apply to it. What it decides from, and writes back
 to, is a :class:`LimitState`: plain dicts for a :class:`~lionexec.limits.LocalLimiter`, or the
 rows of ``lionexec_limits`` that a worker's claim transaction locked
-(:mod:`lionexec.journal.queue`). The decisions are the same in both places because the state
+(:mod:`lionexec.journal.workers`). The decisions are the same in both places because the state
 is the only thing that differs.
 """
 
@@ -55,7 +55,7 @@ class LimitState(Protocol):
 
     lionexec has two: :class:`~lionexec.limits.StateInMemory` (the dicts of a
     :class:`~lionexec.limits.LocalLimiter`, on the trio thread), and the state of one claim of
-    a database's work queue (:mod:`lionexec.journal.queue`: the rows of ``lionexec_limits`` its
+    a database's work queue (:mod:`lionexec.journal.workers`: the rows of ``lionexec_limits`` its
     transaction inserted and locked in name order, loaded into memory and written back before
     the transaction commits).
 
@@ -98,7 +98,7 @@ class LimitState(Protocol):
 class Limiter(Protocol):
     """The per-tool, per-branch limits of calls in one process, as
     :class:`~lionexec.limits.LocalLimiter` keeps them (the workers of a database take the same
-    decisions in their claim transaction instead: :mod:`lionexec.journal.queue`).
+    decisions in their claim transaction instead: :mod:`lionexec.journal.workers`).
 
     The contract:
 

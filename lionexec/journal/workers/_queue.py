@@ -453,7 +453,7 @@ def claim(
 ) -> ClaimRound:
     """Claim up to *n* ready calls for *worker* with a lease of *lease* seconds.
 
-    *limits* (:func:`~lionexec.journal.limits.limits_by_key`'s keys: tool names,
+    *limits* (:func:`~lionexec.limits.limits_by_key`'s keys: tool names,
     ``branch:*``, ``branch:<id>``) are judged for each call in this transaction: calls over
     a rate go back to the queue for later (deferred), calls over a concurrency limit go back
     as they were (busy: not claimed while their tool or branch is at its maximum), calls
@@ -614,7 +614,7 @@ def _saturated(
 
 @attrs.define
 class _DbState(StateInMemory):
-    """The :class:`~lionexec.journal.limits.LimitState` of one claim: the rows of
+    """The :class:`~lionexec.abc.LimitState` of one claim: the rows of
     ``lionexec_limits`` it needs, locked, and the running counts read under those locks."""
 
     store: Store = attrs.field(kw_only=True)

@@ -126,7 +126,7 @@ class Worker:
         poll: longest wait between two looks at the queue when idle.
         grace: seconds running calls get to finish on shutdown.
         limits: shared limits by key: a tool name, ``"branch:*"`` (each branch) or
-            ``"branch:<id>"`` (:mod:`lionexec.journal.limits`); every worker of a database
+            ``"branch:<id>"`` (:mod:`lionexec.limits`); every worker of a database
             should pass the same.
         policy, hooks, observer: the governance calls run under (as for ``Branch``).
     """
