@@ -12,7 +12,7 @@ import trio
 
 from .._failures import FailureLog, ReportedFailure, call_user
 from ..errors import HistoryError, MessageNotFoundError
-from . import export
+from . import formats
 from .messages import ActionRequest, ActionResponse, AssistantResponse, Message, System
 
 __all__ = ["CallbackFailure", "MessageCallback", "MessageManager"]
@@ -290,23 +290,23 @@ class MessageManager:
 
     # -- exporting ----------------------------------------------------------------------------
 
-    def to_openai(self) -> list[export.ChatMessageParam]:
-        """The history as OpenAI chat ``messages``; see :mod:`lionexec.conversation.export`."""
-        return export.to_openai(self._messages.values())
+    def to_openai(self) -> list[formats.ChatMessageParam]:
+        """The history as OpenAI chat ``messages``; see :mod:`lionexec.conversation.formats`."""
+        return formats.to_openai(self._messages.values())
 
-    def to_anthropic(self) -> export.AnthropicExport:
+    def to_anthropic(self) -> formats.AnthropicExport:
         """``{"system": ..., "messages": [...]}`` for Anthropic's Messages API.
 
-        See :mod:`lionexec.conversation.export`.
+        See :mod:`lionexec.conversation.formats`.
         """
-        return export.to_anthropic(self._messages.values())
+        return formats.to_anthropic(self._messages.values())
 
-    def to_responses(self) -> list[export.ResponsesInputItem]:
+    def to_responses(self) -> list[formats.ResponsesInputItem]:
         """The history as OpenAI Responses API ``input`` items.
 
-        See :mod:`lionexec.conversation.export`.
+        See :mod:`lionexec.conversation.formats`.
         """
-        return export.to_responses(self._messages.values())
+        return formats.to_responses(self._messages.values())
 
     # -- writing (synchronous, all-or-nothing) ------------------------------------------------
 

@@ -26,7 +26,7 @@ from lionexec.models import (
     run,
     run_stream,
 )
-from lionexec.models.call import parse_body
+from lionexec.models._call import parse_body
 
 ANTHROPIC = TypeAdapter(list[anthropic.types.MessageParam])
 RESPONSES = TypeAdapter(list[openai.types.responses.ResponseInputItemParam])
