@@ -370,7 +370,7 @@ class MessageManager:
     def _append_new(self, requests: Sequence[ActionRequest]) -> None:
         """:meth:`add_message` for each of *requests*, which the act layer made just now: new
         ids, no response, call ids it checked against this history and against each other.
-        No check can fail, so none runs (the act rows of ``nox -s bench``)."""
+        No check can fail, so none runs: this runs for every call act() records."""
         messages, by_call_id = self._messages, self._by_call_id
         for request in requests:
             messages[request.id] = request
@@ -382,7 +382,7 @@ class MessageManager:
         built *response* for it (:meth:`ActionResponse._recorded`: a new id, the same
         function, linked to the request): no check can fail, so only the response is written
         and linked. Otherwise (the request is not here unanswered) :meth:`record_action`,
-        with its checks and errors. About half its cost (the act rows of ``nox -s bench``).
+        with its checks and errors. About half its cost, paid on every call act() records.
         """
         messages = self._messages
         content = request.content

@@ -168,9 +168,9 @@ class ErrorInfo:
         except Exception:
             message = f"<unprintable {type(exc).__name__}>"
         # interned: a built-in exception type makes its __name__ anew each time, 59 B per
-        # kept failure (act "retained per failing call" row of nox -s bench)
+        # kept failure, and a history may keep many failures
         name = sys.intern(type(exc).__name__)
-        if cls is ErrorInfo:  # both are strings: no validator to run (act failing row)
+        if cls is ErrorInfo:  # both are strings: no validator to run (once per failed call)
             return _build_error(name, message)
         return cls(type=name, message=message)
 
@@ -457,9 +457,8 @@ class ActionRequest(Message):
         Trusted: no converter or validator runs. *function* and *call_id* are non-empty
         strings, *arguments* is a private ``dict`` with string keys (the reader's deep copy:
         it is kept, not copied again), *raw_arguments* a string or ``None``, *sender* and
-        *recipient* strings or ``None``. The request was the largest single cost of a call in
-        the ``act`` rows of ``nox -s bench``. A test checks it builds what :meth:`create`
-        builds.
+        *recipient* strings or ``None``. Building the request was the largest single cost of
+        an ``act()`` call. A test checks it builds what :meth:`create` builds.
         """
         if cls is not ActionRequest:  # a subclass: its own initializer
             return cls.create(
@@ -565,8 +564,8 @@ class ActionResponse(Message):
 
         Trusted: no converter or validator runs (the outcome is an :class:`ActionOutcome`, the
         error matches it, *attempts* is an int, *sender*/*recipient* are strings). About a
-        third of :meth:`create`'s cost; the act rows of ``nox -s bench`` are why. A test
-        checks it builds what :meth:`create` builds.
+        third of :meth:`create`'s cost, paid on every call ``act()`` answers. A test checks
+        it builds what :meth:`create` builds.
         """
         if cls is not ActionResponse:  # a subclass: its own initializer
             return cls.create(
