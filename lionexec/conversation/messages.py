@@ -370,7 +370,8 @@ def _blocks(values: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
 
 
 #: The APIs an :class:`AssistantResponse` can be recorded from verbatim: OpenAI Chat
-#: Completions, Anthropic Messages, OpenAI Responses.
+#: Completions, Anthropic Messages, OpenAI Responses (the provider format names,
+#: :data:`lionexec.conversation.formats.FORMAT_NAMES`; a deprecated alias is not recorded).
 TURN_APIS: Final = frozenset({"chat", "anthropic", "responses"})
 
 
@@ -389,8 +390,8 @@ class AssistantResponse(Message):
     Attributes:
         content: the turn's text (text blocks or output messages joined by newlines).
         tool_calls: the ids of the requests this turn proposed, in order.
-        api: ``"chat"``, ``"anthropic"`` or ``"responses"``: the API whose shape ``blocks``
-            has; ``None`` for a turn built by hand.
+        api: ``"chat"``, ``"anthropic"`` or ``"responses"`` (the provider format): the API
+            whose shape ``blocks`` has; ``None`` for a turn built by hand.
         blocks: the turn's content as the model sent it, verbatim as JSON objects: Anthropic
             content blocks (``text``, ``thinking`` and ``redacted_thinking`` with their
             signatures, ``tool_use``) or Responses output items (``reasoning`` with its
