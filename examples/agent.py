@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from lionexec import Branch
+from lionexec.conversation.formats import FormatName as Api
 from lionexec.governance import PermissionPolicy
 from lionexec.limits import RateLimiter
 from lionexec.models import (
@@ -39,7 +40,6 @@ from lionexec.models import (
     ToolResult,
     run_stream,
 )
-from lionexec.models.call import Api
 
 if TYPE_CHECKING:
     from lionexec.models.testing import Reply

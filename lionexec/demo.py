@@ -48,8 +48,8 @@ from .conversation import (
     Instruction,
     Message,
     System,
+    result_text,
 )
-from .conversation.export import result_text
 from .governance import CallContext, HookPoint, PermissionPolicy, SessionObserver, ToolInvocation
 from .journal import Applied, NotApplied, RecoveryReport, SqliteJournal
 from .tools import Tool

@@ -37,7 +37,7 @@ import attrs
 import mcp
 import mcp.types
 
-from lionexec.conversation.export import dumps as strict_dumps
+from lionexec.conversation.formats import dumps as strict_dumps
 from lionexec.errors import ConfigurationError, LionexecError, SchemaError
 from lionexec.tools import TOOL_NAME_PATTERN, Tool
 

@@ -1,12 +1,17 @@
-"""The conversation layer: messages, the linked message history, and provider exports."""
+"""The conversation layer: messages, the linked message history, and provider exports.
+
+The exports are one per provider format: :mod:`lionexec.conversation.formats` holds the
+formats (one module per API) and their contract,
+:class:`~lionexec.conversation.formats.ProviderFormat`.
+"""
 
 from .._public import publish as _publish
-from .export import NO_RESPONSE as NO_RESPONSE
-from .export import AnthropicExport as AnthropicExport
-from .export import result_text as result_text
-from .export import to_anthropic as to_anthropic
-from .export import to_openai as to_openai
-from .export import to_responses as to_responses
+from .formats import NO_RESPONSE as NO_RESPONSE
+from .formats import AnthropicExport as AnthropicExport
+from .formats import result_text as result_text
+from .formats import to_anthropic as to_anthropic
+from .formats import to_openai as to_openai
+from .formats import to_responses as to_responses
 from .history import CallbackFailure as CallbackFailure
 from .history import MessageCallback as MessageCallback
 from .history import MessageManager as MessageManager
@@ -59,4 +64,8 @@ __all__ = [
     "to_responses",
 ]
 
-_publish(__name__, globals())
+#: The modules (of the formats folder) that define names this package is the home of.
+_FORMAT_MODULES = tuple(
+    f"{__name__}.formats.{module}" for module in ("base", "_chat", "_responses", "_anthropic")
+)
+_publish(__name__, globals(), include=_FORMAT_MODULES)

@@ -12,7 +12,7 @@ import trio
 
 from .._failures import FailureLog, ReportedFailure, call_user
 from ..errors import HistoryError, MessageNotFoundError
-from . import export
+from . import formats
 from .messages import ActionRequest, ActionResponse, AssistantResponse, Message, System
 
 __all__ = ["CallbackFailure", "MessageCallback", "MessageManager"]
@@ -290,23 +290,23 @@ class MessageManager:
 
     # -- exporting ----------------------------------------------------------------------------
 
-    def to_openai(self) -> list[export.ChatMessageParam]:
-        """The history as OpenAI chat ``messages``; see :mod:`lionexec.conversation.export`."""
-        return export.to_openai(self._messages.values())
+    def to_openai(self) -> list[formats.ChatMessageParam]:
+        """The history as OpenAI chat ``messages``; see :mod:`lionexec.conversation.formats`."""
+        return formats.to_openai(self._messages.values())
 
-    def to_anthropic(self) -> export.AnthropicExport:
+    def to_anthropic(self) -> formats.AnthropicExport:
         """``{"system": ..., "messages": [...]}`` for Anthropic's Messages API.
 
-        See :mod:`lionexec.conversation.export`.
+        See :mod:`lionexec.conversation.formats`.
         """
-        return export.to_anthropic(self._messages.values())
+        return formats.to_anthropic(self._messages.values())
 
-    def to_responses(self) -> list[export.ResponsesInputItem]:
+    def to_responses(self) -> list[formats.ResponsesInputItem]:
         """The history as OpenAI Responses API ``input`` items.
 
-        See :mod:`lionexec.conversation.export`.
+        See :mod:`lionexec.conversation.formats`.
         """
-        return export.to_responses(self._messages.values())
+        return formats.to_responses(self._messages.values())
 
     # -- writing (synchronous, all-or-nothing) ------------------------------------------------
 
@@ -370,7 +370,7 @@ class MessageManager:
     def _append_new(self, requests: Sequence[ActionRequest]) -> None:
         """:meth:`add_message` for each of *requests*, which the act layer made just now: new
         ids, no response, call ids it checked against this history and against each other.
-        No check can fail, so none runs (the act rows of ``nox -s bench``)."""
+        No check can fail, so none runs: this runs for every call act() records."""
         messages, by_call_id = self._messages, self._by_call_id
         for request in requests:
             messages[request.id] = request
@@ -382,7 +382,7 @@ class MessageManager:
         built *response* for it (:meth:`ActionResponse._recorded`: a new id, the same
         function, linked to the request): no check can fail, so only the response is written
         and linked. Otherwise (the request is not here unanswered) :meth:`record_action`,
-        with its checks and errors. About half its cost (the act rows of ``nox -s bench``).
+        with its checks and errors. About half its cost, paid on every call act() records.
         """
         messages = self._messages
         content = request.content

@@ -168,9 +168,9 @@ class ErrorInfo:
         except Exception:
             message = f"<unprintable {type(exc).__name__}>"
         # interned: a built-in exception type makes its __name__ anew each time, 59 B per
-        # kept failure (act "retained per failing call" row of nox -s bench)
+        # kept failure, and a history may keep many failures
         name = sys.intern(type(exc).__name__)
-        if cls is ErrorInfo:  # both are strings: no validator to run (act failing row)
+        if cls is ErrorInfo:  # both are strings: no validator to run (once per failed call)
             return _build_error(name, message)
         return cls(type=name, message=message)
 
@@ -370,7 +370,8 @@ def _blocks(values: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
 
 
 #: The APIs an :class:`AssistantResponse` can be recorded from verbatim: OpenAI Chat
-#: Completions, Anthropic Messages, OpenAI Responses.
+#: Completions, Anthropic Messages, OpenAI Responses (the provider format names,
+#: :data:`lionexec.conversation.formats.FORMAT_NAMES`; a deprecated alias is not recorded).
 TURN_APIS: Final = frozenset({"chat", "anthropic", "responses"})
 
 
@@ -389,8 +390,8 @@ class AssistantResponse(Message):
     Attributes:
         content: the turn's text (text blocks or output messages joined by newlines).
         tool_calls: the ids of the requests this turn proposed, in order.
-        api: ``"chat"``, ``"anthropic"`` or ``"responses"``: the API whose shape ``blocks``
-            has; ``None`` for a turn built by hand.
+        api: ``"chat"``, ``"anthropic"`` or ``"responses"`` (the provider format): the API
+            whose shape ``blocks`` has; ``None`` for a turn built by hand.
         blocks: the turn's content as the model sent it, verbatim as JSON objects: Anthropic
             content blocks (``text``, ``thinking`` and ``redacted_thinking`` with their
             signatures, ``tool_use``) or Responses output items (``reasoning`` with its
@@ -457,9 +458,8 @@ class ActionRequest(Message):
         Trusted: no converter or validator runs. *function* and *call_id* are non-empty
         strings, *arguments* is a private ``dict`` with string keys (the reader's deep copy:
         it is kept, not copied again), *raw_arguments* a string or ``None``, *sender* and
-        *recipient* strings or ``None``. The request was the largest single cost of a call in
-        the ``act`` rows of ``nox -s bench``. A test checks it builds what :meth:`create`
-        builds.
+        *recipient* strings or ``None``. Building the request was the largest single cost of
+        an ``act()`` call. A test checks it builds what :meth:`create` builds.
         """
         if cls is not ActionRequest:  # a subclass: its own initializer
             return cls.create(
@@ -565,8 +565,8 @@ class ActionResponse(Message):
 
         Trusted: no converter or validator runs (the outcome is an :class:`ActionOutcome`, the
         error matches it, *attempts* is an int, *sender*/*recipient* are strings). About a
-        third of :meth:`create`'s cost; the act rows of ``nox -s bench`` are why. A test
-        checks it builds what :meth:`create` builds.
+        third of :meth:`create`'s cost, paid on every call ``act()`` answers. A test checks
+        it builds what :meth:`create` builds.
         """
         if cls is not ActionResponse:  # a subclass: its own initializer
             return cls.create(

@@ -1,9 +1,13 @@
 """Model calls as events, a rate-limited processor for them, and the loop joining a model to
 :meth:`Branch.act <lionexec.Branch.act>` (layer 5).
 
-The limiter, the processor and the errors need nothing beyond lionexec's own dependencies;
-``ModelCall``, ``Model`` and the loop need the ``http`` extra (``httpx``) and are imported on
-first use, so ``import lionexec.models`` alone does not import ``httpx``.
+Three provider formats are spoken (``"chat"``, ``"responses"``, ``"anthropic"``): each API's
+requests, responses and streams have their home in :mod:`lionexec.models.formats`.
+
+The limiter, the processor, the responses and the errors need nothing beyond lionexec's own
+dependencies; ``ModelCall``, ``build_payload``, ``Model`` and the loop need the ``http`` extra
+(``httpx``) and are imported on first use, so ``import lionexec.models`` alone does not import
+``httpx``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import limits as _limits
 from .._public import publish as _publish
+from ._response import FINISH_REASONS as FINISH_REASONS
+from ._response import ModelResponse as ModelResponse
+from ._response import Usage as Usage
 from .errors import MalformedResponseError as MalformedResponseError
 from .errors import ModelConnectionError as ModelConnectionError
 from .errors import ModelError as ModelError
@@ -24,7 +31,7 @@ from .processor import RateLimitedProcessor as RateLimitedProcessor
 from .processor import RateLimitedStatistics as RateLimitedStatistics
 
 if TYPE_CHECKING:
-    from .call import Endpoint, ModelCall, ModelResponse, Usage
+    from ._call import Endpoint, ModelCall, build_payload
     from .loop import (
         LoopResult,
         Model,
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "FINISH_REASONS",
     "Endpoint",
     "LoopResult",
     "MalformedResponseError",
@@ -57,15 +65,15 @@ __all__ = [
     "TurnCompleted",
     "UnknownFinishReasonError",
     "Usage",
+    "build_payload",
     "run",
     "run_stream",
 ]
 
 _LAZY = {
-    "Endpoint": "call",
-    "ModelCall": "call",
-    "ModelResponse": "call",
-    "Usage": "call",
+    "Endpoint": "_call",
+    "ModelCall": "_call",
+    "build_payload": "_call",
     "LoopResult": "loop",
     "Model": "loop",
     "RunEvent": "loop",

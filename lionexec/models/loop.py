@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 import attrs
 import httpx
@@ -24,11 +24,13 @@ from lionexec.conversation import (
     System,
     new_call_id,
 )
+from lionexec.conversation.formats import provider_format
 from lionexec.engine import EventStatus, Processor
 from lionexec.errors import ConfigurationError
 from lionexec.limits import RateLimiter
 
-from .call import Endpoint, ModelCall, ModelResponse, build_payload, text_delta
+from ._call import Endpoint, ModelCall, build_payload, text_delta
+from ._response import ModelResponse
 from .errors import MalformedResponseError, ModelError
 
 __all__ = [
@@ -43,6 +45,10 @@ __all__ = [
     "run",
     "run_stream",
 ]
+
+#: The shape the loop takes the branch's tools in: Chat Completions tools, which
+#: :func:`build_payload` converts for the endpoint's API.
+_TOOL_SCHEMA: Final = provider_format("chat").tool_schema
 
 StopReason = Literal["answered", "max_turns", "length", "content_filter", "awaiting_approval"]
 
@@ -86,7 +92,7 @@ class Model:
         """A pending :class:`ModelCall` for *messages* and *tools* (OpenAI chat format).
 
         *messages* is a history (exported for the endpoint's API by its own exports) or
-        OpenAI chat messages (converted); see :func:`~lionexec.models.call.build_payload`.
+        OpenAI chat messages (converted); see :func:`~lionexec.models.build_payload`.
         """
         payload = build_payload(self.endpoint.api, self.name, messages, tools=tools, **self.params)
         return ModelCall(
@@ -284,7 +290,7 @@ async def _loop(
         history.add_message(Instruction(content=instruction, recipient=branch.name))
     responses: list[ModelResponse] = []
     for index in range(max_turns):
-        tools = branch.registry.schemas("openai")
+        tools = branch.registry.schemas(_TOOL_SCHEMA)
         if stream:
             call = model.call(history, tools=tools, streaming=True)
             # Closed (the call cancelled, its connection dropped) if this generator is.

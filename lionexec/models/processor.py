@@ -33,11 +33,11 @@ class RateLimitedProcessor(Processor):
 
     Every event is charged one request and ``event.request["cost"]`` tokens (``0`` if it has
     no cost; a :class:`~lionexec.models.ModelCall` costs its token estimate). An event the
-    limiter refuses for now is **deferred** (ADR-0003 D4): it goes back to the queue, still
-    pending, with a not-before time, and is checked again no earlier than that. Nothing is
-    lost and nothing spins: when every queued event is deferred, :meth:`execute` and
-    :meth:`join` sleep until the earliest not-before time (or, for :meth:`execute`, the next
-    enqueue or :meth:`stop`).
+    limiter refuses for now is **deferred**, neither waited for nor dropped: it goes back to
+    the queue, still pending, with a not-before time, and is checked again no earlier than
+    that. Nothing is lost and nothing spins: when every queued event is deferred,
+    :meth:`execute` and :meth:`join` sleep until the earliest not-before time (or, for
+    :meth:`execute`, the next enqueue or :meth:`stop`).
 
     An event whose cost could never be granted (above the token burst) is **denied**: it ends
     ``skipped`` with a :class:`BudgetExceededError` recorded on it.

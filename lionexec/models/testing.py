@@ -26,8 +26,8 @@ import json
 import logging
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
 
 import attrs
 import trio
@@ -35,7 +35,10 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
+from lionexec.conversation.formats import FormatName
 from lionexec.limits import RateLimiter
+
+from .formats import MODEL_FORMATS
 
 __all__ = ["Disconnect", "Fail", "LocalProvider", "ProviderLog", "Raw", "Reply", "Stall", "Step"]
 
@@ -188,12 +191,7 @@ class LocalProvider:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        routes = {
-            "/v1/chat/completions": "chat",
-            "/v1/responses": "responses",
-            "/v1/messages": "anthropic",
-        }
-        api = routes.get(path)
+        api = _ROUTES.get(path)
         raw = b""
         while True:
             message = await receive()
@@ -216,7 +214,11 @@ class LocalProvider:
             self._touch()
 
     async def _answer(
-        self, api: str, body: dict[str, Any], receive: ASGIReceiveCallable, send: ASGISendCallable
+        self,
+        api: FormatName,
+        body: dict[str, Any],
+        receive: ASGIReceiveCallable,
+        send: ASGISendCallable,
     ) -> None:
         if self.limiter is not None:
             wait = self.limiter.try_acquire()
@@ -250,8 +252,7 @@ class LocalProvider:
         self.log.statuses.append(200)
         reply = step if isinstance(step, Reply) else step.reply
         self._ids += 1
-        prefix = {"chat": "chatcmpl", "responses": "resp", "anthropic": "msg"}[api]
-        ident = f"{prefix}-{self._ids}"
+        ident = f"{_ANSWERS[api].prefix}-{self._ids}"
         if not stream:
             payload = json.dumps(self._whole(api, ident, reply)).encode()
             if isinstance(step, Disconnect | Stall):
@@ -326,32 +327,34 @@ class LocalProvider:
             for i, (name, args) in enumerate(reply.tool_calls)
         ]
 
-    def _whole(self, api: str, ident: str, reply: Reply) -> dict[str, Any]:
+    def _whole(self, api: FormatName, ident: str, reply: Reply) -> dict[str, Any]:
+        return _ANSWERS[api].whole(self, ident, reply)
+
+    def _chat_whole(self, ident: str, reply: Reply) -> dict[str, Any]:
         calls = self._calls(reply)
         tokens_in, tokens_out = reply.usage
-        if api == "chat":
-            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-            if calls:
-                message["tool_calls"] = [
-                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                    for i, n, a in calls
-                ]
-            return {
-                "id": ident,
-                "object": "chat.completion",
-                "created": 0,
-                "model": self.model,
-                "choices": [
-                    {"index": 0, "message": message, "finish_reason": self._finish(reply)}
-                ],
-                "usage": {
-                    "prompt_tokens": tokens_in,
-                    "completion_tokens": tokens_out,
-                    "total_tokens": tokens_in + tokens_out,
-                },
-            }
-        if api == "anthropic":
-            return self._anthropic_whole(ident, reply, calls)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in calls
+            ]
+        return {
+            "id": ident,
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish(reply)}],
+            "usage": {
+                "prompt_tokens": tokens_in,
+                "completion_tokens": tokens_out,
+                "total_tokens": tokens_in + tokens_out,
+            },
+        }
+
+    def _responses_whole(self, ident: str, reply: Reply) -> dict[str, Any]:
+        calls = self._calls(reply)
+        tokens_in, tokens_out = reply.usage
         output: list[dict[str, Any]] = []
         if reply.text:
             output.append(
@@ -394,9 +397,8 @@ class LocalProvider:
             result["incomplete_details"] = {"reason": "max_output_tokens"}
         return result
 
-    def _anthropic_whole(
-        self, ident: str, reply: Reply, calls: list[tuple[str, str, str]]
-    ) -> dict[str, Any]:
+    def _anthropic_whole(self, ident: str, reply: Reply) -> dict[str, Any]:
+        calls = self._calls(reply)
         content: list[dict[str, Any]] = []
         if reply.text:
             content.append({"type": "text", "text": reply.text})
@@ -423,7 +425,7 @@ class LocalProvider:
         }
 
     def _anthropic_chunks(self, ident: str, reply: Reply, pieces: list[str]) -> list[bytes]:
-        whole = self._anthropic_whole(ident, reply, self._calls(reply))
+        whole = self._anthropic_whole(ident, reply)
         start = {**whole, "content": [], "stop_reason": None}
         start["usage"] = {"input_tokens": reply.usage[0], "output_tokens": 0}
         events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
@@ -485,19 +487,21 @@ class LocalProvider:
         events.append({"type": "message_stop"})
         return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
 
-    def _chunks(self, api: str, ident: str, reply: Reply) -> list[bytes]:
+    def _chunks(self, api: FormatName, ident: str, reply: Reply) -> list[bytes]:
         size = max(1, reply.chunk_size)
         pieces = [reply.text[i : i + size] for i in range(0, len(reply.text), size)]
-        if api == "anthropic":
-            return self._anthropic_chunks(ident, reply, pieces)
-        if api == "responses":
-            events: list[dict[str, Any]] = [
-                {"type": "response.output_text.delta", "delta": piece} for piece in pieces
-            ]
-            events.append(
-                {"type": "response.completed", "response": self._whole(api, ident, reply)}
-            )
-            return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+        return _ANSWERS[api].chunks(self, ident, reply, pieces)
+
+    def _responses_chunks(self, ident: str, reply: Reply, pieces: list[str]) -> list[bytes]:
+        events: list[dict[str, Any]] = [
+            {"type": "response.output_text.delta", "delta": piece} for piece in pieces
+        ]
+        events.append(
+            {"type": "response.completed", "response": self._responses_whole(ident, reply)}
+        )
+        return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+    def _chat_chunks(self, ident: str, reply: Reply, pieces: list[str]) -> list[bytes]:
         base = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": self.model}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -540,6 +544,26 @@ class LocalProvider:
         encoded = [f"data: {json.dumps(c)}\n\n".encode() for c in out]
         encoded.append(b"data: [DONE]\n\n")
         return encoded
+
+
+@attrs.frozen
+class _Answers:
+    """How the local provider answers on one API: the id prefix, whole and streamed bodies."""
+
+    prefix: str
+    whole: Callable[[LocalProvider, str, Reply], dict[str, Any]]
+    chunks: Callable[[LocalProvider, str, Reply, list[str]], list[bytes]]
+
+
+_ANSWERS: Final[Mapping[FormatName, _Answers]] = {
+    "chat": _Answers("chatcmpl", LocalProvider._chat_whole, LocalProvider._chat_chunks),
+    "responses": _Answers("resp", LocalProvider._responses_whole, LocalProvider._responses_chunks),
+    "anthropic": _Answers("msg", LocalProvider._anthropic_whole, LocalProvider._anthropic_chunks),
+}
+#: The API each path answers (``/v1`` and the format's path).
+_ROUTES: Final[Mapping[str, FormatName]] = {
+    "/v1" + MODEL_FORMATS[api].path: api for api in _ANSWERS
+}
 
 
 class _Dropped(Exception):

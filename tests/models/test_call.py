@@ -19,8 +19,8 @@ from lionexec.models import (
     ProviderError,
     StreamTruncatedError,
     UnknownFinishReasonError,
+    build_payload,
 )
-from lionexec.models.call import build_payload
 from lionexec.models.testing import Disconnect, Fail, LocalProvider, Raw, Reply, Stall
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -304,7 +304,7 @@ def _chat_body(**choice: Any) -> dict[str, Any]:
 def test_a_body_of_the_wrong_shape_is_malformed_never_a_type_error(
     api: Any, body: dict[str, Any]
 ) -> None:
-    from lionexec.models.call import parse_body
+    from lionexec.models._call import parse_body
 
     with pytest.raises(MalformedResponseError, match="reason string"):
         parse_body(api, json.dumps(body))
@@ -325,9 +325,9 @@ def test_a_body_of_the_wrong_shape_is_malformed_never_a_type_error(
 def test_a_stream_of_the_wrong_shape_is_malformed_never_a_type_error(
     api: Any, chunks: list[Any], what: str
 ) -> None:
-    from lionexec.models.call import _Assembler
+    from lionexec.models.formats import model_format
 
-    assembler = _Assembler(api)
+    assembler = model_format(api).assembler()
     with pytest.raises(MalformedResponseError, match=what):
         for chunk in chunks:
             assembler.feed(chunk)
@@ -335,9 +335,9 @@ def test_a_stream_of_the_wrong_shape_is_malformed_never_a_type_error(
 
 
 def test_an_anthropic_stream_whose_usage_is_not_an_object_still_assembles() -> None:
-    from lionexec.models.call import _Assembler
+    from lionexec.models.formats import model_format
 
-    assembler = _Assembler("anthropic")
+    assembler = model_format("anthropic").assembler()
     chunks = [
         {"type": "message_start", "message": {"usage": 5, "id": "m1"}},
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},

@@ -7,6 +7,7 @@ from contextlib import aclosing
 from typing import Any
 
 import anthropic.types
+import httpx
 import openai.types.chat
 import pydantic
 import pytest
@@ -175,6 +176,49 @@ async def test_call_ids_a_model_reuses_are_replaced(provider: LocalProvider) -> 
     assert len(set(ids)) == 2
     assert_consistent(branch)
     assert_exports_validate(branch)
+
+
+async def test_a_model_reusing_a_call_id_the_journal_holds_gets_a_fresh_one(
+    tmp_path: Any,
+) -> None:
+    """On a journaled branch that retain= trimmed, a model's reused call id (some send
+    "call_0" every turn) is in the journal's history, not in memory: the loop gives the call
+    a fresh id, as for one in memory (act() refused the turn, and run() raised)."""
+    from lionexec.journal import SqliteJournal
+    from lionexec.tools import Tool
+
+    def work(n: int) -> int:
+        """Work."""
+        return n
+
+    turns = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal turns
+        turns += 1
+        if turns % 2:  # every other turn a tool call, always with the id "call_0"
+            call = {"id": "call_0", "type": "function"}
+            call["function"] = {"name": "work", "arguments": '{"n": 1}'}  # type: ignore[assignment]
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+            finish = "tool_calls"
+        else:
+            message, finish = {"role": "assistant", "content": "done"}, "stop"
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        return httpx.Response(200, json={"id": f"r{turns}", "model": "m", "choices": [choice]})
+
+    with trio.fail_after(30):
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            model = Model(endpoint=Endpoint("http://x/v1"), name="m", client=client)
+            async with SqliteJournal(tmp_path / "j.db") as journal:
+                branch = await journal.branch(retain=1)
+                branch.register_tools(Tool.from_function(work, effect="pure"))
+                async with branch:
+                    for i in range(4):
+                        await run(branch, model, f"go {i}")  # (it raised DuplicateCallError)
+                history = await journal.history(branch.name)
+    call_ids = [request.call_id for request in history.requests()]
+    assert len(call_ids) == 4 and len(set(call_ids)) == 4  # one call per run, none reused
+    assert call_ids[0] == "call_0"
 
 
 async def test_max_turns_ends_with_every_request_answered(provider: LocalProvider) -> None:

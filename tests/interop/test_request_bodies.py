@@ -32,8 +32,8 @@ from lionexec.conversation import (
     MessageManager,
     System,
 )
-from lionexec.conversation.export import anthropic_tool_id
-from lionexec.models.call import build_payload
+from lionexec.conversation.formats import anthropic_tool_id
+from lionexec.models import build_payload
 
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>'
