@@ -16,6 +16,10 @@ protocol                                 implementations
 :class:`ReadSubject`                     ``text``; yours through
                                          :func:`~lionexec.governance.register_subject_kind`
 :class:`LimitState`, :class:`Limiter`    ``lionexec/limits/``: in memory, and the workers' database
+:class:`ProviderFormat`                  ``lionexec/conversation/formats/``: ``chat``,
+                                         ``responses``, ``anthropic``
+:class:`ModelFormat`,                    ``lionexec/models/formats/``: the same three APIs'
+:class:`StreamAssembler`                 requests, responses and streams
 =======================================  ==============================================
 """
 
@@ -24,12 +28,15 @@ from __future__ import annotations
 from ._public import publish as _publish
 from .act.sinks.base import DurableEvidenceSink as DurableEvidenceSink
 from .act.sinks.base import EvidenceSink as EvidenceSink
+from .conversation.formats.base import ProviderFormat as ProviderFormat
 from .governance.subjects.base import ReadSubject as ReadSubject
 from .governance.subjects.base import SubjectReader as SubjectReader
 from .journal.backends.base import Backend as Backend
 from .journal.backends.base import Store as Store
 from .limits.base import Limiter as Limiter
 from .limits.base import LimitState as LimitState
+from .models.formats.base import ModelFormat as ModelFormat
+from .models.formats.base import StreamAssembler as StreamAssembler
 
 __all__ = [
     "Backend",
@@ -37,8 +44,11 @@ __all__ = [
     "EvidenceSink",
     "LimitState",
     "Limiter",
+    "ModelFormat",
+    "ProviderFormat",
     "ReadSubject",
     "Store",
+    "StreamAssembler",
     "SubjectReader",
 ]
 
@@ -47,8 +57,10 @@ _publish(
     globals(),
     include=(
         "lionexec.act.sinks.base",
+        "lionexec.conversation.formats.base",
         "lionexec.governance.subjects.base",
         "lionexec.journal.backends.base",
         "lionexec.limits.base",
+        "lionexec.models.formats.base",
     ),
 )

@@ -9,11 +9,13 @@ from collections.abc import Sequence
 
 import lionexec.abc as abc
 from lionexec.act import JsonlSink
+from lionexec.conversation.formats import FORMAT_NAMES, provider_format
 from lionexec.governance import subject_kinds
 from lionexec.governance.subjects import base as subjects_base
 from lionexec.journal import MemoryJournal
 from lionexec.journal.backends import MemoryBackend, MemoryStore, SqliteBackend
 from lionexec.limits import Limit, LocalLimiter, StateInMemory
+from lionexec.models.formats import model_format
 
 
 def test_every_protocol_lives_in_lionexec_abc_and_is_checkable() -> None:
@@ -32,6 +34,9 @@ def test_the_shipped_implementations_satisfy_their_protocols(tmp_path: pathlib.P
     assert isinstance(MemoryStore(), abc.Store)
     assert isinstance(StateInMemory(), abc.LimitState)
     assert isinstance(LocalLimiter({"t": Limit(rate=1, period=1.0)}), abc.Limiter)
+    for name in FORMAT_NAMES:
+        assert isinstance(provider_format(name), abc.ProviderFormat), name
+        assert isinstance(model_format(name), abc.ModelFormat), name
     for kind in subject_kinds():
         reader = subjects_base._reader_of(kind)
         assert isinstance(reader, abc.SubjectReader), kind

@@ -2,7 +2,7 @@
 
 The exports are one per provider format: :mod:`lionexec.conversation.formats` holds the
 formats (one module per API) and their contract,
-:class:`~lionexec.conversation.formats.ProviderFormat`.
+:class:`~lionexec.abc.ProviderFormat`.
 """
 
 from .._public import publish as _publish

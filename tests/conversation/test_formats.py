@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import lionexec.abc
 import lionexec.conversation
 from lionexec.conversation import TURN_APIS, AssistantResponse, Instruction, MessageManager
 from lionexec.conversation.formats import (
@@ -170,7 +171,9 @@ def test_the_old_export_module_warns_once_and_gives_the_same_objects() -> None:
 
 def test_the_formats_names_have_their_homes() -> None:
     formats = lionexec.conversation.formats
-    for name in ("ProviderFormat", "ProviderTurn", "provider_format", "resolve_format"):
+    assert formats.ProviderFormat is lionexec.abc.ProviderFormat  # the protocol's home
+    assert formats.ProviderFormat.__module__ == "lionexec.abc"
+    for name in ("ProviderTurn", "provider_format", "resolve_format"):
         assert getattr(formats, name).__module__ == "lionexec.conversation.formats", name
     for name in ("to_openai", "to_responses", "to_anthropic", "result_text", "AnthropicExport"):
         assert getattr(formats, name) is getattr(lionexec.conversation, name)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import lionexec.abc
 import lionexec.models
 from lionexec.conversation.formats import FORMAT_NAMES, FORMATS
 from lionexec.errors import ConfigurationError
@@ -114,7 +115,10 @@ def _chat_body() -> dict[str, Any]:
 
 def test_the_formats_names_have_their_homes() -> None:
     formats = lionexec.models.formats
-    for name in ("ModelFormat", "StreamAssembler", "model_format"):
+    for name in ("ModelFormat", "StreamAssembler"):  # protocols: homed in lionexec.abc
+        assert getattr(lionexec.abc, name) is getattr(formats, name)
+        assert getattr(formats, name).__module__ == "lionexec.abc", name
+    for name in ("model_format",):
         assert getattr(formats, name).__module__ == "lionexec.models.formats", name
     for name in ("ModelResponse", "Usage", "build_payload", "Endpoint", "ModelCall"):
         assert getattr(lionexec.models, name).__module__ == "lionexec.models", name

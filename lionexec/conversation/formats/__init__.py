@@ -59,7 +59,6 @@ __all__ = [
     "AnthropicMessageParam",
     "ChatMessageParam",
     "FormatName",
-    "ProviderFormat",
     "ProviderTurn",
     "ResponsesInputItem",
     "anthropic_part",

@@ -38,8 +38,6 @@ __all__ = [
     "ANTHROPIC_MAX_TOKENS",
     "ANTHROPIC_VERSION",
     "MODEL_FORMATS",
-    "ModelFormat",
-    "StreamAssembler",
     "model_format",
 ]
 

@@ -126,7 +126,7 @@ class _AnthropicAssembler(_Assembler):
             raise ProviderError(200, dict(chunk))
 
     def result(self) -> ModelResponse:
-        """The assembled response (see :class:`~lionexec.models.formats.StreamAssembler`)."""
+        """The assembled response (see :class:`~lionexec.abc.StreamAssembler`)."""
         return self._assembled(_ANTHROPIC_FINISH, "message_stop")
 
 
@@ -212,7 +212,7 @@ def _anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _AnthropicModelFormat:
-    """Anthropic Messages, as a :class:`~lionexec.models.formats.ModelFormat`."""
+    """Anthropic Messages, as a :class:`~lionexec.abc.ModelFormat`."""
 
     __slots__ = ()
 
@@ -223,7 +223,7 @@ class _AnthropicModelFormat:
 
     @property
     def provider(self) -> ProviderFormat:
-        """The Anthropic :class:`~lionexec.conversation.formats.ProviderFormat`."""
+        """The Anthropic :class:`~lionexec.abc.ProviderFormat`."""
         return _PROVIDER
 
     @property

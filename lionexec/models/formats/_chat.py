@@ -100,12 +100,12 @@ class _ChatAssembler(_Assembler):
                 self.finish = choice.get("finish_reason")
 
     def result(self) -> ModelResponse:
-        """The assembled response (see :class:`~lionexec.models.formats.StreamAssembler`)."""
+        """The assembled response (see :class:`~lionexec.abc.StreamAssembler`)."""
         return self._assembled(_CHAT_FINISH, "[DONE]")
 
 
 class _ChatModelFormat:
-    """OpenAI Chat Completions, as a :class:`~lionexec.models.formats.ModelFormat`."""
+    """OpenAI Chat Completions, as a :class:`~lionexec.abc.ModelFormat`."""
 
     __slots__ = ()
 
@@ -116,7 +116,7 @@ class _ChatModelFormat:
 
     @property
     def provider(self) -> ProviderFormat:
-        """The Chat Completions :class:`~lionexec.conversation.formats.ProviderFormat`."""
+        """The Chat Completions :class:`~lionexec.abc.ProviderFormat`."""
         return _PROVIDER
 
     @property

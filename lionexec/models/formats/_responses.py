@@ -93,7 +93,7 @@ class _ResponsesAssembler(_Assembler):
             raise ProviderError(200, dict(chunk))
 
     def result(self) -> ModelResponse:
-        """The final event's response (see :class:`~lionexec.models.formats.StreamAssembler`)."""
+        """The final event's response (see :class:`~lionexec.abc.StreamAssembler`)."""
         if self.final is None:
             raise StreamTruncatedError(
                 f"stream ended after {self.chunks} chunks without response.completed",
@@ -151,7 +151,7 @@ def _responses_part(part: ContentPart | _ImageUrl) -> dict[str, Any]:
 
 
 class _ResponsesModelFormat:
-    """OpenAI Responses, as a :class:`~lionexec.models.formats.ModelFormat`."""
+    """OpenAI Responses, as a :class:`~lionexec.abc.ModelFormat`."""
 
     __slots__ = ()
 
@@ -162,7 +162,7 @@ class _ResponsesModelFormat:
 
     @property
     def provider(self) -> ProviderFormat:
-        """The Responses :class:`~lionexec.conversation.formats.ProviderFormat`."""
+        """The Responses :class:`~lionexec.abc.ProviderFormat`."""
         return _PROVIDER
 
     @property

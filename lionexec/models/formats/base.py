@@ -2,7 +2,7 @@
 
 A :class:`ModelFormat` knows one API's requests and answers: the path and headers a request
 goes with, its body (built on the conversation side,
-:class:`~lionexec.conversation.formats.ProviderFormat`), its response and its stream of
+:class:`~lionexec.abc.ProviderFormat`), its response and its stream of
 server-sent events, read into one :class:`~lionexec.models.ModelResponse`. The HTTP
 machinery (:class:`~lionexec.models.ModelCall`) is the same for all three and asks the
 endpoint's format for everything that differs.
