@@ -12,6 +12,7 @@ import ast
 import pathlib
 import subprocess
 import sys
+from collections import defaultdict
 from collections.abc import Iterator
 
 import attrs
@@ -278,4 +279,123 @@ def test_lower_layers_reach_the_converter_without_importing_serialization() -> N
     assert out.splitlines() == [
         "True",
         "True ['duration', 'error', 'response', 'retryable', 'status']",
+    ]
+
+
+# -- the shape inside the layers ---------------------------------------------------------------
+
+#: The extension points: each folder has a ``base.py`` (the protocol) and one module per
+#: implementation. An implementation imports, of its own folder, only ``base`` and the shared
+#: helper modules named here, never a sibling implementation.
+EXTENSION_FOLDERS: dict[str, frozenset[str]] = {
+    "lionexec.act.sinks": frozenset(),
+    "lionexec.conversation.formats": frozenset(),
+    "lionexec.governance.subjects": frozenset({"_programs", "_glob"}),
+    "lionexec.journal.backends": frozenset({"_sql"}),
+    "lionexec.models.formats": frozenset(),
+}
+
+#: No module of the package is longer than this: a file that outgrows it does several jobs.
+MAX_LINES = 900
+
+
+def cycles(found: list[Import]) -> list[list[str]]:
+    """The import circles among lionexec modules (strongly connected components of two or
+    more modules, or a module importing itself), lazy imports included, ``TYPE_CHECKING``
+    imports left out (they never run)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for i in found:
+        if not i.type_checking and i.importer != i.imported:
+            graph[i.importer].add(i.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def test_no_import_circle_anywhere_in_the_package_not_even_lazily() -> None:
+    found = cycles(list(all_imports()))
+    assert found == [], "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = [
+        f"{path.relative_to(PACKAGE_DIR.parent)}: {n} lines"
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    ]
+    assert long == [], f"modules over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+def extension_violations(found: list[Import]) -> list[str]:
+    wrong = []
+    for i in found:
+        folder, _, name = i.importer.rpartition(".")
+        if folder not in EXTENSION_FOLDERS or name in ("base", "__init__") or i.type_checking:
+            continue
+        # ``from . import base`` names the folder itself; the collector resolves submodules.
+        target_folder, _, target = i.imported.rpartition(".")
+        if i.imported == folder:
+            wrong.append(f"{i.importer} (line {i.line}) imports its folder's __init__")
+        elif (
+            target_folder == folder
+            and target != "base"
+            and target not in EXTENSION_FOLDERS[folder]
+        ):
+            wrong.append(f"{i.importer} (line {i.line}) imports {i.imported}")
+    return list(dict.fromkeys(wrong))
+
+
+def test_extension_points_have_a_base_and_implementations_import_only_it() -> None:
+    for folder in EXTENSION_FOLDERS:
+        path = PACKAGE_DIR.parent.joinpath(*folder.split("."))
+        assert (path / "base.py").is_file(), f"{folder} has no base.py"
+    found = extension_violations(list(all_imports()))
+    assert found == [], "\n".join(found)
+
+
+def test_the_circle_finder_finds_lazy_circles_and_ignores_type_checking() -> None:
+    found = [
+        Import("lionexec.journal.a", "lionexec.journal.b", 1, False),
+        Import("lionexec.journal.b", "lionexec.journal.a", 9, False),  # lazy, inside a function
+        Import("lionexec.act.x", "lionexec.act.y", 1, False),
+        Import("lionexec.act.y", "lionexec.act.x", 2, True),  # annotations only
+    ]
+    assert cycles(found) == [["lionexec.journal.a", "lionexec.journal.b"]]
+
+
+def test_the_extension_check_refuses_a_sibling_implementation() -> None:
+    found = imports_of(
+        "from .base import Backend\nfrom ._sql import Tx\nfrom ._sqlite import SqliteJournal\n",
+        "lionexec.journal.backends._postgres",
+    )
+    assert extension_violations(found) == [
+        "lionexec.journal.backends._postgres (line 3) imports lionexec.journal.backends._sqlite"
     ]
