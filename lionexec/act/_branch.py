@@ -17,7 +17,7 @@ import trio
 from lionexec import _unstructure
 from lionexec._failures import FailureLog, FailureStatistics
 from lionexec.conversation import ActionRequest, ActionResponse, AssistantResponse, MessageManager
-from lionexec.conversation.history import running
+from lionexec.conversation._history import running
 from lionexec.errors import (
     ConfigurationError,
     DuplicateCallError,

@@ -6,33 +6,33 @@ formats (one module per API) and their contract,
 """
 
 from .._public import publish as _publish
+from ._history import CallbackFailure as CallbackFailure
+from ._history import MessageCallback as MessageCallback
+from ._history import MessageManager as MessageManager
+from ._messages import OUTCOME_STATUS as OUTCOME_STATUS
+from ._messages import TURN_APIS as TURN_APIS
+from ._messages import ActionOutcome as ActionOutcome
+from ._messages import ActionRequest as ActionRequest
+from ._messages import ActionRequestContent as ActionRequestContent
+from ._messages import ActionResponse as ActionResponse
+from ._messages import ActionResponseContent as ActionResponseContent
+from ._messages import AssistantResponse as AssistantResponse
+from ._messages import ErrorInfo as ErrorInfo
+from ._messages import Instruction as Instruction
+from ._messages import Message as Message
+from ._messages import MessageRole as MessageRole
+from ._messages import System as System
+from ._messages import new_call_id as new_call_id
+from ._parts import ContentPart as ContentPart
+from ._parts import FilePart as FilePart
+from ._parts import ImagePart as ImagePart
+from ._parts import TextPart as TextPart
 from .formats import NO_RESPONSE as NO_RESPONSE
 from .formats import AnthropicExport as AnthropicExport
 from .formats import result_text as result_text
 from .formats import to_anthropic as to_anthropic
 from .formats import to_openai as to_openai
 from .formats import to_responses as to_responses
-from .history import CallbackFailure as CallbackFailure
-from .history import MessageCallback as MessageCallback
-from .history import MessageManager as MessageManager
-from .messages import OUTCOME_STATUS as OUTCOME_STATUS
-from .messages import TURN_APIS as TURN_APIS
-from .messages import ActionOutcome as ActionOutcome
-from .messages import ActionRequest as ActionRequest
-from .messages import ActionRequestContent as ActionRequestContent
-from .messages import ActionResponse as ActionResponse
-from .messages import ActionResponseContent as ActionResponseContent
-from .messages import AssistantResponse as AssistantResponse
-from .messages import ErrorInfo as ErrorInfo
-from .messages import Instruction as Instruction
-from .messages import Message as Message
-from .messages import MessageRole as MessageRole
-from .messages import System as System
-from .messages import new_call_id as new_call_id
-from .parts import ContentPart as ContentPart
-from .parts import FilePart as FilePart
-from .parts import ImagePart as ImagePart
-from .parts import TextPart as TextPart
 
 __all__ = [
     "NO_RESPONSE",

@@ -7,7 +7,7 @@ cattrs tagged union) and ``"role"`` (for readers; it follows from the kind). Arg
 outputs are rendered as strict JSON (:func:`lionexec._jsonable.jsonable`: ``json.dumps(...,
 allow_nan=False)`` always succeeds; non-finite floats and unprintable ints become strings), so
 any value can be saved; values that are already JSON data load back equal. Content parts
-(images, files) are saved in their JSON form (:func:`~lionexec.conversation.parts.part_json`)
+(images, files) are saved in their JSON form (:func:`~lionexec.conversation._parts.part_json`)
 and exported as parts again after loading. A history serializes as ``{"messages": [...]}``
 and loads back through its constructor, which checks every link.
 """
@@ -22,8 +22,8 @@ from cattrs.preconf.json import JsonConverter
 from cattrs.strategies import configure_tagged_union
 
 from .._jsonable import jsonable as strict_json
-from .history import MessageManager
-from .messages import (
+from ._history import MessageManager
+from ._messages import (
     ActionRequest,
     ActionRequestContent,
     ActionResponse,
@@ -33,7 +33,7 @@ from .messages import (
     Message,
     System,
 )
-from .parts import ContentPart, content_parts, part_json
+from ._parts import ContentPart, content_parts, part_json
 
 _MESSAGE_CLASSES: tuple[type[Message], ...] = (
     System,

@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 from .. import limits as _limits
 from .._public import publish as _publish
+from ._errors import MalformedResponseError as MalformedResponseError
+from ._errors import ModelConnectionError as ModelConnectionError
+from ._errors import ModelError as ModelError
+from ._errors import ProviderError as ProviderError
+from ._errors import StreamTruncatedError as StreamTruncatedError
+from ._errors import UnknownFinishReasonError as UnknownFinishReasonError
+from ._processor import RateLimitedProcessor as RateLimitedProcessor
+from ._processor import RateLimitedStatistics as RateLimitedStatistics
 from ._response import FINISH_REASONS as FINISH_REASONS
 from ._response import ModelResponse as ModelResponse
 from ._response import Usage as Usage
-from .errors import MalformedResponseError as MalformedResponseError
-from .errors import ModelConnectionError as ModelConnectionError
-from .errors import ModelError as ModelError
-from .errors import ProviderError as ProviderError
-from .errors import StreamTruncatedError as StreamTruncatedError
-from .errors import UnknownFinishReasonError as UnknownFinishReasonError
-from .processor import RateLimitedProcessor as RateLimitedProcessor
-from .processor import RateLimitedStatistics as RateLimitedStatistics
 
 if TYPE_CHECKING:
     from ._call import Endpoint, ModelCall, build_payload
-    from .loop import (
+    from ._loop import (
         LoopResult,
         Model,
         RunEvent,
@@ -74,15 +74,15 @@ _LAZY = {
     "Endpoint": "_call",
     "ModelCall": "_call",
     "build_payload": "_call",
-    "LoopResult": "loop",
-    "Model": "loop",
-    "RunEvent": "loop",
-    "TextDelta": "loop",
-    "ToolCallsProposed": "loop",
-    "ToolResult": "loop",
-    "TurnCompleted": "loop",
-    "run": "loop",
-    "run_stream": "loop",
+    "LoopResult": "_loop",
+    "Model": "_loop",
+    "RunEvent": "_loop",
+    "TextDelta": "_loop",
+    "ToolCallsProposed": "_loop",
+    "ToolResult": "_loop",
+    "TurnCompleted": "_loop",
+    "run": "_loop",
+    "run_stream": "_loop",
 }
 
 

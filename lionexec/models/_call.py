@@ -27,13 +27,13 @@ from lionexec.conversation.formats.base import _canonical
 from lionexec.engine import NOT_SERIALIZED, Event
 from lionexec.limits import RateLimiter, retry_after_seconds
 
-from ._response import ModelResponse
-from .errors import (
+from ._errors import (
     MalformedResponseError,
     ModelConnectionError,
     ProviderError,
     StreamTruncatedError,
 )
+from ._response import ModelResponse
 from .formats import MODEL_FORMATS, ModelFormat
 from .formats.base import _shape
 

@@ -16,7 +16,7 @@ from lionexec.conversation import (
     ErrorInfo,
     MessageManager,
 )
-from lionexec.conversation.parts import (
+from lionexec.conversation._parts import (
     FilePart,
     ImagePart,
     TextPart,

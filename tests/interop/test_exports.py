@@ -173,7 +173,7 @@ async def test_image_results_are_native_blocks(branch: Branch, kit: SimpleNamesp
 
 
 async def test_mixed_parts_and_files(kit: SimpleNamespace) -> None:
-    from lionexec.conversation.parts import FilePart, ImagePart
+    from lionexec.conversation._parts import FilePart, ImagePart
 
     pdf = b"%PDF-1.4 tiny"
 

@@ -18,7 +18,7 @@ from lionexec.conversation import (
     MessageManager,
     TextPart,
 )
-from lionexec.conversation.parts import content_parts
+from lionexec.conversation._parts import content_parts
 from lionexec.mcp import mcp_output
 from lionexec.serialization import converter
 

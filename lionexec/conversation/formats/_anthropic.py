@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Final, NotRequired, TypeAlias, TypedDict
 
 from ..._jsonable import jsonable as strict_json
 from ..._jsonable import utf8_text
-from ..messages import ActionRequest, Message
-from ..parts import ContentPart, FilePart, ImagePart, TextPart
+from .._messages import ActionRequest, Message
+from .._parts import ContentPart, FilePart, ImagePart, TextPart
 from .base import (
     _OPENAI_IMAGES,
     FormatName,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from ..messages import Message
-from ..parts import ContentPart, FilePart, ImagePart
+from .._messages import Message
+from .._parts import ContentPart, FilePart, ImagePart
 from .base import (
     _OPENAI_IMAGES,
     FormatName,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from ..messages import ActionRequest, Message
-from ..parts import ContentPart, ImagePart, TextPart
+from .._messages import ActionRequest, Message
+from .._parts import ContentPart, ImagePart, TextPart
 from .base import (
     _OPENAI_IMAGES,
     FormatName,

@@ -31,7 +31,7 @@ other name is a :class:`~lionexec.errors.ConfigurationError` listing the valid o
   ``reasoning``, ``message`` and ``function_call``) stay in the record but are not replayed;
   text blocks are replayed without their citations.
 * A completed call's result is its output: a string as it is, content parts
-  (:mod:`lionexec.conversation.parts`: images, files) as the provider's own blocks, anything
+  (:mod:`lionexec.conversation._parts`: images, files) as the provider's own blocks, anything
   else as JSON (so ``None`` is ``null``). A call that did not complete gets
   ``{"error": <type>, "message": <text>, "outcome": <outcome>}`` and, for Anthropic,
   ``is_error: true``.
@@ -68,7 +68,7 @@ import attrs
 from ..._jsonable import json_encoder, utf8_text
 from ..._jsonable import jsonable as strict_json
 from ...errors import ConfigurationError
-from ..messages import (
+from .._messages import (
     ActionRequest,
     ActionResponse,
     AssistantResponse,
@@ -76,7 +76,7 @@ from ..messages import (
     Message,
     System,
 )
-from ..parts import ContentPart, FilePart, ImagePart, TextPart, content_parts
+from .._parts import ContentPart, FilePart, ImagePart, TextPart, content_parts
 
 if TYPE_CHECKING:
     from ...tools import SchemaFormat

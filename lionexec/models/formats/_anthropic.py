@@ -9,11 +9,11 @@ import attrs
 
 from lionexec._jsonable import jsonable as strict_json
 from lionexec.act._envelope import read_arguments
+from lionexec.conversation._parts import ContentPart, TextPart
 from lionexec.conversation.formats import anthropic_part, anthropic_tool_id, provider_format
-from lionexec.conversation.parts import ContentPart, TextPart
 
+from .._errors import ProviderError, UnknownFinishReasonError
 from .._response import ModelResponse, Usage
-from ..errors import ProviderError, UnknownFinishReasonError
 from .base import (
     _Assembler,
     _ImageUrl,

@@ -10,8 +10,8 @@ import attrs
 
 from lionexec.conversation.formats import provider_format
 
+from .._errors import ProviderError, UnknownFinishReasonError
 from .._response import ModelResponse
-from ..errors import ProviderError, UnknownFinishReasonError
 from .base import _Assembler, _int, _PartialCall, _shape, _str_or_none, _tool_call, _usage
 
 if TYPE_CHECKING:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from lionexec.conversation._parts import ContentPart
 from lionexec.conversation.formats import dumps, provider_format, responses_part
-from lionexec.conversation.parts import ContentPart
 
+from .._errors import ProviderError, StreamTruncatedError, UnknownFinishReasonError
 from .._response import ModelResponse
-from ..errors import ProviderError, StreamTruncatedError, UnknownFinishReasonError
 from .base import (
     _Assembler,
     _ImageUrl,

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from lionexec.conversation.formats import dumps, part_text
-from lionexec.conversation.parts import (
+from lionexec.conversation._parts import (
     ContentPart,
     FilePart,
     ImagePart,
     TextPart,
     parse_data_url,
 )
+from lionexec.conversation.formats import dumps, part_text
 
+from .._errors import MalformedResponseError, StreamTruncatedError, UnknownFinishReasonError
 from .._response import ModelResponse, Usage
-from ..errors import MalformedResponseError, StreamTruncatedError, UnknownFinishReasonError
 
 if TYPE_CHECKING:
     from lionexec.conversation.formats import FormatName, ProviderFormat

@@ -13,7 +13,7 @@ import trio
 from .._failures import FailureLog, ReportedFailure, call_user
 from ..errors import HistoryError, MessageNotFoundError
 from . import formats
-from .messages import ActionRequest, ActionResponse, AssistantResponse, Message, System
+from ._messages import ActionRequest, ActionResponse, AssistantResponse, Message, System
 
 __all__ = ["CallbackFailure", "MessageCallback", "MessageManager"]
 

@@ -30,8 +30,8 @@ from lionexec.errors import ConfigurationError
 from lionexec.limits import RateLimiter
 
 from ._call import Endpoint, ModelCall, build_payload, text_delta
+from ._errors import MalformedResponseError, ModelError
 from ._response import ModelResponse
-from .errors import MalformedResponseError, ModelError
 
 __all__ = [
     "LoopResult",
