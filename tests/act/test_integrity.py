@@ -1,6 +1,6 @@
-"""Evidence integrity, duplicates and re-entry, and the transaction's smaller defects (issue 11).
+"""Evidence integrity, duplicates and re-entry, and the transaction's smaller defects.
 
-Each test here failed on the transaction before issue 10/11's changes.
+Each test here pins a defect an earlier transaction had.
 """
 
 from __future__ import annotations
@@ -818,7 +818,7 @@ async def test_one_call_acts_hold_a_shared_limiter_token_while_they_run(
     assert [r.outcome for r in branches[1].messages.responses()][-1] is ActionOutcome.CANCELLED
 
 
-# -- retention (issue 13) -----------------------------------------------------------------------
+# -- retention -----------------------------------------------------------------------
 
 
 async def test_retain_bounds_a_long_lived_branch_by_whole_pairs() -> None:

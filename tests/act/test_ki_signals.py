@@ -1,4 +1,4 @@
-"""A real SIGINT at random instants never tears the evidence (issue 11, "Torn evidence").
+"""A real SIGINT at random instants never tears the evidence.
 
 Each run starts ``tests/support/ki_driver.py`` as a subprocess; once the driver says it is
 inside ``trio.run`` (its ``ready`` line), the test waits a random delay (seeded) spanning the

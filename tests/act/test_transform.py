@@ -1,7 +1,7 @@
 """The transform phase: a tool's preprocessor, then revalidation (schema, policy), always.
 
 Moved here from the FunctionCalling tests when the transform left the event and became a
-phase of the governed transaction (issue 10): what they proved still holds, through act().
+phase of the governed transaction: what they proved still holds, through act().
 """
 
 from __future__ import annotations

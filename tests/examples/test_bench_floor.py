@@ -1,6 +1,5 @@
 """benchmarks/_floor.py, the equivalent-work floor of ``nox -s bench``, does the work lionexec's
-``act`` does: each case here runs both and compares what they did (issue 13: a floor that
-skips part of the contract flatters every ratio against it)."""
+``act`` does: each case here runs both and compares what they did."""
 
 from __future__ import annotations
 

@@ -215,7 +215,7 @@ def test_a_long_hostile_segment_does_not_make_a_case_ignoring_rule_slow() -> Non
 
 @pytest.mark.parametrize("subject", ["cat /data/STRASSE.txt", "cat /data/straße.txt"])
 def test_a_case_ignoring_command_rule_folds_as_a_path_rule_does(subject: str) -> None:
-    # text and command rules used re.IGNORECASE, which does not take ß for ss (session 13)
+    # text and command rules used re.IGNORECASE, which does not take ß for ss
     policy = PermissionPolicy(
         mode="rules", deny={"bash": ["(?i)cat *straße*"]}, allow={"bash": ["cat *"]}
     )

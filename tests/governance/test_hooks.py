@@ -144,7 +144,7 @@ async def test_a_raising_pre_handler_is_a_denial_value_not_an_exception(
 
 
 async def test_a_pre_handler_allows_with_true_or_none_and_denies_with_anything_else() -> None:
-    # Fail closed (issue 11): a verdict that is neither True nor None, say "deny" or 0, denies.
+    # Fail closed: a verdict that is neither True nor None, say "deny" or 0, denies.
     def returning(value: object) -> Any:
         return lambda **_: value
 

@@ -91,7 +91,7 @@ def test_tool_rules_come_before_star_rules() -> None:
 
 
 def test_matching_is_case_sensitive_unless_a_pattern_opts_in() -> None:
-    # Changed (issue 11): matching used to fall back to ignoring case, and tool names ignored
+    # Changed: matching used to fall back to ignoring case, and tool names ignored
     # case; both were bypasses. The opt-in is the IGNORE_CASE mark on one pattern.
     policy = PermissionPolicy(mode="rules", allow={"bash": ["git *", ignoring_case("HG *")]})
     assert ignoring_case("HG *") == IGNORE_CASE + "HG *" == "(?i)HG *"
@@ -224,7 +224,7 @@ def test_to_dict_and_from_dict_round_trip_through_json_without_the_handler() -> 
         on_escalate=approve,
     )
     data = json.loads(json.dumps(policy.to_dict()))
-    # Changed (issue 11): safe() denies the bare names too, in any case.
+    # Changed: safe() denies the bare names too, in any case.
     denied = ["rm", "rm *", "sudo", "sudo *", "chmod", "chmod *", "kill", "kill *", "mkfs"]
     assert data == {
         "mode": "rules",
@@ -431,7 +431,7 @@ def test_check_agrees_with_a_reference_evaluation(
     assert PermissionPolicy.from_dict(json.loads(json.dumps(policy.to_dict()))) == policy
 
 
-# -- issue 11: each bypass of the policy, one test each ----------------------------------------
+# -- each bypass of the policy, one test each --------------------------------------------------
 
 
 def read_file(path: str) -> str:
@@ -757,7 +757,7 @@ async def test_a_declared_text_subject_is_a_case_sensitive_glob() -> None:
     assert (await policy.decide(upper)).behavior == "deny"
 
 
-# -- decide() is a checkpoint on every path (issue 10, item 3) ---------------------------------
+# -- decide() is a checkpoint on every path ---------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Property tests: no subject a rule does not cover gets past the permission policy (issue 11).
+"""Property tests: no subject a rule does not cover gets past the permission policy.
 
 Hypothesis builds subjects *around* each rule (traversals, repeated and trailing separators,
 case variants, NUL, percent-encoded and Unicode look-alikes, whitespace variants, wrappers,

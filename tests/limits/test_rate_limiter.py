@@ -165,7 +165,7 @@ async def test_acquire_is_a_checkpoint_and_cancellation_takes_nothing(
 
 @pytest.mark.parametrize("cost", [-1, 1.5])
 async def test_a_refused_acquire_is_a_checkpoint_too(cost: float) -> None:
-    # "Always a checkpoint": the refusal raised before yielding (session 13 review)
+    # "Always a checkpoint": the refusal raised before yielding
     limiter = RateLimiter(requests=1, period=1)
     with trio.testing.assert_checkpoints(), pytest.raises(BudgetExceededError):
         await limiter.acquire(cost)

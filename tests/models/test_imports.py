@@ -24,7 +24,7 @@ def test_import_lionexec_does_not_import_httpx() -> None:
 
 
 async def test_stream_of_a_terminal_call_yields_nothing_and_sends_nothing() -> None:
-    """ADR-0003 D2: stream returns without yielding when the status is terminal."""
+    """stream() returns without yielding when the status is terminal."""
     call = ModelCall(endpoint=Endpoint("http://127.0.0.1:9/v1"), payload={}, streaming=True)
     call.status = EventStatus.COMPLETED
     assert [chunk async for chunk in call.stream()] == []

@@ -266,7 +266,7 @@ async def _overlapping(*calls: Any) -> None:
     nursery never exited. Its children (a cancelled call's shielded, bounded announcements)
     then outlive trio's init task, and ``trio.run`` ends in ``TrioInternalError``. This is
     trio's, not lionexec's (``test_ki_signals.py`` reproduces it in raw trio). It was the one
-    violation in session 13's soaks.
+    violation in earlier soaks.
     """
     import trio
 
