@@ -1,4 +1,4 @@
-"""``python -m lionexec demo``: run lionexec's demo.
+"""``lionexec demo`` (or ``python -m lionexec demo``): run lionexec's demo.
 
 ``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal
 (see :mod:`lionexec.journal._cli`).
