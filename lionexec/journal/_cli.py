@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import json
 import os
 import sys
@@ -27,6 +26,7 @@ from typing import Any, TextIO
 import trio
 
 from lionexec._jsonable import utf8_text
+from lionexec._spec import load_attribute
 from lionexec.tools import ActionManager
 
 from ._journal import Journal
@@ -148,7 +148,7 @@ def _tools(spec: str) -> ActionManager:
         ValueError: the attribute is neither (naming what it is instead).
         TypeError: an item is not a tool or a callable (see ``ActionManager``).
     """
-    value = _load(spec)
+    value = load_attribute(spec)
     if isinstance(value, ActionManager):
         return value
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
@@ -157,18 +157,3 @@ def _tools(spec: str) -> ActionManager:
             f"{value!r:.60}"
         )
     return ActionManager(value)
-
-
-def _load(spec: str) -> Any:
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ValueError("expected MODULE:ATTRIBUTE")
-    try:
-        value: Any = importlib.import_module(module_name)
-    except ImportError:
-        raise
-    except Exception as exc:  # the module itself failed (a SyntaxError, an error it raised)
-        raise ImportError(f"importing {module_name} failed: {exc!r}") from exc
-    for part in attribute.split("."):
-        value = getattr(value, part)
-    return value

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import os
 import signal
 import sys
@@ -21,6 +20,7 @@ from typing import Any, Final
 
 import trio
 
+from .._spec import load_attribute
 from ..tools import ActionManager
 from ._app import _hypercorn, open_app, serve
 from ._config import ServerConfig
@@ -92,17 +92,7 @@ def _parser(
 
 def _load_tools(spec: str) -> tuple[Callable[..., Any], ...]:
     """The tools *spec* (``MODULE:ATTRIBUTE``) names: a list of tools or functions."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ValueError("expected MODULE:ATTRIBUTE")
-    try:
-        value: Any = importlib.import_module(module_name)
-    except ImportError:
-        raise
-    except Exception as exc:  # the module itself failed (a SyntaxError, an error it raised)
-        raise ImportError(f"importing {module_name} failed: {exc!r}") from exc
-    for part in attribute.split("."):
-        value = getattr(value, part)
+    value = load_attribute(spec)
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         raise ValueError(f"expected a list of tools, got {type(value).__name__} {value!r:.60}")
     tools = tuple(value)

@@ -23,7 +23,8 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from .._cli import _load, _tools
+from ..._spec import load_attribute
+from .._cli import _tools
 from .._open import open_journal
 from ..errors import JournalError
 from ._worker import Worker
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
         print(f"error: --tools {args.tools}: {exc}", file=sys.stderr)
         return 2
     try:
-        limits = _load(args.limits) if args.limits else None
+        limits = load_attribute(args.limits) if args.limits else None
     except (ImportError, AttributeError, ValueError) as exc:
         print(f"error: --limits {args.limits}: {exc}", file=sys.stderr)
         return 2
