@@ -11,6 +11,7 @@ feedback comes in as headers.
 from __future__ import annotations
 
 import email.utils
+import logging
 import math
 import re
 import time
@@ -41,6 +42,9 @@ class BudgetExceededError(LionexecError, ValueError):
     """A call's estimated cost is larger than the limiter could ever grant at once."""
 
 
+_log = logging.getLogger("lionexec")
+
+
 @attrs.frozen
 class RateLimiterStatistics:
     """A snapshot of a :class:`RateLimiter`, as returned by :meth:`RateLimiter.statistics`."""
@@ -69,6 +73,9 @@ class RateLimiterStatistics:
     """Tokens charged so far: estimates, corrected by the usage reported afterwards."""
     provider_pauses: int
     """Times provider feedback paused the limiter."""
+    usage_capped: int = 0
+    """Times a reported usage was larger than ``max_pause``'s worth of tokens and was cut to
+    it (each is logged on the ``lionexec`` logger)."""
 
 
 @attrs.define
@@ -116,6 +123,7 @@ class RateLimiter:
     """
 
     __slots__ = (
+        "_capped",
         "_granted",
         "_last_now",
         "_pause_until",
@@ -169,7 +177,7 @@ class RateLimiter:
         elif token_burst is not None:
             raise ConfigurationError("token_burst needs a token budget (tokens=...)")
         self._pause_until = -math.inf
-        self._granted = self._refused = self._tokens_charged = self._pauses = 0
+        self._granted = self._refused = self._tokens_charged = self._pauses = self._capped = 0
         self._last_now = -math.inf
 
     def _now(self, now: float | None) -> float:
@@ -269,7 +277,9 @@ class RateLimiter:
         """Replace a charged estimate of *estimated* tokens by the *actual* usage.
 
         A smaller actual gives the difference back, a larger one charges it (which may push
-        the next grants later). Non-integer or negative values are ignored.
+        the next grants later, by at most ``max_pause``: a larger report is cut to that, logged
+        and counted in :attr:`RateLimiterStatistics.usage_capped`). Non-integer or negative
+        values are ignored.
         """
         if self._tokens is None:
             return
@@ -280,6 +290,23 @@ class RateLimiter:
         delta = actual - estimated
         cell = self._tokens
         if delta > 0:
+            # A reported usage is provider feedback like a pause: it may hold later grants back
+            # by at most max_pause, whatever a provider (or a bug in one) reports.
+            backlog = max(0.0, cell.tat - now)
+            room = math.floor(
+                (self.max_pause + cell.capacity * cell.interval - backlog) / cell.interval
+            )
+            if delta > room:
+                _log.warning(
+                    "provider reported usage of %d tokens against an estimate of %d; charged "
+                    "%d, max_pause's worth (%g s)",
+                    actual,
+                    estimated,
+                    estimated + max(0, room),
+                    self.max_pause,
+                )
+                self._capped += 1
+                delta = max(0, room)
             cell.charge(now, delta)
         elif delta < 0:
             cell.give_back(now, -delta)
@@ -345,6 +372,7 @@ class RateLimiter:
             refused=self._refused,
             tokens_charged=self._tokens_charged,
             provider_pauses=self._pauses,
+            usage_capped=self._capped,
         )
 
     def _available(self, cell: _Cell, now: float) -> int:

@@ -169,3 +169,26 @@ async def test_a_refused_acquire_is_a_checkpoint_too(cost: float) -> None:
     limiter = RateLimiter(requests=1, period=1)
     with trio.testing.assert_checkpoints(), pytest.raises(BudgetExceededError):
         await limiter.acquire(cost)
+
+
+def test_a_reported_usage_holds_grants_back_by_max_pause_at_most(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A provider reporting usage=(10**18, 0) must not make every sharer wait for years.
+    limiter = RateLimiter(requests=100, tokens=1000, period=1.0, max_pause=30.0)
+    assert limiter.try_acquire(10, now=0.0) == 0.0
+    with caplog.at_level("WARNING", logger="lionexec"):
+        limiter.correct(10, 10**18, now=0.0)
+    wait = limiter.try_acquire(10, now=0.0)
+    own = 10 / 1000  # the new request's own 10 tokens, at 1000 per second
+    assert 30.0 <= wait <= 30.0 + own + 1e-6
+    assert limiter.statistics(now=0.0).usage_capped == 1
+    assert "10000000000000000" in caplog.text and "max_pause" in caplog.text
+    limiter.correct(10, 10**18, now=0.0)  # a second report adds nothing past the bound
+    assert limiter.try_acquire(10, now=0.0) <= 30.0 + own + 1e-6
+    assert limiter.statistics(now=0.0).usage_capped == 2
+    assert limiter.try_acquire(10, now=31.0) == 0.0  # and it has passed after max_pause
+    honest = RateLimiter(tokens=1000, period=1.0, max_pause=30.0)
+    honest.correct(0, 1500, now=0.0)  # within the bound: charged as reported
+    assert honest.statistics(now=0.0).usage_capped == 0
+    assert honest.try_acquire(1, now=0.0) == pytest.approx(0.501, abs=1e-3)
