@@ -44,15 +44,22 @@ def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
 
 def copy_error(error: _E) -> _E:
     """A copy of a recorded exception for a hook or an observer: its own ``args``,
-    attributes and notes (``copy.copy`` alone shares the ``__notes__`` list), the chain and
-    traceback as they are. An exception that cannot be copied (its copy raises, is not an
-    exception, or refuses those attributes) is passed as it is."""
+    attributes and notes, each a private copy (``copy.copy`` alone shares the ``__notes__``
+    list and every mutable attribute, such as a ``details`` dict), the chain and traceback as
+    they are. An exception that cannot be copied (its copy raises, is not an exception, or
+    refuses those attributes) is passed as it is."""
     if not isinstance(error, BaseException):
         return error
     try:
         copied = copy.copy(error)
         if not isinstance(copied, BaseException):  # a __copy__ or __reduce__ of its own
             return error
+        copied.args = snapshot(error.args)
+        attributes = getattr(copied, "__dict__", None)
+        if type(attributes) is dict:
+            for name, value in attributes.items():
+                if name != "__notes__":
+                    attributes[name] = snapshot(value)
         notes = getattr(error, "__notes__", None)
         if type(notes) is list:
             copied.__notes__ = list(notes)

@@ -324,3 +324,33 @@ async def test_a_tool_error_that_does_not_copy_is_passed_as_it_is(
     assert seen == [error]
     assert branch.failures.statistics().total == 0
     assert_consistent(branch)
+
+
+class WithDetails(Exception):
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message, [1, 2])
+        self.details = details
+
+
+async def test_a_hook_cannot_change_the_recorded_errors_attributes_or_args() -> None:
+    async def bad() -> None:
+        raise WithDetails("tool failed", {"path": "/data/a", "tries": [1]})
+
+    def tamper(**kwargs: Any) -> None:
+        error = kwargs["error"]
+        error.details["path"] = "/etc/shadow"
+        error.details["tries"].append(2)
+        error.args[1].append(3)
+
+    branch = Branch()
+    branch.register_tools(bad)
+    branch.hooks.on(HookPoint.TOOL_ERROR, tamper)
+    (response,) = await branch.act(call("bad"), suppress_errors=True)
+    assert response.content.outcome == ActionOutcome.FAILED
+    [record] = list(branch.log)
+    recorded = record.event.execution.error
+    assert isinstance(recorded, WithDetails)
+    assert recorded.details == {"path": "/data/a", "tries": [1]}
+    assert recorded.args == ("tool failed", [1, 2])
+    assert branch.failures.statistics().total == 0
+    assert_consistent(branch)
