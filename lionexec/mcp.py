@@ -20,7 +20,13 @@ governed and recorded like any other:
   ``{"type": "image", "data": <base64>, "mime_type"}``, ``{"type": "audio", "data",
   "mime_type"}`` and ``{"type": "file", "data", "mime_type", "uri"}`` (an embedded binary
   resource). A text resource is a text part with its ``uri``; a resource link is a text part
-  naming it.
+  naming it;
+* **limits**: a result larger than ``max_result_bytes`` (16 MiB by default: its text, base64
+  data and structured content together) and binary data that is not valid base64 end the call
+  ``failed`` with :class:`McpError` naming the tool, and are never recorded. A server that
+  lists one name twice is refused (:class:`McpError`); tools of several servers on one branch
+  whose names collide are a :class:`~lionexec.errors.DuplicateToolError` when registered:
+  give each server's tools a ``prefix``.
 
 Only this module imports ``mcp``; install it with ``pip install lionexec[mcp]``. The MCP SDK
 runs on anyio, so it runs on trio.
@@ -28,6 +34,7 @@ runs on anyio, so it runs on trio.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,6 +49,7 @@ from lionexec.errors import ConfigurationError, LionexecError, SchemaError
 from lionexec.tools import TOOL_NAME_PATTERN, Tool
 
 __all__ = [
+    "MAX_RESULT_BYTES",
     "McpError",
     "McpToolError",
     "McpToolset",
@@ -52,6 +60,8 @@ __all__ = [
 
 #: The most ``tools/list`` pages :func:`load_tools` reads by default before giving up.
 MAX_PAGES: Final = 100
+#: The largest result an MCP tool call may return by default, in bytes (see the module).
+MAX_RESULT_BYTES: Final = 16 * 1024 * 1024
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 _PREFIX: Final = re.compile(r"[A-Za-z0-9_-]{0,40}")
 _HASH_LENGTH: Final = 8
@@ -160,26 +170,32 @@ async def load_tools(
     *,
     prefix: str = "",
     max_pages: int = MAX_PAGES,
+    max_result_bytes: int = MAX_RESULT_BYTES,
 ) -> McpToolset:
     """List every tool of *session* (all pages) and wrap each as a :class:`Tool`.
 
     *session* is an initialized ``mcp.ClientSession`` or an entered ``mcp.Client``; the tools
     call it, so it must stay open while they run. *prefix* goes before every name (for tools
-    of several servers on one branch). Blocks for the listing round trips; cancellation
-    propagates (nothing is kept).
+    of several servers on one branch). A call whose result is over *max_result_bytes* fails
+    (see the module). Blocks for the listing round trips; cancellation propagates (nothing is
+    kept).
 
     Raises:
-        McpError: the listing did not end within *max_pages* pages, or repeated a cursor.
+        McpError: the listing did not end within *max_pages* pages, repeated a cursor, or
+            listed one tool name twice.
         SchemaError: a tool's ``inputSchema`` is not a usable JSON Schema object (naming the
             tool).
     """
     listed: dict[str, mcp.types.Tool] = {}
+    twice: list[str] = []  # refused once the listing is read (a looping cursor says more)
     cursor: str | None = None
     seen: set[str] = set()
     for _ in range(max_pages):
         page = await _list_page(session, cursor)
         for tool in page.tools:
-            listed.setdefault(tool.name, tool)
+            if tool.name in listed:
+                twice.append(tool.name)
+            listed[tool.name] = tool
         cursor = page.next_cursor
         if cursor is None:
             break
@@ -188,10 +204,16 @@ async def load_tools(
         seen.add(cursor)
     else:
         raise McpError(f"the MCP tools/list did not end within {max_pages} pages")
+    if twice:
+        raise McpError(f"the MCP server listed the tool {twice[0]!r} twice")
+    if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int):
+        raise ConfigurationError(f"max_result_bytes must be an int, not {max_result_bytes!r}")
+    if max_result_bytes < 1:
+        raise ConfigurationError(f"max_result_bytes must be positive, not {max_result_bytes}")
     names = map_names(listed, prefix=prefix)
     tools = []
     for name, original in names.items():
-        tools.append(_wrap(session, listed[original], name))
+        tools.append(_wrap(session, listed[original], name, max_result_bytes))
     return McpToolset(tuple(tools), names)
 
 
@@ -204,11 +226,13 @@ async def _list_page(
     return await session.list_tools(params=params)
 
 
-def _wrap(session: mcp.ClientSession | mcp.Client, tool: mcp.types.Tool, name: str) -> Tool:
+def _wrap(
+    session: mcp.ClientSession | mcp.Client, tool: mcp.types.Tool, name: str, max_bytes: int
+) -> Tool:
     schema = tool.input_schema
     try:
         return Tool.from_function(
-            _McpCall(session, tool.name),
+            _McpCall(session, tool.name, max_bytes),
             name=name,
             description=tool.description or "",
             schema=schema if isinstance(schema, Mapping) else {},
@@ -223,9 +247,16 @@ class _McpCall:
 
     session: mcp.ClientSession | mcp.Client = attrs.field(repr=False)
     tool: str
+    max_bytes: int = MAX_RESULT_BYTES
 
     async def __call__(self, /, **arguments: Any) -> Any:  # "self" may be an argument
         result = await self.session.call_tool(self.tool, arguments)
+        size = _result_size(result, self.max_bytes)
+        if size > self.max_bytes:
+            raise McpError(
+                f"the MCP tool {self.tool!r} returned more than {self.max_bytes} bytes "
+                f"(at least {size}); not recorded (load_tools(max_result_bytes=...) sets the cap)"
+            )
         if result.is_error:
             raise McpToolError(self.tool, [_part(block) for block in result.content])
         return mcp_output(result)
@@ -253,12 +284,39 @@ def mcp_output(result: mcp.types.CallToolResult) -> Any:
     return parts
 
 
+def _result_size(result: mcp.types.CallToolResult, limit: int) -> int:
+    """The size of *result*'s texts, data and structured content, counted until past *limit*."""
+    size = 0
+    for block in result.content:
+        resource = getattr(block, "resource", None)
+        for owner in (block, resource):
+            for field in ("text", "data", "blob"):
+                value = getattr(owner, field, None) if owner is not None else None
+                if isinstance(value, str | bytes):
+                    size += len(value)
+        if size > limit:
+            return size
+    if result.structured_content is not None:
+        size += len(strict_dumps(result.structured_content))
+    return size
+
+
+def _base64(data: object, tool_part: str) -> object:
+    """*data*, checked to be base64 as MCP requires (a model or a file reader gets it)."""
+    if isinstance(data, str):
+        try:
+            binascii.a2b_base64(data.encode("ascii"), strict_mode=True)
+        except (ValueError, UnicodeEncodeError):
+            raise McpError(f"the MCP result's {tool_part} data is not valid base64") from None
+    return data
+
+
 def _part(block: Any) -> dict[str, Any]:
     kind = getattr(block, "type", None)
     if kind == "text":
         return {"type": "text", "text": block.text}
     if kind in ("image", "audio"):
-        return {"type": kind, "data": block.data, "mime_type": block.mime_type}
+        return {"type": kind, "data": _base64(block.data, kind), "mime_type": block.mime_type}
     if kind == "resource":
         resource = block.resource
         uri = str(resource.uri)
@@ -269,7 +327,7 @@ def _part(block: Any) -> dict[str, Any]:
             return part
         return {
             "type": "file",
-            "data": resource.blob,
+            "data": _base64(resource.blob, "resource"),
             "mime_type": resource.mime_type or "application/octet-stream",
             "uri": uri,
         }
