@@ -277,3 +277,20 @@ async def test_a_lone_surrogate_in_a_message_survives_a_restart_as_it_was(
     async with journals.new() as journal:
         [message] = await journal.history(branch.id)
         assert message.content == "caf\u00e9 \ud800!"  # (lossless: written with \\u escapes)
+
+
+async def test_a_schema_name_damaged_on_disk_is_not_a_journal_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "damaged.db"
+    async with SqliteJournal(path) as journal:
+        await journal.branch()
+    data = bytearray(path.read_bytes())
+    at = data.find(b"lionexec_schema_version")  # the first copy: sqlite_master's name column
+    assert at > 0
+    data[at] = 0xFF  # one flipped byte: the name is no longer UTF-8
+    path.write_bytes(bytes(data))
+    with pytest.raises(NotAJournalError, match=r"damaged\.db is not a lionexec journal") as info:
+        async with SqliteJournal(path):
+            pass
+    assert info.value.target == str(path)

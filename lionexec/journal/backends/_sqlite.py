@@ -337,8 +337,20 @@ class SqliteBackend(Backend):
             self._max_params = min(_MAX_PARAMS, limit)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise JournalError(
+                    f"{self.target}: the disk is full ({exc}); nothing was changed: free some "
+                    "space and open the journal again"
+                ) from exc
             raise NotAJournalError(
                 f"{self.target} is not a lionexec journal (corrupt or not SQLite): {exc}",
+                target=self.target,
+            ) from exc
+        except UnicodeDecodeError as exc:  # a damaged schema table: its text is not UTF-8
+            conn.close()
+            raise NotAJournalError(
+                f"{self.target} is not a lionexec journal (corrupt: a name in its schema is "
+                f"not UTF-8: {exc})",
                 target=self.target,
             ) from exc
         except BaseException:
