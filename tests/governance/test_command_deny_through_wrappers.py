@@ -162,3 +162,22 @@ def test_an_allow_rule_compares_words_not_the_words_joined() -> None:
     decision = policy.check("bash", "'ls /../../../../bin/rm' -rf /tmp/x", {})
     assert decision.behavior == "deny" and decision.reason == "no rule matched; denied by default"
     assert policy.check("bash", "ls 'a b' c", {}).behavior == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "eval -- rm -rf /",  # eval takes "--" as the end of its options
+        "npm exec --call='rm x'",  # npm's and npx's --call is a command line, like -c
+        "npm exec --call 'rm x'",
+        "npx --call='rm -rf /'",
+        "npm exec --ca='rm x'",  # abbreviated, as npm's option parser allows
+    ],
+)
+def test_the_routes_the_docs_say_are_read_are_read(command: str) -> None:
+    assert DENY_RM.check("bash", command, {}, kind="command").behavior == "deny", command
+
+
+def test_eval_and_call_strings_still_allow_harmless_lines() -> None:
+    for command in ("eval -- echo hi", "npm exec --call='echo hi'", "npx --call 'ls -la'"):
+        assert DENY_RM.check("bash", command, {}, kind="command").behavior == "allow", command

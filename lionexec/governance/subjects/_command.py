@@ -334,7 +334,10 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
             _git_config_commands(argv[i + 1 :], result)
             return
         if name == "eval":
-            _nested(" ".join(argv[i + 1 :]), result)
+            words = argv[i + 1 :]
+            if words[:1] == ["--"]:  # eval takes "--" as the end of its (no) options
+                words = words[1:]
+            _nested(" ".join(words), result)
             return
         if name == "trap":  # trap STRING SIGNAL...: the shell runs STRING later
             for word in argv[i + 1 :]:

@@ -314,8 +314,9 @@ _GIT_COMMAND_SUFFIXES: Final = (
 )
 
 
-#: The long options of a shell (or su) whose value is a command line.
-_COMMAND_OPTIONS: Final = ("--command", "--session-command")
+#: Long options whose value is a command line: su's and runuser's ``--command`` and
+#: ``--session-command``, and npm's and npx's ``--call`` (``npm exec --call='rm x'``).
+_COMMAND_OPTIONS: Final = ("--command", "--session-command", "--call")
 
 #: What ``env -S`` splits at, outside quotes.
 _ENV_BLANKS: Final = " \t\n\v\f\r"
