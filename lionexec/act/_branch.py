@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
 import math
 import os
 import uuid
@@ -36,6 +38,8 @@ from ._scope import CallScope, new_request
 from ._transaction import CallTransaction
 from ._unanswered import announce_interrupted, record_unanswered
 from .sinks import EvidenceSink, JsonlSink
+
+_log = logging.getLogger("lionexec")
 
 __all__ = ["Branch", "BranchStatistics", "Strategy"]
 
@@ -676,6 +680,8 @@ class Branch:
                 failures=failures,
                 cancel_grace=self.cancel_grace,
             )
+            if self.policy is not None:
+                _report_unknown_tools(self.policy, self.registry)
         return scope
 
     def _check_new(self, proposals: list[Proposal], requests: list[ActionRequest]) -> bool:
@@ -722,3 +728,17 @@ class Branch:
                     call_id=call_id,
                 )
         return made_here
+
+
+def _report_unknown_tools(policy: PermissionPolicy, registry: ActionManager) -> None:
+    """Log the policy's rules that name no registered tool (a typo never matches anything)."""
+    names = registry.names
+    for tool in policy.unknown_tools(names):
+        close = difflib.get_close_matches(tool, names, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        _log.warning(
+            "the permission policy has rules for tool %r, which is not registered%s: "
+            "they never apply",
+            tool,
+            hint,
+        )

@@ -248,6 +248,8 @@ class PermissionPolicy:
     _decided: dict[tuple[str, str, str | None], PermissionDecision] = attrs.field(
         init=False, factory=dict, eq=False, hash=False, repr=False
     )
+    #: A preset's rules name conventional tools; not part of the policy's value.
+    _conventional: bool = attrs.field(init=False, default=False, eq=False, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         ruled = [
@@ -263,6 +265,17 @@ class PermissionPolicy:
                 f"(for {', '.join(repr(t) for t in self._ruled_tools())}): leave mode out "
                 f"(rules imply mode='rules'), or drop the rules"
             )
+
+    def unknown_tools(self, registered: Iterable[str]) -> list[str]:
+        """The tool names the rules mention (``"*"`` aside) that are not in *registered*, in
+        rule order: rules that can never apply, most often a typo of a tool's name. A
+        branch logs them, with the closest registered name, the first time it acts with this
+        policy and its tools. The presets (:meth:`read_only`, :meth:`safe`) name
+        conventional tools that need not exist, so they report nothing."""
+        if self._conventional:
+            return []
+        names = set(registered)
+        return [tool for tool in self._ruled_tools() if tool != "*" and tool not in names]
 
     def _ruled_tools(self) -> list[str]:
         """The tool names the rules mention, in order, once each."""
@@ -289,11 +302,13 @@ class PermissionPolicy:
         The names are the conventional ones of the reference implementation's built-in tools;
         build your own rules for tools named otherwise.
         """
-        return cls(
+        policy = cls(
             mode="rules",
             allow={"reader": ["*"], "search": ["*"], "context": ["*"]},
             deny={"editor": ["*"], "bash": ["*"]},
         )
+        object.__setattr__(policy, "_conventional", True)
+        return policy
 
     @classmethod
     def safe(cls) -> PermissionPolicy:
@@ -307,12 +322,14 @@ class PermissionPolicy:
         The ``bash`` tool's subject must be read as a command (a subject parameter named
         ``command`` or ``cmd``, a tool named ``bash``, or ``subject_kind="command"``).
         """
-        return cls(
+        policy = cls(
             mode="rules",
             allow={"reader": ["*"], "editor": ["*"], "search": ["*"], "context": ["*"]},
             deny={"bash": list(_SAFE_DENIED)},
             escalate={"bash": ["*"]},
         )
+        object.__setattr__(policy, "_conventional", True)
+        return policy
 
     # -- records ------------------------------------------------------------------------------
 

@@ -896,3 +896,32 @@ def test_explain_names_the_rule_that_decided_and_act_records_the_same_reason() -
         assert denied.reason in response.error.message
 
     trio.run(run)
+
+
+def test_a_rule_for_a_tool_never_registered_is_reported_when_the_branch_acts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from lionexec import Branch
+
+    policy = PermissionPolicy(allow={"read_fil": ["/data/*"], "*": ["/tmp/*"]})
+    assert policy.unknown_tools(["read_file"]) == ["read_fil"]
+    assert PermissionPolicy.safe().unknown_tools([]) == []  # presets name conventional tools
+
+    async def run(policy: PermissionPolicy) -> None:
+        branch = Branch(policy=policy)
+        branch.register_tools(READ_FILE)
+        await branch.act({"function": "read_file", "arguments": {"path": "/data/a"}})
+        await branch.act({"function": "read_file", "arguments": {"path": "/data/b"}})
+
+    with caplog.at_level("WARNING", logger="lionexec"):
+        trio.run(run, policy)
+    reports = [r.getMessage() for r in caplog.records if "not registered" in r.getMessage()]
+    assert reports == [
+        "the permission policy has rules for tool 'read_fil', which is not registered "
+        "(did you mean 'read_file'?): they never apply"
+    ]  # once, not once per act
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lionexec"):
+        trio.run(run, PermissionPolicy(allow={"read_file": ["/data/*"]}))
+        trio.run(run, PermissionPolicy.safe())
+    assert [r for r in caplog.records if "not registered" in r.getMessage()] == []
