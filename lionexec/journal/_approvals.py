@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import math
 import time
 import uuid
@@ -61,7 +60,15 @@ from lionexec.governance import (
 from lionexec.tools import ActionManager, Tool
 
 from ._commit import CommitEngine
-from ._keys import branch_uuid, canonical_json, cut, digest, policy_digest, storable_key
+from ._keys import (
+    branch_uuid,
+    canonical_json,
+    cut,
+    digest,
+    policy_digest,
+    storable_key,
+    stored_json,
+)
 from ._report import Resolution, registry_of
 from .backends.base import (
     APPROVAL_STATES,
@@ -132,7 +139,7 @@ class Approval:
             branch_id=row.branch_id,
             call_id=row.call_id,
             function=row.function,
-            arguments=json.loads(row.arguments),
+            arguments=stored_json(row.arguments, f"arguments of approval {row.approval_id!r}"),
             state=row.state,
             expires_at=row.expires_at,
             created_at=row.created_at,

@@ -13,6 +13,7 @@ from lionexec._jsonable import is_unicode, json_encoder
 from lionexec.conversation import ActionResponse, ActionResponseContent, Message, MessageManager
 from lionexec.errors import HistoryError
 
+from ._keys import stored_json
 from .backends.base import DONE, CallRow, MessageRow
 from .errors import JournalError
 
@@ -59,7 +60,7 @@ class JournaledCall:
             call_id=row.call_id,
             request_id=row.request_id,
             function=row.function,
-            arguments=json.loads(row.arguments),
+            arguments=stored_json(row.arguments, f"arguments of call {row.call_id!r}"),
             effect=row.effect,
             attempts=row.attempts,
             done=row.state == DONE,
@@ -86,7 +87,8 @@ def record_of(message: Message) -> Any:
 def recorded_content(row: CallRow) -> ActionResponseContent:
     """The response content recorded for a done call."""
     assert row.response is not None
-    message = _unstructure.converter.structure(json.loads(row.response), Message)
+    record = stored_json(row.response, f"response of call {row.call_id!r}")
+    message = _unstructure.converter.structure(record, Message)
     assert isinstance(message, ActionResponse)
     return message.content
 

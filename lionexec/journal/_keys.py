@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -87,3 +88,18 @@ def branch_uuid(branch_id: uuid.UUID | str | None) -> uuid.UUID:
         return uuid.UUID(str(branch_id))
     except ValueError:
         raise ValueError(f"a branch id is a UUID, not {branch_id!r}") from None
+
+
+def stored_json(text: str, what: str) -> Any:
+    """*text*, a JSON record the journal stored, read back; *what* names it in the error.
+
+    Raises:
+        JournalError: the text is not JSON (the journal was damaged outside lionexec).
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as exc:  # JSONDecodeError, a NUL, a non-string
+        raise JournalError(
+            f"the journal's {what} is not valid JSON ({exc}): the journal was changed or "
+            "damaged outside lionexec"
+        ) from None

@@ -30,7 +30,6 @@ With several processes on one database, recover only when no other process is ru
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from lionexec.governance import CallContext
 from lionexec.tools import ActionManager, Tool, is_async_callable, run_callable
 
 from ._approvals import ApprovalDesk
+from ._keys import stored_json
 from ._report import Action, RecoveryReport, Resolution, registry_of
 from .backends.base import USED, ApprovalRow, CallRow, Store
 from .workers import _queue as queue
@@ -307,7 +307,7 @@ async def _reconcile(
     assert hook is not None
     context = CallContext(
         function=tool.name,
-        arguments=json.loads(row.arguments),
+        arguments=stored_json(row.arguments, f"arguments of call {row.call_id!r}"),
         call_id=request.call_id,
         branch_id=row.branch_id,
         tool=tool,

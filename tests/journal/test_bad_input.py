@@ -12,6 +12,7 @@ from lionexec.conversation import ActionOutcome
 from lionexec.journal import (
     SCHEMA_VERSION,
     JournalConnectionError,
+    JournalError,
     JournalSchemaError,
     NotAJournalError,
     SqliteJournal,
@@ -294,3 +295,21 @@ async def test_a_schema_name_damaged_on_disk_is_not_a_journal_naming_the_file(
         async with SqliteJournal(path):
             pass
     assert info.value.target == str(path)
+
+
+async def test_a_stored_argument_that_is_not_json_is_a_journal_error_naming_the_call(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as journal:
+        branch = await journal.branch()
+        branch.register_tools(Tool.from_function(add))
+        async with branch:
+            await branch.act({"function": "add", "arguments": {"a": 1, "b": 2}})
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE lionexec_calls SET arguments = '{not json'")
+    async with SqliteJournal(path) as journal:
+        with pytest.raises(
+            JournalError, match=r"journal's arguments of call 'call_\w+' is not valid JSON"
+        ):
+            await journal.calls()

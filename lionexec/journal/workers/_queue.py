@@ -29,7 +29,6 @@ PostgreSQL (one clock for every machine), the local clock on SQLite (one machine
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
@@ -61,6 +60,7 @@ from lionexec.limits import (
 )
 
 from .._history import dumps_record
+from .._keys import stored_json
 from ..backends._sql import call_ids_in, lock_branches
 from ..backends.base import Store
 from ..errors import JournalError
@@ -220,7 +220,7 @@ def response_record(response: ActionResponse, *, attempts: int | None = None) ->
 
 def load_response(record: str) -> ActionResponse:
     """The response a queue row holds (its ``response`` record)."""
-    message = _unstructure.converter.structure(json.loads(record), Message)
+    message = _unstructure.converter.structure(stored_json(record, "queued response"), Message)
     if not isinstance(message, ActionResponse):
         raise JournalError(f"a queued response is a {type(message).__name__}, not ActionResponse")
     return message
@@ -229,7 +229,7 @@ def load_response(record: str) -> ActionResponse:
 def load_request(record: str) -> ActionRequest:
     """The request a queue row holds (its ``request`` record, as :class:`QueuedCall` gives
     it)."""
-    message = _unstructure.converter.structure(json.loads(record), Message)
+    message = _unstructure.converter.structure(stored_json(record, "queued request"), Message)
     if not isinstance(message, ActionRequest):
         raise JournalError(f"a queued request is a {type(message).__name__}, not ActionRequest")
     return message
