@@ -332,8 +332,15 @@ class Branch:
             return None
         try:
             return await stack.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # The services' nursery is the branch's own business (trio's guidance for a
+            # library's internal nursery): an exception of the block that nothing else joined
+            # leaves the block as itself, not wrapped in a group the caller never opened.
+            if exc is None or len(group.exceptions) != 1 or group.exceptions[0] is not exc:
+                raise
         finally:
             self._guard = None
+        raise exc  # (outside the handler: its context stays what the block gave it)
 
     async def aclose(self) -> None:
         """Drain and close the sinks. Idempotent; afterwards the branch no longer acts if it

@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 from lionexec import Branch
+from lionexec.errors import DuplicateCallError
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
 
@@ -277,3 +278,43 @@ async def test_a_processor_cycle_holds_its_nursery_ki_protected() -> None:
     await processor.enqueue(Nothing())
     await processor.process()
     assert protected == [True]
+
+
+async def test_an_exception_of_the_block_leaves_it_as_itself() -> None:
+    # The branch's nursery is its own business: a web app catching DuplicateCallError (or
+    # its own errors) around `async with branch:` sees the exception, not a group.
+    class Mine(Exception):
+        pass
+
+    branch = Branch()
+    with pytest.raises(Mine) as caught:
+        async with branch:
+            raise Mine("the application's own")
+    assert not isinstance(caught.value, BaseExceptionGroup)
+
+    def one() -> int:
+        return 1
+
+    branch.register_tools(one)
+    proposal = {"id": "c1", "type": "function", "function": {"name": "one", "arguments": "{}"}}
+    await branch.act(proposal)
+    with pytest.raises(DuplicateCallError):
+        async with branch:
+            await branch.act(proposal)  # the same call id again
+
+
+async def test_a_cancelled_block_leaves_as_cancelled_and_records_its_calls(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def slow() -> None:
+        await trio.sleep(100)
+
+    branch = Branch()
+    branch.register_tools(slow)
+    with trio.move_on_after(1) as scope:
+        async with branch:
+            await branch.act({"function": "slow", "arguments": {}})
+    assert scope.cancelled_caught
+    assert [m.content.outcome.value for m in branch.messages if hasattr(m.content, "outcome")] == [
+        "cancelled"
+    ]

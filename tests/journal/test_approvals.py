@@ -504,9 +504,8 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
             return await real(fn, cancellable=cancellable)
 
         journal._engine.run = down_at_the_second_use  # type: ignore[method-assign]
-        with pytest.raises(ExceptionGroup) as caught:  # (raised in the branch it opened)
+        with pytest.raises(JournalConnectionError):  # raised in the branch it opened, as itself
             await journal.resume(ledger.tools(), policy=POLICY)
-        assert caught.group_contains(JournalConnectionError)
         del journal._engine.run
         assert ledger.paid == []
         assert {a.state for a in await journal.approvals(state=None)} == {"approved"}
