@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import trio
 
 import lionexec.server as server
 
@@ -38,3 +41,16 @@ def call(name: str, arguments: dict[str, Any] | str, call_id: str) -> dict[str, 
     """An OpenAI ``tool_calls`` item (*arguments* as a dict, or the raw string)."""
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}}
+
+
+async def announced_url(process: trio.Process) -> str:
+    """The URL a starting ````python -m lionexec serve`` or ``examples/server.py`` prints."""
+    assert process.stdout is not None
+    text = b""
+    while b"(Ctrl+C to stop)" not in text:
+        chunk = await process.stdout.receive_some()
+        assert chunk, f"the server exited: {text!r}"
+        text += chunk
+    match = re.search(rb"http://127\.0\.0\.1:\d+", text)
+    assert match is not None, text
+    return match.group().decode()

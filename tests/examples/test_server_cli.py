@@ -21,7 +21,7 @@ import trio
 
 import lionexec.__main__
 
-from .conftest import DEMO_TOOLS, call, server
+from .conftest import DEMO_TOOLS, announced_url, call, server
 
 BUDGET = 30.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +34,6 @@ def _env(*paths: Path) -> dict[str, str]:
         filter(None, [*map(str, paths), str(ROOT), env.get("PYTHONPATH")])
     )
     return env
-
-
-async def _announced_url(process: trio.Process) -> str:
-    assert process.stdout is not None
-    text = b""
-    while b"(Ctrl+C to stop)" not in text:
-        chunk = await process.stdout.receive_some()
-        assert chunk, f"the server exited: {text!r}"
-        text += chunk
-    match = re.search(rb"http://127\.0\.0\.1:\d+", text)
-    assert match is not None, text
-    return match.group().decode()
 
 
 async def test_python_m_lionexec_serve_serves_the_tools_it_is_given(tmp_path: Path) -> None:
@@ -69,7 +57,7 @@ async def test_python_m_lionexec_serve_serves_the_tools_it_is_given(tmp_path: Pa
             command, stdout=subprocess.PIPE, env=_env(tmp_path), cwd=tmp_path
         )
         try:
-            url = await _announced_url(process)
+            url = await announced_url(process)
             async with httpx.AsyncClient(base_url=url) as client:
                 reply = await client.post("/v1/act", json=body)
                 history = await client.get("/v1/conversations/cli-1")

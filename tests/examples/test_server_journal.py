@@ -7,7 +7,6 @@ worker pool serve one conversation between them. Real servers on 127.0.0.1, real
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from lionexec.server._locks import _try_lock
 from lionexec.tools import Tool
 
 from ..support.postgres import PostgresServer
-from .conftest import DEMO_TOOLS, SERVER_PATH, call, server
+from .conftest import DEMO_TOOLS, SERVER_PATH, announced_url, call, server
 
 BUDGET = 30.0
 
@@ -137,7 +136,7 @@ async def test_a_server_killed_mid_call_leaves_one_response_after_restart(
     with trio.fail_after(BUDGET):
         process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
         try:
-            url = await _announced_url(process)
+            url = await announced_url(process)
             async with httpx.AsyncClient(base_url=url) as client, trio.open_nursery() as nursery:
 
                 async def post() -> None:
@@ -164,19 +163,6 @@ async def test_a_server_killed_mid_call_leaves_one_response_after_restart(
     assert (request["kind"], response["kind"]) == ("action_request", "action_response")
     assert response["content"]["outcome"] == "interrupted"
     assert response["content"]["action_request_id"] == request["id"]
-
-
-async def _announced_url(process: trio.Process) -> str:
-    """The URL a starting ``examples/server.py`` prints."""
-    assert process.stdout is not None
-    text = b""
-    while b"(Ctrl+C to stop)" not in text:
-        chunk = await process.stdout.receive_some()
-        assert chunk, f"the server exited: {text!r}"
-        text += chunk
-    match = re.search(rb"http://127\.0\.0\.1:\d+", text)
-    assert match is not None, text
-    return match.group().decode()
 
 
 def test_the_command_line_keeps_conversations_in_a_journal_by_default() -> None:
