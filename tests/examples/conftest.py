@@ -44,7 +44,7 @@ def call(name: str, arguments: dict[str, Any] | str, call_id: str) -> dict[str, 
 
 
 async def announced_url(process: trio.Process) -> str:
-    """The URL a starting ````python -m lionexec serve`` or ``examples/server.py`` prints."""
+    """The URL a starting ``python -m lionexec serve`` or ``examples/server.py`` prints."""
     assert process.stdout is not None
     text = b""
     while b"(Ctrl+C to stop)" not in text:
