@@ -74,7 +74,9 @@ def bench(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the documentation strictly (every warning is an error) into docs/_build/html."""
     # The extras too: the API reference documents the names that import them.
-    session.install(".[postgres,http,server]", *nox.project.dependency_groups(PYPROJECT, "docs"))
+    session.install(
+        ".[postgres,http,server,otel]", *nox.project.dependency_groups(PYPROJECT, "docs")
+    )
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 

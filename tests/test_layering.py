@@ -40,6 +40,7 @@ RANKS: dict[str, int] = {
     "serialization": 6,
     "testing": 6,
     "mcp": 6,
+    "otel": 6,
     "demo": 6,
     "server": 6,
     "abc": 6,

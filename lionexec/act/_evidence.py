@@ -28,6 +28,7 @@ the in-memory log always hold every record.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import uuid
 from collections.abc import Callable, Sequence
@@ -406,6 +407,10 @@ class Evidence:
         self.feeds = tuple(feeds)
         #: Whether a feed is durable (a journal): only then can a call wait for an approval.
         self.durable = any(feed.durable for feed in self.feeds)
+        #: Whether a sink asked for the recording task's context (``captures_context``).
+        self.captures_context = any(
+            bool(getattr(feed.sink, "captures_context", False)) for feed in self.feeds
+        )
 
     async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
         """The write-ahead point, awaited just before a tool is invoked.
@@ -444,6 +449,8 @@ class Evidence:
         if log is not None:
             self.log.append(log)
         if self.feeds:
-            item = EvidenceRecord(request, response, log)
+            # (copied only when a sink asked: a tracing sink reads the caller's span from it)
+            context = contextvars.copy_context() if self.captures_context else None
+            item = EvidenceRecord(request, response, log, context)
             for feed in self.feeds:
                 feed.offer(item)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._loop import (
         LoopResult,
         Model,
+        ModelCallObserver,
         RunEvent,
         TextDelta,
         ToolCallsProposed,
@@ -51,6 +52,7 @@ __all__ = [
     "MalformedResponseError",
     "Model",
     "ModelCall",
+    "ModelCallObserver",
     "ModelConnectionError",
     "ModelError",
     "ModelResponse",
@@ -76,6 +78,7 @@ _LAZY = {
     "build_payload": "_call",
     "LoopResult": "_loop",
     "Model": "_loop",
+    "ModelCallObserver": "_loop",
     "RunEvent": "_loop",
     "TextDelta": "_loop",
     "ToolCallsProposed": "_loop",

@@ -6,9 +6,11 @@ Needs the ``http`` extra (``httpx``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
+import contextvars
+import logging
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, TypeAlias, cast
 
 import attrs
 import httpx
@@ -36,6 +38,7 @@ from ._response import ModelResponse
 __all__ = [
     "LoopResult",
     "Model",
+    "ModelCallObserver",
     "RunEvent",
     "StopReason",
     "TextDelta",
@@ -53,8 +56,29 @@ _TOOL_SCHEMA: Final = provider_format("chat").tool_schema
 StopReason = Literal["answered", "max_turns", "length", "content_filter", "awaiting_approval"]
 
 
+#: Called once per model call a :class:`Model` made, when the caller's wait for it ended:
+#: ``observer(call, context)``, with the :class:`ModelCall` (its status, response or error as
+#: they stand then) and a copy of the caller's :mod:`contextvars` context taken as the call was
+#: made (a tracing span the caller had current). Synchronous, on the trio thread: it must not
+#: block (hand slow work to a thread). An exception it raises is logged, never raised into the
+#: caller, and changes nothing of the call.
+ModelCallObserver: TypeAlias = Callable[[ModelCall, contextvars.Context], None]
+
+_log = logging.getLogger("lionexec.models")
+
+
 def _new_params() -> dict[str, Any]:
     return {}
+
+
+def _observers(value: Sequence[ModelCallObserver]) -> tuple[ModelCallObserver, ...]:
+    observers = tuple(value)
+    for observer in observers:
+        if not callable(observer):
+            raise ConfigurationError(
+                f"a model call observer must be callable(call, context), not {observer!r}"
+            )
+    return observers
 
 
 @attrs.define(kw_only=True)
@@ -73,6 +97,10 @@ class Model:
         limiter: a rate limiter for calls made without the processor (streamed ones, or all
             when there is no processor). Calls enqueued on a ``RateLimitedProcessor`` use its
             limiter.
+        observers: :data:`ModelCallObserver` callables told of every call :meth:`complete`
+            and the loop (:func:`run`, :func:`run_stream`) make, once each call's caller
+            stopped waiting for it (completed, failed or cancelled), e.g.
+            :meth:`lionexec.otel.OtelSink.observe_model_call`.
     """
 
     endpoint: Endpoint
@@ -81,6 +109,7 @@ class Model:
     client: httpx.AsyncClient | None = None
     processor: Processor | None = None
     limiter: RateLimiter | None = None
+    observers: tuple[ModelCallObserver, ...] = attrs.field(default=(), converter=_observers)
 
     def call(
         self,
@@ -118,18 +147,31 @@ class Model:
         will not be sent); one already running is cancelled with the processor's scope only.
         """
         call = self.call(messages, tools=tools)
+        context = contextvars.copy_context() if self.observers else None
         processor = self.processor
-        if processor is None:
-            await call.invoke()
-        else:
-            try:
-                await processor.enqueue(call)
-                await call.wait_completed()
-            except BaseException:
-                if call.execution.status is EventStatus.PENDING:
-                    call.status = EventStatus.CANCELLED
-                raise
+        try:
+            if processor is None:
+                await call.invoke()
+            else:
+                try:
+                    await processor.enqueue(call)
+                    await call.wait_completed()
+                except BaseException:
+                    if call.execution.status is EventStatus.PENDING:
+                        call.status = EventStatus.CANCELLED
+                    raise
+        finally:
+            if context is not None:
+                self._observed(call, context)
         return _result(call)
+
+    def _observed(self, call: ModelCall, context: contextvars.Context) -> None:
+        """Tell the observers of *call*; synchronous, never raises (failures are logged)."""
+        for observer in self.observers:
+            try:
+                observer(call, context)
+            except Exception:
+                _log.exception("model call observer %r raised; the call is unchanged", observer)
 
 
 def _result(call: ModelCall) -> ModelResponse:
@@ -293,13 +335,18 @@ async def _loop(
         tools = branch.registry.schemas(_TOOL_SCHEMA)
         if stream:
             call = model.call(history, tools=tools, streaming=True)
-            # Closed (the call cancelled, its connection dropped) if this generator is.
-            body = cast(AsyncGenerator[Any, None], call.stream())
-            async with aclosing(body) as chunks:
-                async for chunk in chunks:
-                    delta = text_delta(chunk)
-                    if delta:
-                        yield TextDelta(delta)
+            context = contextvars.copy_context() if model.observers else None
+            try:
+                # Closed (the call cancelled, its connection dropped) if this generator is.
+                body = cast(AsyncGenerator[Any, None], call.stream())
+                async with aclosing(body) as chunks:
+                    async for chunk in chunks:
+                        delta = text_delta(chunk)
+                        if delta:
+                            yield TextDelta(delta)
+            finally:
+                if context is not None:
+                    model._observed(call, context)
             response = _result(call)
         else:
             response = await model.complete(history, tools=tools)

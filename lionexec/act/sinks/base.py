@@ -14,6 +14,7 @@ invoked), :class:`WriteAheadReply` (what a sink may answer then) and :class:`Evi
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -70,11 +71,25 @@ class WriteAheadReply:
 
 @attrs.frozen
 class EvidenceRecord:
-    """One call's whole evidence: the linked pair, and the log record if it was invoked."""
+    """One call's whole evidence: the linked pair, and the log record if it was invoked.
+
+    Attributes:
+        request: the recorded request.
+        response: the recorded response linked to it.
+        log: the log record, for a call that was invoked; ``None`` otherwise.
+        task_context: a copy of the :mod:`contextvars` context of the task that recorded
+            the call (the caller of ``act()``, or the call's own task in a concurrent batch,
+            which inherits the caller's context), taken as the call was recorded; ``None``
+            unless a sink of the branch asks for it with a true ``captures_context``
+            attribute. A tracing sink reads the caller's current span from it: the sink's
+            :meth:`~EvidenceSink.write` runs in the drain service's task, whose context is
+            not the caller's.
+    """
 
     request: ActionRequest
     response: ActionResponse
     log: ActionLogRecord | None
+    task_context: contextvars.Context | None = None
 
 
 @runtime_checkable
@@ -111,6 +126,11 @@ class EvidenceSink(Protocol):
     feed's :class:`~lionexec.act.SinkStatistics` (of a durable sink, ``act()`` then raises
     :class:`~lionexec.errors.NotDurableError`). One from :meth:`aclose` is reported when the
     close ran under a cancellation, and propagates otherwise.
+
+    **Context.** A sink with a true ``captures_context`` attribute (read once, when the
+    branch is built) gets, on each record, a copy of the recording task's :mod:`contextvars`
+    context (:attr:`EvidenceRecord.task_context`): what the caller had current (a tracing
+    span) when the call was recorded. Copying it is cheap, but only done when asked.
 
     A sink that must hold each batch before ``act()`` returns (a journal), or that batches
     its writes, implements the members of :class:`DurableEvidenceSink` as well.
