@@ -192,8 +192,11 @@ async def test_a_rate_limit_is_shared_by_three_worker_processes(workers: Workers
         f"\nrate {RATE:g}/s shared by 3 workers over {starts[-1] - starts[0]:.1f}s: achieved "
         f"{achieved:.2f}/s, most in any 1 s window {worst}, deferrals {deferrals}"
     )
-    # within 5 % over 30 s (nox -s workers); a 2 s run on a loaded 2-core machine is noisier
-    assert abs(achieved - RATE) <= (0.05 if RATE_SECONDS >= 30 else 0.15) * RATE
+    # Never above the rate. Reaching it is a throughput figure, not a property: it is checked
+    # by the 30 s soak (nox -s workers), where a loaded machine cannot fake a shortfall.
+    assert achieved <= 1.05 * RATE
+    if RATE_SECONDS >= 30:
+        assert achieved >= 0.95 * RATE
 
 
 async def test_sigterm_releases_or_answers_the_calls_still_running(workers: Workers) -> None:
