@@ -145,16 +145,17 @@ class Page:
             raise ProtocolError(f"{expression!r} threw: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    async def wait_for(self, expression: str, seconds: float = 20.0) -> Any:
-        """Poll *expression* until it is truthy (a page may be mid-navigation: retried)."""
+    async def wait_for(self, expression: str, seconds: float = 20.0) -> None:
+        """Poll *expression* until it is truthy in JavaScript's sense (an element counts; a
+        page may be mid-navigation: retried); fails after *seconds* naming it."""
         with trio.fail_after(seconds):
             while True:
                 try:
-                    value = await self.evaluate(expression)
+                    value = await self.evaluate(f"Boolean({expression})")
                 except ProtocolError:  # the context went away with a navigation
-                    value = None
+                    value = False
                 if value:
-                    return value
+                    return
                 await trio.sleep(0.05)
 
     async def goto(self, url: str) -> None:
