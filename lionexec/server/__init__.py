@@ -120,8 +120,9 @@ tool returned (or that a tool's argument conversion produced) is written as the 
     program can also mount in an ASGI app of its own; see ``docs/console.md``). A person
     signs in with the token and gets a session cookie; the bearer token is not asked there.
 
-Authentication: with a token configured, every request (but the console's) needs ``Authorization: Bearer
-<token>``; anything else gets a 401 (compared in constant time, ``hmac.compare_digest``).
+Authentication: with a token configured, every request (but the console's) needs
+``Authorization: Bearer <token>``; anything else gets a 401 (compared in constant time,
+``hmac.compare_digest``).
 Without a token the server is open: bind it to 127.0.0.1 (the default).
 
 Memory: conversations are freed. One idle for ``idle_ttl`` seconds (by trio's clock) is

@@ -141,7 +141,9 @@ class ApprovalHandlers(Conversations):
         if not APPROVAL_ID.fullmatch(approval_id):
             raise HTTPError(404, f"no approval {approval_id[:80]!r}")
         if decision not in DECIDED:
-            raise HTTPError(400, f"decision must be 'approve' or 'reject', got {_preview(decision)}")
+            raise HTTPError(
+                400, f"decision must be 'approve' or 'reject', got {_preview(decision)}"
+            )
         if decision == "reject" and not reason:
             raise HTTPError(400, "a rejection needs a reason")
         try:

@@ -37,7 +37,7 @@ import attrs
 from ..conversation import ActionRequest, MessageManager, result_text
 from ..journal import Approval, JournaledCall, JournalError
 from . import _console_pages as pages
-from ._asgi import HTTPError, _header, read_body
+from ._asgi import HTTPError, _header
 from ._console_pages import badge, shown_json, table, text, when
 
 if TYPE_CHECKING:
@@ -190,7 +190,9 @@ class Console:
             if match is None:
                 continue
             issued, nonce, mac = match.groups()
-            fresh = int(issued) <= time.time() + 60 and time.time() < int(issued) + self.session_ttl
+            fresh = (
+                int(issued) <= time.time() + 60 and time.time() < int(issued) + self.session_ttl
+            )
             if fresh and hmac.compare_digest(mac, self._mac(f"{issued}.{nonce}")):
                 request.csrf = self._mac(f"csrf.{nonce}")
                 return True
@@ -281,7 +283,9 @@ class Console:
         try:
             every = await journal.approvals(None, state=None)
         except JournalError as exc:
-            raise HTTPError(503, f"the journal could not list approvals ({exc}); try again")
+            raise HTTPError(
+                503, f"the journal could not list approvals ({exc}); try again"
+            ) from None
         names = self._names()
         pending = [a for a in every if a.state == "pending"]
         decided = sorted(
@@ -326,14 +330,14 @@ class Console:
         action = f"{root}/approvals/{text(quote(approval.approval_id, safe=''))}"
         csrf = f'<input type="hidden" name="csrf" value="{text(request.csrf or "")}">'
         rule = f" (rule <code>{text(approval.rule)}</code>)" if approval.rule else ""
+        link = self._conversation_link(request, approval.branch_id, names)
         return (
             f'<article class="card approval" id="{aid}" data-approval="{aid}">'
             f"<h2><code>{text(approval.function)}</code> {badge(approval.state)}</h2><dl>"
             f'<dt>Arguments</dt><dd><pre class="arguments">{shown_json(approval.arguments)}</pre>'
             f"</dd><dt>Policy</dt><dd>{text(approval.escalation)}{rule}<br>"
             f'<span class="muted">policy digest <code>{text(approval.policy)}</code></span></dd>'
-            f"<dt>Conversation</dt><dd>{self._conversation_link(request, approval.branch_id, names)}"
-            f"</dd><dt>Call</dt><dd><code>{text(approval.call_id)}</code></dd>"
+            f"<dt>Conversation</dt><dd>{link}</dd><dt>Call</dt><dd><code>{text(approval.call_id)}</code></dd>"
             f"<dt>Approval</dt><dd><code>{aid}</code></dd>"
             f"<dt>Asked</dt><dd>{when(approval.created_at)}</dd>"
             f"<dt>Expires</dt><dd>{when(approval.expires_at)}</dd></dl>"
@@ -371,13 +375,15 @@ class Console:
             else:
                 branch_ids = list(reversed(await journal.branch_ids()))
                 total = len(branch_ids)
-                pending = Counter(a.branch_id for a in await journal.approvals(None))
+                parked: dict[str, list[Approval]] = {}
+                for approval in await journal.approvals(None, None):
+                    parked.setdefault(approval.branch_id, []).append(approval)
                 for branch_id in branch_ids[number * PAGE : (number + 1) * PAGE]:
                     calls = await journal.calls(branch_id)
-                    summary = _summary_of_calls(calls, pending[str(branch_id)])
+                    summary = _summary_of_calls(calls, parked.get(str(branch_id), []))
                     rows.append([str(branch_id), *summary])
         except JournalError as exc:
-            raise HTTPError(503, f"the journal could not be read ({exc}); try again")
+            raise HTTPError(503, f"the journal could not be read ({exc}); try again") from None
         listing = table(
             ["Conversation", "Calls", "Outcomes", "Waiting for approval", "Last activity"],
             ([self._conversation_link(request, r[0], names), *r[1:]] for r in rows),
@@ -405,15 +411,14 @@ class Console:
                 calls = {c.call_id: c for c in await journal.calls(branch_id)}
                 approvals = {a.call_id: a for a in await journal.approvals(branch_id, None)}
         except JournalError as exc:
-            raise HTTPError(503, f"the journal could not be read ({exc}); try again")
+            raise HTTPError(503, f"the journal could not be read ({exc}); try again") from None
         requests = list(history.requests())
         if not requests and not len(history):
             raise HTTPError(404, f"no conversation {raw_id[:80]!r}")
         number = _page_number(request.scope)
         shown = requests[number * PAGE : (number + 1) * PAGE]
         cards = "".join(
-            _call_card(request, r, history, calls.get(r.content.call_id), approvals)
-            for r in shown
+            _call_card(request, r, history, calls.get(r.content.call_id), approvals) for r in shown
         )
         name = self._names().get(str(branch_id))
         title = f"Conversation {name}" if name else "Conversation"
@@ -452,7 +457,12 @@ class Console:
         await self._html(request, status, document)
 
     async def _html(self, request: _Request, status: int, document: bytes) -> None:
-        head = [HTML, *SECURITY_HEADERS, *request.cookies, (b"content-length", b"%d" % len(document))]
+        head = [
+            HTML,
+            *SECURITY_HEADERS,
+            *request.cookies,
+            (b"content-length", b"%d" % len(document)),
+        ]
         send = request.send
         await send({"type": "http.response.start", "status": status, "headers": head})
         body = b"" if request.scope["method"] == "HEAD" else document
@@ -509,9 +519,10 @@ def _same_origin(scope: HTTPScope) -> bool:
     if origin is None or host is None:
         return False
     parsed = urlsplit(origin.decode("latin-1"))
-    return parsed.scheme in ("http", "https") and parsed.netloc.lower() == host.decode(
-        "latin-1"
-    ).lower()
+    return (
+        parsed.scheme in ("http", "https")
+        and parsed.netloc.lower() == host.decode("latin-1").lower()
+    )
 
 
 def _parse_form(body: bytes) -> dict[str, str]:
@@ -552,11 +563,28 @@ def _pager(request: _Request, number: int, total: int) -> str:
     return f'<p class="pager">{" · ".join(links)}</p>' if links else ""
 
 
-def _summary_of_calls(calls: list[JournaledCall], pending: int) -> list[str]:
+#: The outcome of a call that never ran, by the state of its approval.
+UNRUN: Final = {"pending": "awaiting_approval", "approved": "approved", "used": "running"}
+
+
+def _summary_of_calls(calls: list[JournaledCall], approvals: list[Approval]) -> list[str]:
+    """The cells of one conversation's row: the calls the journal holds (those that ran,
+    and those parked for approval that did not), their outcomes, how many wait, when the
+    last thing happened."""
     outcomes = Counter(c.outcome or "running" for c in calls)
-    last = max((c.finished_at or c.requested_at for c in calls), default=None)
+    ran = {c.call_id for c in calls}
+    unrun = [a for a in approvals if a.call_id not in ran]
+    outcomes.update(UNRUN.get(a.state, "denied") for a in unrun)
+    times = [c.finished_at or c.requested_at for c in calls]
+    times += [a.decided_at or a.created_at for a in approvals]
     shown = ", ".join(f"{n} {text(o)}" for o, n in outcomes.most_common())
-    return [str(len(calls)), shown or "—", str(pending), when(last)]
+    waiting = sum(a.state == "pending" for a in approvals)
+    return [
+        str(len(calls) + len(unrun)),
+        shown or "—",
+        str(waiting),
+        when(max(times, default=None)),
+    ]
 
 
 def _summary_of_history(history: MessageManager) -> list[str]:
@@ -619,4 +647,3 @@ def _call_card(
         f"<h2><code>{text(call.content.function)}</code> {badge(state)}</h2>"
         f"<dl>{details}</dl></article>"
     )
-

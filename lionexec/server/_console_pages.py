@@ -77,8 +77,7 @@ def page(
     a logout button when there is a session (*csrf*)."""
     links = [("approvals", "Approvals"), ("conversations", "Conversations")]
     items = "".join(
-        f'<a href="{text(root)}/{name}"{" aria-current=page" if name == nav else ""}>'
-        f"{label}</a>"
+        f'<a href="{text(root)}/{name}"{" aria-current=page" if name == nav else ""}>{label}</a>'
         for name, label in links
     )
     logout = (

@@ -49,7 +49,10 @@ async def console_server(
 
 async def park(api: httpx.AsyncClient, call_id: str, invoice: str, cid: str = "bills") -> str:
     """Send one ``pay`` call through the API; return the approval id it waits for."""
-    body = {"conversation_id": cid, "tool_calls": [call("pay", {"invoice": invoice, "amount": 3}, call_id)]}
+    body = {
+        "conversation_id": cid,
+        "tool_calls": [call("pay", {"invoice": invoice, "amount": 3}, call_id)],
+    }
     reply = await api.post("/v1/act", json=body)
     assert reply.status_code == 200, reply.text
     message = reply.json()["messages"][0]
@@ -116,77 +119,85 @@ async def test_signing_in_trades_the_token_for_a_strict_session_cookie(tmp_path:
                 client.cookies.clear()
                 assert (await client.get("/console/approvals")).status_code == 401
             async with httpx.AsyncClient(base_url=url) as forged:  # a cookie it signed itself
-                forged.cookies.set("lionexec_console", "1.00000000000000000000000000000000." + "0" * 64)
+                forged.cookies.set(
+                    "lionexec_console", "1.00000000000000000000000000000000." + "0" * 64
+                )
                 assert (await forged.get("/console/approvals")).status_code == 401
 
 
 async def test_a_forged_decision_is_refused_and_decides_nothing(tmp_path: Path) -> None:
     paid: list[str] = []
     with trio.fail_after(BUDGET):
-        async with console_server(tmp_path, paid, token=TOKEN) as (app, url):
-            async with api_client(url) as api, httpx.AsyncClient(base_url=url) as browser:
-                approval_id = await park(api, "p1", "A1")
-                csrf = await sign_in(browser, url)
-                target = f"/console/approvals/{approval_id}"
-                attempts = [
-                    ({"decision": "approve"}, {"origin": url}),  # no token
-                    ({"decision": "approve", "csrf": "0" * 64}, {"origin": url}),  # wrong
-                    ({"decision": "approve", "csrf": csrf[:-1]}, {"origin": url}),  # shorter
-                    ({"decision": "approve", "csrf": csrf}, {}),  # no Origin
-                    ({"decision": "approve", "csrf": csrf}, {"origin": "https://evil.example"}),
-                ]
-                for form, headers in attempts:
-                    reply = await browser.post(target, data=form, headers=headers)
-                    assert reply.status_code == 403, (form, headers, reply.text)
-                    assert "nothing was done" in reply.text
-                twice = await browser.post(
-                    target, content=f"csrf={csrf}&csrf={csrf}&decision=approve",
-                    headers={"origin": url, "content-type": "application/x-www-form-urlencoded"},
-                )  # fmt: skip
-                assert twice.status_code == 400
-                async with httpx.AsyncClient(base_url=url) as stranger:  # no session at all
-                    reply = await stranger.post(
-                        target, data={"decision": "approve", "csrf": csrf}, headers={"origin": url}
-                    )
-                    assert reply.status_code == 401
-                assert paid == []
-                assert app.journal is not None
-                assert (await app.journal.approval(approval_id)).state == "pending"
-                # the same form, from the page, with its token: decided, run once
-                reply = await browser.post(
+        async with (
+            console_server(tmp_path, paid, token=TOKEN) as (app, url),
+            api_client(url) as api,
+            httpx.AsyncClient(base_url=url) as browser,
+        ):
+            approval_id = await park(api, "p1", "A1")
+            csrf = await sign_in(browser, url)
+            target = f"/console/approvals/{approval_id}"
+            attempts = [
+                ({"decision": "approve"}, {"origin": url}),  # no token
+                ({"decision": "approve", "csrf": "0" * 64}, {"origin": url}),  # wrong
+                ({"decision": "approve", "csrf": csrf[:-1]}, {"origin": url}),  # shorter
+                ({"decision": "approve", "csrf": csrf}, {}),  # no Origin
+                ({"decision": "approve", "csrf": csrf}, {"origin": "https://evil.example"}),
+            ]
+            for form, headers in attempts:
+                reply = await browser.post(target, data=form, headers=headers)
+                assert reply.status_code == 403, (form, headers, reply.text)
+                assert "nothing was done" in reply.text
+            twice = await browser.post(
+                target, content=f"csrf={csrf}&csrf={csrf}&decision=approve",
+                headers={"origin": url, "content-type": "application/x-www-form-urlencoded"},
+            )  # fmt: skip
+            assert twice.status_code == 400
+            async with httpx.AsyncClient(base_url=url) as stranger:  # no session at all
+                reply = await stranger.post(
                     target, data={"decision": "approve", "csrf": csrf}, headers={"origin": url}
                 )
-                assert reply.status_code == 303, reply.text
-                assert paid == ["A1"]
-                again = await browser.post(
-                    target, data={"decision": "approve", "csrf": csrf}, headers={"origin": url}
-                )
-                assert again.status_code == 409 and "used" in again.text
-                assert paid == ["A1"]
-                assert (await app.journal.approval(approval_id)).state == "used"
+                assert reply.status_code == 401
+            assert paid == []
+            assert app.journal is not None
+            assert (await app.journal.approval(approval_id)).state == "pending"
+            # the same form, from the page, with its token: decided, run once
+            reply = await browser.post(
+                target, data={"decision": "approve", "csrf": csrf}, headers={"origin": url}
+            )
+            assert reply.status_code == 303, reply.text
+            assert paid == ["A1"]
+            again = await browser.post(
+                target, data={"decision": "approve", "csrf": csrf}, headers={"origin": url}
+            )
+            assert again.status_code == 409 and "used" in again.text
+            assert paid == ["A1"]
+            assert (await app.journal.approval(approval_id)).state == "used"
 
 
 async def test_a_rejection_from_the_console_denies_the_call(tmp_path: Path) -> None:
     paid: list[str] = []
     with trio.fail_after(BUDGET):
-        async with console_server(tmp_path, paid, token=TOKEN) as (app, url):
-            async with api_client(url) as api, httpx.AsyncClient(base_url=url) as browser:
-                approval_id = await park(api, "p1", "B1")
-                csrf = await sign_in(browser, url)
-                target = f"/console/approvals/{approval_id}"
-                no_reason = await browser.post(
-                    target, data={"decision": "reject", "csrf": csrf}, headers={"origin": url}
-                )
-                assert no_reason.status_code == 400 and "reason" in no_reason.text
-                reply = await browser.post(
-                    target,
-                    data={"decision": "reject", "reason": "not this month", "csrf": csrf},
-                    headers={"origin": url},
-                    follow_redirects=True,
-                )
-                assert reply.status_code == 200
-                assert "rejected" in reply.text and "not this month" in reply.text
-                history = (await api.get("/v1/conversations/bills")).json()
+        async with (
+            console_server(tmp_path, paid, token=TOKEN) as (_, url),
+            api_client(url) as api,
+            httpx.AsyncClient(base_url=url) as browser,
+        ):
+            approval_id = await park(api, "p1", "B1")
+            csrf = await sign_in(browser, url)
+            target = f"/console/approvals/{approval_id}"
+            no_reason = await browser.post(
+                target, data={"decision": "reject", "csrf": csrf}, headers={"origin": url}
+            )
+            assert no_reason.status_code == 400 and "reason" in no_reason.text
+            reply = await browser.post(
+                target,
+                data={"decision": "reject", "reason": "not this month", "csrf": csrf},
+                headers={"origin": url},
+                follow_redirects=True,
+            )
+            assert reply.status_code == 200
+            assert "rejected" in reply.text and "not this month" in reply.text
+            history = (await api.get("/v1/conversations/bills")).json()
     assert paid == []
     outcomes = [
         r["content"]["outcome"] for r in history["records"] if r["kind"] == "action_response"
@@ -196,38 +207,43 @@ async def test_a_rejection_from_the_console_denies_the_call(tmp_path: Path) -> N
 
 async def test_hostile_arguments_are_shown_escaped(tmp_path: Path) -> None:
     with trio.fail_after(BUDGET):
-        async with console_server(tmp_path, [], token=TOKEN) as (_, url):
-            async with api_client(url) as api, httpx.AsyncClient(base_url=url) as browser:
-                body = {
-                    "conversation_id": "x",
-                    "tool_calls": [call("pay", {"invoice": HOSTILE, "amount": 1}, "c\u202e1")],
-                }
-                assert (await api.post("/v1/act", json=body)).status_code == 200
-                await sign_in(browser, url)
-                for page in ("/console/approvals", "/console/conversations"):
-                    text = (await browser.get(page)).text
-                    assert "<script>window" not in text and "<img" not in text
-                bid = server.branch_id_of("x")
-                text = (await browser.get(f"/console/conversations/{bid}")).text
-                assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in text
-                assert "\u202e" not in text and "c\\u202e1" in text  # no reordering trick
-                assert text.count("<script") == 1  # the console's own, from a file
+        async with (
+            console_server(tmp_path, [], token=TOKEN) as (_, url),
+            api_client(url) as api,
+            httpx.AsyncClient(base_url=url) as browser,
+        ):
+            body = {
+                "conversation_id": "x",
+                "tool_calls": [call("pay", {"invoice": HOSTILE, "amount": 1}, "c\u202e1")],
+            }
+            assert (await api.post("/v1/act", json=body)).status_code == 200
+            await sign_in(browser, url)
+            for page in ("/console/approvals", "/console/conversations"):
+                text = (await browser.get(page)).text
+                assert "<script>window" not in text and "<img" not in text
+            bid = server.branch_id_of("x")
+            text = (await browser.get(f"/console/conversations/{bid}")).text
+            assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in text
+            assert "\u202e" not in text and "c\\u202e1" in text  # no reordering trick
+            assert text.count("<script") == 1  # the console's own, from a file
 
 
 async def test_an_open_console_answers_loopback_names_only(tmp_path: Path) -> None:
     paid: list[str] = []
     with trio.fail_after(BUDGET):
-        async with console_server(tmp_path, paid) as (_, url):
-            async with httpx.AsyncClient(base_url=url) as browser:
-                page = await browser.get("/console/approvals")  # no token: a session at once
-                assert page.status_code == 200 and "set-cookie" in page.headers
-                assert "Sign in" not in page.text
-                rebound = await browser.get(
-                    "/console/approvals", headers={"host": "attacker.example:80"}
-                )
-                assert rebound.status_code == 403 and "--token" in rebound.text
-                login = await browser.get("/console/login", follow_redirects=False)
-                assert login.status_code == 303  # nothing to sign in to
+        async with (
+            console_server(tmp_path, paid) as (_, url),
+            httpx.AsyncClient(base_url=url) as browser,
+        ):
+            page = await browser.get("/console/approvals")  # no token: a session at once
+            assert page.status_code == 200 and "set-cookie" in page.headers
+            assert "Sign in" not in page.text
+            rebound = await browser.get(
+                "/console/approvals", headers={"host": "attacker.example:80"}
+            )
+            assert rebound.status_code == 403 and "--token" in rebound.text
+            login = await browser.get("/console/login", follow_redirects=False)
+            assert login.status_code == 303  # nothing to sign in to
 
 
 async def test_the_console_mounts_in_another_asgi_app_under_a_prefix(tmp_path: Path) -> None:
@@ -275,7 +291,10 @@ async def test_an_in_memory_server_lists_its_live_conversations() -> None:
     async with server.open_app(server.ServerConfig(port=0), tools=DEMO_TOOLS) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-            body = {"conversation_id": "mem", "tool_calls": [call("word_count", {"text": "a b"}, "w")]}
+            body = {
+                "conversation_id": "mem",
+                "tool_calls": [call("word_count", {"text": "a b"}, "w")],
+            }
             assert (await client.post("/v1/act", json=body)).status_code == 200
             listing = await client.get("/console/conversations")
             assert listing.status_code == 200 and ">mem</a>" in listing.text

@@ -55,7 +55,7 @@ async def test_a_person_approves_in_chromium_and_the_call_runs_once(tmp_path: Pa
                     "document.querySelector('main form button').click()"
                 )
                 await page.wait_for(f"document.querySelector('[data-approval={js(first)}]')")
-                assert location_is(await page.evaluate("location.pathname"), "/console/approvals")
+                assert await page.evaluate("location.pathname") == "/console/approvals"
                 assert "INV-0042" in await page.text()
 
                 # A second call parks while the inbox is open: it appears without a reload.
@@ -96,6 +96,8 @@ async def test_a_person_approves_in_chromium_and_the_call_runs_once(tmp_path: Pa
 
                 await page.goto(f"{url}/console/conversations")
                 await page.wait_for("document.querySelector('main table a')")
+                listed = await page.text()
+                assert "1 completed" in listed and "1 denied" in listed, listed
                 await shot(page, "conversations")
                 await page.evaluate("document.querySelector('main table a').click()")
                 await page.wait_for("document.querySelectorAll('[data-call]').length === 2")
@@ -112,7 +114,3 @@ async def test_a_person_approves_in_chromium_and_the_call_runs_once(tmp_path: Pa
             async with httpx.AsyncClient(base_url=url) as anonymous:  # still behind the token
                 assert (await anonymous.get("/console/approvals")).status_code == 401
     assert paid == ["INV-0042"]
-
-
-def location_is(path: object, expected: str) -> bool:
-    return path == expected

@@ -176,7 +176,7 @@ class Page:
         """Save a PNG of the viewport to *path*; return its size in bytes."""
         data = await self.call("Page.captureScreenshot", format="png")
         raw = base64.b64decode(data["data"])
-        path.write_bytes(raw)
+        await trio.Path(path).write_bytes(raw)
         return len(raw)
 
 
