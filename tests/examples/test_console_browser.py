@@ -12,16 +12,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 import trio
 
+from lionexec.journal import open_journal
+
 from ..support.cdp import Page, chromium_or_skip, open_chromium
 from .test_console import HOSTILE, TOKEN, api_client, console_server, park
 
 BUDGET = 100.0
+ROOT = Path(__file__).resolve().parents[2]
 #: What a screenshot in the docs may weigh at most.
 MAX_SCREENSHOT = 150_000
 
@@ -114,3 +121,80 @@ async def test_a_person_approves_in_chromium_and_the_call_runs_once(tmp_path: Pa
             async with httpx.AsyncClient(base_url=url) as anonymous:  # still behind the token
                 assert (await anonymous.get("/console/approvals")).status_code == 401
     assert paid == ["INV-0042"]
+
+
+TOOLS_MODULE = '''
+import os
+
+
+def pay(invoice: str, amount: int) -> str:
+    """Pay an invoice (appends a line to $PAID: runs counted outside the journal)."""
+    with open(os.environ["PAID"], "a") as paid:
+        paid.write(invoice + "\\n")
+    return f"paid {invoice}"
+
+
+TOOLS = [pay]
+'''
+
+
+@pytest.mark.timeout(150)
+async def test_lionexec_serve_shows_a_parked_call_that_chromium_approves_once(
+    tmp_path: Path,
+) -> None:
+    """The command line, as README has it: ``serve`` with a journal and ``--approve``; the
+    call appears in the console, is approved from the browser, and runs once."""
+    binary = chromium_or_skip()
+    (tmp_path / "served_tools.py").write_text(TOOLS_MODULE)
+    paid, target = tmp_path / "paid.txt", tmp_path / "serve.db"
+    env = dict(os.environ, PAID=str(paid), LIONEXEC_SERVER_TOKEN=TOKEN)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(tmp_path), str(ROOT), env.get("PYTHONPATH")])
+    )
+    command = [sys.executable, "-m", "lionexec", "serve", "--tools", "served_tools:TOOLS"]
+    command += ["--approve", "pay", "--port", "0", "--journal", str(target)]
+    with trio.fail_after(BUDGET):
+        process = await trio.lowlevel.open_process(
+            command, stdout=subprocess.PIPE, env=env, cwd=tmp_path
+        )
+        try:
+            printed = await printed_until(process, b"approvals console: ")
+            match = re.search(rb"approvals console: (http://127\.0\.0\.1:\d+)/console/\n", printed)
+            assert match is not None, printed
+            url = match.group(1).decode()
+            async with api_client(url) as api, open_chromium(binary) as browser:
+                approval_id = await park(api, "call_1", "INV-7")
+                page = await browser.new_page()
+                await page.goto(f"{url}/console/approvals")
+                await page.evaluate(
+                    f"document.querySelector('input[name=token]').value = {js(TOKEN)};"
+                    "document.querySelector('main form button').click()"
+                )
+                card = f"[data-approval={js(approval_id)}]"
+                await page.wait_for(f"document.querySelector('{card} button.approve')")
+                await page.evaluate(f"document.querySelector('{card} button.approve').click()")
+                await page.wait_for("document.getElementById('decided')")
+                assert "is now used" in await page.text()
+        finally:
+            process.send_signal(signal.SIGINT)
+            with trio.move_on_after(BUDGET):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+        assert process.returncode == 0
+    assert paid.read_text() == "INV-7\n"
+    async with open_journal(str(target)) as journal:
+        [approval] = await journal.approvals(None, None)
+        assert (approval.approval_id, approval.state) == (approval_id, "used")
+        assert approval.decided_by == "console (127.0.0.1)"
+
+
+async def printed_until(process: trio.Process, marker: bytes) -> bytes:
+    """What the process printed, up to the end of the line holding *marker*."""
+    assert process.stdout is not None
+    text = b""
+    while marker not in text or not text.split(marker, 1)[1].count(b"\n"):
+        chunk = await process.stdout.receive_some()
+        assert chunk, f"the server exited: {text!r}"
+        text += chunk
+    return text
