@@ -35,9 +35,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 import attrs
 
 from ..conversation import ActionRequest, MessageManager, result_text
-from ..journal import Approval, JournaledCall, JournalError
+from ..journal import Approval, ApprovalNotFound, JournaledCall, JournalError
 from . import _console_pages as pages
-from ._asgi import HTTPError, _header
+from ._approvals import APPROVAL_ID
+from ._asgi import HTTPError, _header, _lifespan
 from ._console_pages import badge, shown_json, table, text, when
 
 if TYPE_CHECKING:
@@ -52,8 +53,8 @@ COOKIE: Final = "lionexec_console"
 SESSION: Final = re.compile(r"([0-9]{1,12})\.([0-9a-f]{32})\.([0-9a-f]{64})")
 #: Rows per page of the conversations list, and calls per page of a conversation.
 PAGE: Final = 50
-#: Decided approvals the inbox shows below the pending ones.
-RECENT: Final = 20
+#: Pending approvals the inbox shows at once (the oldest first).
+SHOWN: Final = 100
 POLICY: Final = (
     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -112,6 +113,9 @@ class Console:
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
+        if scope["type"] == "lifespan":  # served on its own (a mount passes only http)
+            await _lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         root = scope.get("root_path", "").rstrip("/")
@@ -280,48 +284,34 @@ class Console:
             )
             await self._page(request, "Approvals", body, "approvals")
             return
+        shown = _query(request.scope).get("decided", "")
         try:
-            every = await journal.approvals(None, state=None)
+            pending = await journal.approvals(None, state="pending")
+            just = await journal.approval(shown) if APPROVAL_ID.fullmatch(shown) else None
+        except ApprovalNotFound:
+            just = None
         except JournalError as exc:
             raise HTTPError(
                 503, f"the journal could not list approvals ({exc}); try again"
             ) from None
         names = self._names()
-        pending = [a for a in every if a.state == "pending"]
-        decided = sorted(
-            (a for a in every if a.state != "pending"),
-            key=lambda a: a.decided_at or a.created_at,
-            reverse=True,
-        )[:RECENT]
         notice = ""
-        shown = _query(request.scope).get("decided", "")
-        if shown:
-            just = next((a for a in every if a.approval_id == shown), None)
-            if just is not None:
-                notice = (
-                    f'<p class="notice" id="decided">Approval <code>{text(shown)}</code> of '
-                    f"<code>{text(just.function)}</code> is now {badge(just.state)}.</p>"
-                )
-        cards = "".join(self._approval_card(request, a, names) for a in pending)
+        if just is not None:
+            who = f" by {text(just.decided_by)}" if just.decided_by else ""
+            why = f": {text(pages._cut(just.reason, 300))}" if just.reason else ""
+            link = self._conversation_link(request, just.branch_id, names, "its conversation")
+            notice = (
+                f'<p class="notice" id="decided">Approval <code>{text(just.approval_id)}</code> '
+                f"of <code>{text(just.function)}</code> is now {badge(just.state)}{who}{why} "
+                f"({link}).</p>"
+            )
+        cards = "".join(self._approval_card(request, a, names) for a in pending[:SHOWN])
+        more = len(pending) - SHOWN
         body = (
             f"<h1>Approvals waiting for a decision ({len(pending)})</h1>{notice}"
             + (cards or '<p class="empty" id="no-pending">No call is waiting for approval.</p>')
-            + "<h2>Recently decided</h2>"
-            + table(
-                ["Tool", "Approval", "State", "By", "Reason", "Decided"],
-                (
-                    [
-                        f"<code>{text(a.function)}</code>",
-                        f"<code>{text(a.approval_id)}</code>",
-                        badge(a.state),
-                        text(a.decided_by or "—"),
-                        text(pages._cut(a.reason or "—", 300)),
-                        when(a.decided_at),
-                    ]
-                    for a in decided
-                ),
-                empty="Nothing decided yet.",
-            )
+            + (f'<p class="muted">and {more} more: decide these first.</p>' if more > 0 else "")
+            + '<p class="muted">Decided approvals are shown on their conversation\'s page.</p>'
         )
         await self._page(request, "Approvals", body, "approvals")
 
@@ -351,8 +341,10 @@ class Console:
             '<button type="submit" class="reject">Reject</button></form></div></article>'
         )
 
-    def _conversation_link(self, request: _Request, branch_id: str, names: dict[str, str]) -> str:
-        label = names.get(branch_id, branch_id)
+    def _conversation_link(
+        self, request: _Request, branch_id: str, names: dict[str, str], label: str = ""
+    ) -> str:
+        label = label or names.get(branch_id, branch_id)
         href = f"{text(request.root)}/conversations/{text(quote(branch_id, safe=''))}"
         return f'<a href="{href}">{text(label)}</a>'
 
@@ -375,12 +367,10 @@ class Console:
             else:
                 branch_ids = list(reversed(await journal.branch_ids()))
                 total = len(branch_ids)
-                parked: dict[str, list[Approval]] = {}
-                for approval in await journal.approvals(None, None):
-                    parked.setdefault(approval.branch_id, []).append(approval)
                 for branch_id in branch_ids[number * PAGE : (number + 1) * PAGE]:
                     calls = await journal.calls(branch_id)
-                    summary = _summary_of_calls(calls, parked.get(str(branch_id), []))
+                    parked = await journal.approvals(branch_id, None)
+                    summary = _summary_of_calls(calls, parked)
                     rows.append([str(branch_id), *summary])
         except JournalError as exc:
             raise HTTPError(503, f"the journal could not be read ({exc}); try again") from None
