@@ -7,7 +7,10 @@ the count as well as by the journal. The browser tests are in ``test_console_bro
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -74,6 +77,14 @@ async def sign_in(client: httpx.AsyncClient, url: str) -> str:
     return match.group(1)
 
 
+def session_cookie(issued: int, nonce: str = "ab" * 16) -> str:
+    """A session cookie signed as the console signs one (HMAC-SHA256 under a key that the
+    token derives)."""
+    key = hmac.new(TOKEN.encode(), b"lionexec console session", hashlib.sha256).digest()
+    mac = hmac.new(key, f"{issued}.{nonce}".encode(), hashlib.sha256).hexdigest()
+    return f"{issued}.{nonce}.{mac}"
+
+
 def api_client(url: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {TOKEN}"})
 
@@ -123,6 +134,11 @@ async def test_signing_in_trades_the_token_for_a_strict_session_cookie(tmp_path:
                     "lionexec_console", "1.00000000000000000000000000000000." + "0" * 64
                 )
                 assert (await forged.get("/console/approvals")).status_code == 401
+                # Signed with the key the token derives (the documented scheme): a fresh
+                # session is accepted, one past session_ttl (12 h) is not.
+                for issued, status in ((time.time() - 60, 200), (time.time() - 13 * 3600, 401)):
+                    forged.cookies.set("lionexec_console", session_cookie(int(issued)))
+                    assert (await forged.get("/console/approvals")).status_code == status
 
 
 async def test_a_forged_decision_is_refused_and_decides_nothing(tmp_path: Path) -> None:
@@ -147,6 +163,24 @@ async def test_a_forged_decision_is_refused_and_decides_nothing(tmp_path: Path) 
                 reply = await browser.post(target, data=form, headers=headers)
                 assert reply.status_code == 403, (form, headers, reply.text)
                 assert "nothing was done" in reply.text
+            async with httpx.AsyncClient(base_url=url) as other:  # another person's token
+                other_csrf = await sign_in(other, url)
+                reply = await browser.post(
+                    target,
+                    data={"decision": "approve", "csrf": other_csrf},
+                    headers={"origin": url},
+                )
+                assert reply.status_code == 403
+            hostile = await browser.post(
+                "/console/approvals/%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+                data={"decision": "approve", "csrf": csrf},
+                headers={"origin": url},
+            )
+            assert hostile.status_code == 404 and "<script>alert" not in hostile.text
+            odd = await browser.post(
+                target, data={"decision": "maybe", "csrf": csrf}, headers={"origin": url}
+            )
+            assert odd.status_code == 400
             twice = await browser.post(
                 target, content=f"csrf={csrf}&csrf={csrf}&decision=approve",
                 headers={"origin": url, "content-type": "application/x-www-form-urlencoded"},
