@@ -38,7 +38,7 @@ from ..conversation import ActionRequest, MessageManager, result_text
 from ..journal import Approval, ApprovalNotFound, JournaledCall, JournalError
 from . import _console_pages as pages
 from ._approvals import APPROVAL_ID
-from ._asgi import HTTPError, _header, _lifespan
+from ._asgi import ClientGone, HTTPError, _header, _lifespan
 from ._console_pages import badge, shown_json, table, text, when
 
 if TYPE_CHECKING:
@@ -92,9 +92,17 @@ class Console:
         session_ttl: seconds a sign-in lasts (12 hours).
 
     Pages are rendered per request from the journal (an in-memory app: its live
-    conversations); each is one or a few journal reads, bounded by paging. Live updates ride
-    ``GET events``, the app's event stream (:class:`~lionexec.server.EventHub`): a page
-    fetches itself again when an event arrives.
+    conversations); each is one or a few journal reads, bounded by paging (a conversation's
+    page reads its history, at most ``max_history`` messages). Live updates ride ``GET
+    events``, the app's event stream (:class:`~lionexec.server.EventHub`): a page fetches
+    itself again when an event arrives.
+
+    Blocking and cancellation: a page blocks while the journal is read (a journal that fails
+    is a 503 page). A decision blocks until its call has been resumed, for at most
+    ``request_timeout`` seconds, exactly as ``POST /v1/approvals/{id}`` does (the same
+    :meth:`App.settle <lionexec.server.App.settle>`): a 504 page then says what became of
+    the call, and the decision stands. A client that leaves before its form arrived decides
+    nothing.
     """
 
     def __init__(self, app: App, *, session_ttl: float = 12 * 3600.0) -> None:
@@ -127,6 +135,8 @@ class Console:
             await self._route(request)
         except HTTPError as exc:
             await self._error(request, exc.status, exc.message)
+        except ClientGone:  # left before its form arrived: nothing was done, nobody to tell
+            pass
 
     async def _route(self, request: _Request) -> None:
         path, method = request.path, request.scope["method"]
@@ -535,12 +545,17 @@ def _parse_form(body: bytes) -> dict[str, str]:
 
 def _query(scope: HTTPScope) -> dict[str, str]:
     raw = scope["query_string"].decode("latin-1")
-    return {k: v[-1] for k, v in parse_qs(raw, max_num_fields=16).items()}
+    try:
+        return {k: v[-1] for k, v in parse_qs(raw, max_num_fields=16).items()}
+    except ValueError:
+        raise HTTPError(400, "too many query parameters") from None
 
 
 def _page_number(scope: HTTPScope) -> int:
     raw = _query(scope).get("page", "0")
-    return int(raw) if raw.isdigit() and len(raw) < 7 else 0
+    if not re.fullmatch(r"[0-9]{1,6}", raw):
+        raise HTTPError(400, f"page must be a page number (0 to 999999), got {raw[:20]!r}")
+    return int(raw)
 
 
 def _pager(request: _Request, number: int, total: int) -> str:

@@ -151,7 +151,11 @@ SCRIPT: Final = b"""'use strict';
   var source = new EventSource(url);
   ['act.start', 'act.end', 'act.cancelled', 'message.add', 'tool.post', 'tool.error']
     .forEach(function (name) { source.addEventListener(name, schedule); });
-  source.onopen = function () { document.body.dataset.live = 'open'; state.className = 'on'; };
+  source.onopen = function () {
+    // back after a drop (a restart, a full buffer): what was missed meanwhile
+    if (document.body.dataset.live === 'closed') schedule();
+    document.body.dataset.live = 'open'; state.className = 'on';
+  };
   source.onerror = function () { document.body.dataset.live = 'closed'; state.className = ''; };
 })();
 """

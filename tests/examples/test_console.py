@@ -338,3 +338,10 @@ async def test_an_in_memory_server_lists_its_live_conversations() -> None:
             assert "Approvals need a journal" in inbox.text
             missing = await client.get("/console/conversations/not-a-uuid")
             assert missing.status_code == 404
+            flood = "&".join(f"p{i}=1" for i in range(40))
+            assert (await client.get(f"/console/conversations?{flood}")).status_code == 400
+            beyond = await client.get("/console/conversations?page=999999")
+            assert beyond.status_code == 200 and ">mem</a>" not in beyond.text
+            for page in ("99999999999", "-1", "x"):
+                wrong = await client.get(f"/console/conversations?page={page}")
+                assert wrong.status_code == 400
