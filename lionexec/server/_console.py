@@ -445,7 +445,9 @@ class Console:
     # -- responses -----------------------------------------------------------------------------
 
     async def _page(self, request: _Request, title: str, body: str, nav: str) -> None:
-        document = pages.page(title, body, root=request.root, csrf=request.csrf, nav=nav)
+        # The logout button (a form needing the anti-forgery token) only where one signs in.
+        signed = request.csrf if self.app.config.token is not None else None
+        document = pages.page(title, body, root=request.root, csrf=signed, nav=nav)
         await self._html(request, 200, document)
 
     async def _error(self, request: _Request, status: int, message: str) -> None:

@@ -74,7 +74,7 @@ def page(
 ) -> bytes:
     """A whole page: *title* (escaped here), *body* (HTML, escaped by its maker) inside
     ``<main id="live">`` (what the script refreshes), the navigation with *nav* current, and
-    a logout button when there is a session (*csrf*)."""
+    a logout button when *csrf* is given (a session someone signed in to)."""
     links = [("approvals", "Approvals"), ("conversations", "Conversations")]
     items = "".join(
         f'<a href="{text(root)}/{name}"{" aria-current=page" if name == nav else ""}>{label}</a>'
