@@ -6,7 +6,7 @@ mounts ``Console(app)`` at any path (it reads the mount point from ``root_path``
 ``approvals`` (the inbox: each pending call's tool, arguments and the policy that asked, with
 Approve and Reject), ``conversations`` (the journal's branches) and ``conversations/{branch
 id}`` (one conversation's calls: outcomes and evidence). Decisions go through
-:meth:`App.settle <lionexec.server.App.settle>`, the same path as ``POST /v1/approvals/{id}``.
+``App.settle``, the same path as ``POST /v1/approvals/{id}``.
 
 Sign-in: with a token (``ServerConfig.token``) a person signs in once with it on the login
 page and gets a session cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure`` over https),
@@ -100,9 +100,8 @@ class Console:
     Blocking and cancellation: a page blocks while the journal is read (a journal that fails
     is a 503 page). A decision blocks until its call has been resumed, for at most
     ``request_timeout`` seconds, exactly as ``POST /v1/approvals/{id}`` does (the same
-    :meth:`App.settle <lionexec.server.App.settle>`): a 504 page then says what became of
-    the call, and the decision stands. A client that leaves before its form arrived decides
-    nothing.
+    ``App.settle``): a 504 page then says what became of the call, and the decision stands.
+    A client that leaves before its form arrived decides nothing.
     """
 
     def __init__(self, app: App, *, session_ttl: float = 12 * 3600.0) -> None:
