@@ -248,7 +248,10 @@ async def test_hostile_arguments_are_shown_escaped(tmp_path: Path) -> None:
         ):
             body = {
                 "conversation_id": "x",
-                "tool_calls": [call("pay", {"invoice": HOSTILE, "amount": 1}, "c\u202e1")],
+                "tool_calls": [
+                    call("pay", {"invoice": HOSTILE, "amount": 1}, "c\u202e1"),
+                    call('"><img src=x onerror=alert(1)>', {"k": HOSTILE}, "c2"),  # no such tool
+                ],
             }
             assert (await api.post("/v1/act", json=body)).status_code == 200
             await sign_in(browser, url)
@@ -260,6 +263,7 @@ async def test_hostile_arguments_are_shown_escaped(tmp_path: Path) -> None:
             assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in text
             assert "\u202e" not in text and "c\\u202e1" in text  # no reordering trick
             assert text.count("<script") == 1  # the console's own, from a file
+            assert "<img" not in text and "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in text
 
 
 async def test_an_open_console_answers_loopback_names_only(tmp_path: Path) -> None:
