@@ -1,5 +1,5 @@
 """Development sessions: ``nox -s tests``, ``lint``, ``typing``, ``docs``, ``build``, ``bench``,
-``demo``, ``crash``, ``ki-soak``, ``workers``.
+``demo``, ``crash``, ``ki-soak``, ``workers``, ``screenshots``.
 
 Every session builds its own virtualenv with the interpreter nox runs on, so the only thing a
 fresh machine needs is Python and ``pip install nox``.
@@ -149,4 +149,25 @@ def workers(session: nox.Session) -> None:
             "LIONEXEC_WORKERS_N": os.environ.get("LIONEXEC_WORKERS_N", "5000"),
             "LIONEXEC_WORKERS_RATE_SECONDS": os.environ.get("LIONEXEC_WORKERS_RATE_SECONDS", "30"),
         },
+    )
+
+
+@nox.session
+def screenshots(session: nox.Session) -> None:
+    """The console's screenshots in docs/_static (console-*.png), taken by the browser test.
+
+    tests/examples/test_console_browser.py with ``LIONEXEC_SCREENSHOTS=docs/_static``: a real
+    headless Chromium signs in, parks, approves and rejects calls, and saves each page (each
+    under 150 KB, or the test fails). Needs Chromium (``apt-get install chromium``).
+    """
+    session.install(".", *TEST_DEPS)
+    session.run(
+        "pytest",
+        "tests/examples/test_console_browser.py",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "person_approves",
+        *session.posargs,
+        env={"LIONEXEC_SCREENSHOTS": str(pathlib.Path("docs/_static").resolve()), "CI": "1"},
     )

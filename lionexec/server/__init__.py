@@ -114,8 +114,15 @@ tool returned (or that a tool's argument conversion produced) is written as the 
 ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, and an integer too long to print as
 ``"<int with N bits>"``; ``json.loads(..., parse_constant=<raise>)`` reads all of it.
 
-Authentication: with a token configured, every request needs ``Authorization: Bearer
-<token>``; anything else gets a 401 (compared in constant time, ``hmac.compare_digest``).
+``/console/`` (unless ``ServerConfig.console`` is false)
+    The approvals console: HTML pages of the conversations, their calls and the approvals
+    inbox, where a person approves or rejects a parked call (:class:`Console`, which a
+    program can also mount in an ASGI app of its own; see ``docs/console.md``). A person
+    signs in with the token and gets a session cookie; the bearer token is not asked there.
+
+Authentication: with a token configured, every request (but the console's) needs
+``Authorization: Bearer <token>``; anything else gets a 401 (compared in constant time,
+``hmac.compare_digest``).
 Without a token the server is open: bind it to 127.0.0.1 (the default).
 
 Memory: conversations are freed. One idle for ``idle_ttl`` seconds (by trio's clock) is
@@ -158,6 +165,7 @@ from ._cli import TOKEN_VARIABLE as TOKEN_VARIABLE
 from ._cli import config_from_args as config_from_args
 from ._cli import main as main
 from ._config import ServerConfig as ServerConfig
+from ._console import Console as Console
 from ._conversations import Conversation as Conversation
 from ._conversations import branch_id_of as branch_id_of
 from ._events import EventHub as EventHub
@@ -170,6 +178,7 @@ __all__ = [
     "MISSING_HYPERCORN",
     "TOKEN_VARIABLE",
     "App",
+    "Console",
     "Conversation",
     "EventHub",
     "ReplicaLocks",

@@ -7,7 +7,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import trio
 
@@ -29,6 +29,7 @@ from ._asgi import (
     until_disconnect,
 )
 from ._config import ServerConfig
+from ._console import Console
 from ._conversations import CONVERSATION_ID, Conversation
 from ._events import OVERFLOW, EventHub
 from ._json import _preview
@@ -46,7 +47,8 @@ class App(ActHandlers, ApprovalHandlers):
     Each endpoint has a handler method: ``act`` (``POST /v1/act``), ``history`` and
     ``stream_history`` (``GET /v1/conversations/{id}`` and ``.../records``), ``events``
     (``GET /v1/events``), ``pending_approvals`` and ``decide`` (``GET /v1/approvals``, ``POST
-    /v1/approvals/{id}``); ``find``, ``conversation`` and ``evict_idle`` manage the live
+    /v1/approvals/{id}``; ``settle`` decides one, for the console too); ``console`` serves
+    ``/console/``; ``find``, ``conversation`` and ``evict_idle`` manage the live
     conversations, and ``sweep`` evicts the idle ones periodically (:func:`serve` runs it).
 
     Args:
@@ -105,6 +107,9 @@ class App(ActHandlers, ApprovalHandlers):
         self.limiter = trio.CapacityLimiter(self.config.max_concurrent_calls)
         token = self.config.token
         self._authorization = None if token is None else token.encode()
+        #: The approvals console served at ``/console/`` (``None`` if ``config.console`` is
+        #: false); it signs people in with the token itself.
+        self.console = Console(self) if self.config.console else None
 
     # -- ASGI ---------------------------------------------------------------------------------
 
@@ -114,6 +119,11 @@ class App(ActHandlers, ApprovalHandlers):
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
         elif scope["type"] == "http":
+            path = scope["path"]
+            if self.console is not None and (path == "/console" or path.startswith("/console/")):
+                root = scope.get("root_path", "") + "/console"
+                await self.console(cast("HTTPScope", {**scope, "root_path": root}), receive, send)
+                return
             try:
                 self._authorize(scope)
                 await self._route(scope, receive, send)

@@ -116,19 +116,36 @@ class ApprovalHandlers(Conversations):
         """``POST /v1/approvals/{id}``: approve (or reject) a parked call, then run it.
 
         Body (optional; empty means approve): ``{"decision": "approve" | "reject",
-        "reason": str (required to reject), "by": str}``. The decision is one
-        compare-and-set in the journal (an approval is decided once: 409 after that, except
-        that the same decision again, approving an ``approved`` one or rejecting a
-        ``rejected`` one, finishes resuming it); then, holding the
-        conversation like a request does, the call is resumed: an approved call runs once
-        through the whole transaction, a rejected one is answered ``denied`` with the
-        reason. Replies ``{"approval": {...}, "message": <the call's tool message>}``; a 504
-        after ``request_timeout`` (the decision stands).
+        "reason": str (required to reject), "by": str}``; then :meth:`settle`, whose result
+        is the reply.
+        """
+        decision, reason, by = _decision_body(body, self.config)
+        await send_json(send, 200, await self.settle(approval_id, decision, reason, by))
+
+    async def settle(
+        self, approval_id: str, decision: str, reason: str | None = None, by: str | None = None
+    ) -> dict[str, Any]:
+        """Decide approval *approval_id* (``"approve"``, or ``"reject"`` with a *reason*) as
+        *by*, then resume its call; what ``POST /v1/approvals/{id}`` replies.
+
+        The decision is one compare-and-set in the journal (an approval is decided once:
+        :class:`HTTPError` 409 after that, except that the same decision again, approving an
+        ``approved`` one or rejecting a ``rejected`` one, finishes resuming it); then,
+        holding the conversation like a request does, the call is resumed: an approved call
+        runs once through the whole transaction, a rejected one is answered ``denied`` with
+        the reason. Returns ``{"approval": {...}, "message": <the call's tool message>}``;
+        :class:`HTTPError` 504 after ``request_timeout`` (the decision stands), 404 for an
+        unknown approval, 503 when the journal fails. The console's decisions come here too.
         """
         journal = self._journal()
         if not APPROVAL_ID.fullmatch(approval_id):
             raise HTTPError(404, f"no approval {approval_id[:80]!r}")
-        decision, reason, by = _decision_body(body, self.config)
+        if decision not in DECIDED:
+            raise HTTPError(
+                400, f"decision must be 'approve' or 'reject', got {_preview(decision)}"
+            )
+        if decision == "reject" and not reason:
+            raise HTTPError(400, "a rejection needs a reason")
         try:
             approval = await journal.approval(approval_id)
             # The same decision again (a retry after a 504) goes straight to resuming.
@@ -158,11 +175,7 @@ class ApprovalHandlers(Conversations):
                 "conversation's history has its answer",
             ) from None
         names = {c.branch_id: c.id for c in self.conversations.values()}
-        payload = {
-            "approval": _approval_record(approval, names.get(branch_id)),
-            "message": message,
-        }
-        await send_json(send, 200, payload)
+        return {"approval": _approval_record(approval, names.get(branch_id)), "message": message}
 
     async def _unfinished(self, approval_id: str, approval: Approval) -> str:
         """What a 504 of ``POST /v1/approvals/{id}`` says: what became of the call, as the

@@ -85,7 +85,13 @@ def _parser(
         action="append",
         default=[],
         metavar="TOOL",
-        help="calls of TOOL wait for POST /v1/approvals/{id} (repeat for several tools)",
+        help="calls of TOOL wait for POST /v1/approvals/{id} or the console's Approve "
+        "(repeat for several tools)",
+    )
+    parser.add_argument(
+        "--no-console",
+        action="store_true",
+        help="do not serve the approvals console at /console/ (HTML pages; see docs/console.md)",
     )
     return parser
 
@@ -141,6 +147,7 @@ def _parse(
         workers=args.workers,
         recover=not args.no_recover,
         approve=tuple(args.approve),
+        console=not args.no_console,
     )
     return config, served
 
@@ -181,6 +188,8 @@ async def _main(config: ServerConfig, tools: tuple[Callable[..., Any], ...], tit
                 f"{title} on {', '.join(binds)}: conversations {kept}{runs} (Ctrl+C to stop)",
                 flush=True,
             )
+            if app.console is not None:
+                print(f"approvals console: {binds[0]}/console/", flush=True)
 
 
 def main(

@@ -100,6 +100,8 @@ class ServerConfig:
             answered ``denied`` when that rejects it). Needs a journal, and the calls run
             here (not with ``workers``). A sequence, not a string; :class:`App` refuses a
             name that is not one of its tools (``ValueError``).
+        console: serve the approvals console (:class:`~lionexec.server.Console`) at
+            ``/console/`` (``True``): HTML pages behind the same token, see ``docs/console.md``.
     """
 
     host: str = "127.0.0.1"
@@ -124,6 +126,7 @@ class ServerConfig:
     workers: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     recover: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     approve: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    console: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 
     @port.validator
     def _check_port(self, _attribute: attrs.Attribute[Any], value: object) -> None:
