@@ -23,6 +23,7 @@ from ._asgi import (
     _header,
     _lifespan,
     _query,
+    browser_refusal,
     read_body,
     send_chunk,
     send_json,
@@ -133,6 +134,9 @@ class App(ActHandlers, ApprovalHandlers):
                 pass
 
     def _authorize(self, scope: HTTPScope) -> None:
+        refusal = browser_refusal(scope, self.config)
+        if refusal is not None:
+            raise HTTPError(403, refusal)
         if self._authorization is None:
             return
         scheme, _, presented = (_header(scope, b"authorization") or b"").partition(b" ")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Final, TypeVar
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import trio
 
@@ -13,6 +13,8 @@ from ._json import dumps
 
 if TYPE_CHECKING:
     from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
+
+    from ._config import ServerConfig
 
 T = TypeVar("T")
 
@@ -107,6 +109,58 @@ def _header(scope: HTTPScope, name: bytes) -> bytes | None:
         if key.lower() == name:
             return value
     return None
+
+
+#: The names an open server (no token) answers to: this machine's own.
+LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def same_origin(scope: HTTPScope) -> bool:
+    """Whether the request's ``Origin`` names the host it was sent to."""
+    origin, host = _header(scope, b"origin"), _header(scope, b"host")
+    if origin is None or host is None:
+        return False
+    parsed = urlsplit(origin.decode("latin-1"))
+    return (
+        parsed.scheme in ("http", "https")
+        and parsed.netloc.lower() == host.decode("latin-1").lower()
+    )
+
+
+def open_server_host_refusal(scope: HTTPScope, config: ServerConfig, what: str) -> str | None:
+    """Why a server without a token refuses this request's ``Host``, or ``None``.
+
+    With no token, the network boundary is the only protection, and a web page can move it:
+    a hostile site whose DNS name points at 127.0.0.1 is same-origin with the server as far
+    as a browser can tell. Only the ``Host`` header shows it, so an open server answers its
+    loopback names and the host it is bound to, nothing else.
+    """
+    if config.token is not None:
+        return None
+    host = (_header(scope, b"host") or b"").decode("latin-1")
+    name = urlsplit(f"//{host}").hostname or ""
+    if name in LOOPBACK | {config.host.lower()}:
+        return None
+    return (
+        f"this {what} has no token, so it answers only on this machine's loopback "
+        f"names, not Host {host[:80]!r}; start the server with --token to serve it "
+        "under another name"
+    )
+
+
+def browser_refusal(scope: HTTPScope, config: ServerConfig) -> str | None:
+    """Why the JSON API refuses a request a web browser made, or ``None``.
+
+    Browsers send ``Origin`` with every cross-origin POST, and a form can carry a JSON-shaped
+    body as ``text/plain`` without a preflight, so a page on another site could otherwise
+    act or decide approvals through the user's browser. Clients other than browsers send no
+    ``Origin`` and are not affected.
+    """
+    if _header(scope, b"origin") is None:
+        return None
+    if not same_origin(scope):
+        return "requests from another site's web page are refused (its Origin is not this server)"
+    return open_server_host_refusal(scope, config, "server")
 
 
 def _allow(method: str, allowed: str) -> None:

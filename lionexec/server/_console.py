@@ -30,7 +30,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote
 
 import attrs
 
@@ -38,7 +38,13 @@ from ..conversation import ActionRequest, MessageManager, result_text
 from ..journal import Approval, ApprovalNotFound, JournaledCall, JournalError
 from . import _console_pages as pages
 from ._approvals import APPROVAL_ID
-from ._asgi import ClientGone, HTTPError, _header, _lifespan
+from ._asgi import (
+    ClientGone,
+    HTTPError,
+    _lifespan,
+    open_server_host_refusal,
+    same_origin,
+)
 from ._console_pages import badge, shown_json, table, text, when
 
 if TYPE_CHECKING:
@@ -67,7 +73,6 @@ SECURITY_HEADERS: Final = [
     (b"cache-control", b"no-store"),
 ]
 HTML: Final = (b"content-type", b"text/html; charset=utf-8")
-LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @attrs.define
@@ -181,17 +186,9 @@ class Console:
 
     def _check_host(self, request: _Request) -> None:
         """An open console (no token) answers loopback names and the bound host only."""
-        if self.app.config.token is not None:
-            return
-        host = (_header(request.scope, b"host") or b"").decode("latin-1")
-        name = urlsplit(f"//{host}").hostname or ""
-        if name not in LOOPBACK | {self.app.config.host.lower()}:
-            raise HTTPError(
-                403,
-                f"this console has no token, so it answers only on this machine's loopback "
-                f"names, not Host {host[:80]!r}; start the server with --token to serve it "
-                "under another name",
-            )
+        refusal = open_server_host_refusal(request.scope, self.app.config, "console")
+        if refusal is not None:
+            raise HTTPError(403, refusal)
 
     def _mac(self, message: str) -> str:
         return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
@@ -229,7 +226,7 @@ class Console:
     def _form(self, request: _Request, body: bytes) -> dict[str, str]:
         """The fields of a form POST, once it is proven to come from the console's page:
         ``Origin`` names this host and the anti-forgery token matches (else a 403)."""
-        if not _same_origin(request.scope):
+        if not same_origin(request.scope):
             raise HTTPError(
                 403,
                 "this form must be sent from the console's own page (the Origin header must "
@@ -513,17 +510,6 @@ def _cookies(scope: HTTPScope) -> dict[str, list[str]]:
             name, _, content = part.strip().partition("=")
             found.setdefault(name, []).append(content)
     return found
-
-
-def _same_origin(scope: HTTPScope) -> bool:
-    origin, host = _header(scope, b"origin"), _header(scope, b"host")
-    if origin is None or host is None:
-        return False
-    parsed = urlsplit(origin.decode("latin-1"))
-    return (
-        parsed.scheme in ("http", "https")
-        and parsed.netloc.lower() == host.decode("latin-1").lower()
-    )
 
 
 def _parse_form(body: bytes) -> dict[str, str]:

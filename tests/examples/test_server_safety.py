@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -827,3 +828,43 @@ async def test_an_event_stream_of_an_impossible_conversation_id_is_a_400() -> No
     assert [reply.status_code for reply in replies] == [400] * 4, [r.text for r in replies]
     assert all("no such conversation id" in reply.json()["error"] for reply in replies)
     assert not app.hub.watched
+
+
+async def test_an_open_server_refuses_what_another_sites_page_sends(tmp_path: Path) -> None:
+    """With no token, a web page elsewhere must not act or decide through the user's browser:
+    a cross-site POST carries that site's ``Origin``, and a site whose DNS name was pointed at
+    127.0.0.1 shows only in ``Host``. Clients that are not browsers send no ``Origin``."""
+    ran: list[str] = []
+
+    def pay(invoice: str) -> str:
+        """Pay an invoice."""
+        ran.append(invoice)
+        return "paid"
+
+    config = server.ServerConfig(port=0, approve=("pay",), journal=str(tmp_path / "o.db"))
+    async with server.open_app(config, tools=[pay]) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            body = {"conversation_id": "c", "tool_calls": [call("pay", {"invoice": "I1"}, "p")]}
+            forged = await client.post(
+                "/v1/act",
+                content=json.dumps(body),
+                headers={"origin": "http://evil.example", "content-type": "text/plain"},
+            )
+            assert forged.status_code == 403 and "another site" in forged.json()["error"]
+            parked = await client.post("/v1/act", json=body)  # no Origin: not a browser
+            approval_id = parked.json()["messages"][0]["approval_id"]
+            for headers in (
+                {"origin": "http://evil.example"},
+                # DNS rebinding: same-origin as far as the browser knows
+                {"origin": "http://evil.example", "host": "evil.example"},
+            ):
+                refused = await client.post(f"/v1/approvals/{approval_id}", headers=headers)
+                assert refused.status_code == 403, refused.text
+            pending = await client.get("/v1/approvals")
+            assert [a["approval_id"] for a in pending.json()["approvals"]] == [approval_id]
+            own = await client.post(
+                f"/v1/approvals/{approval_id}", headers={"origin": "http://127.0.0.1"}
+            )
+            assert own.status_code == 200, own.text
+    assert ran == ["I1"]
