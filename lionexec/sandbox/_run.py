@@ -1,0 +1,483 @@
+"""``run``: one argv under bubblewrap, its limits, its output capped, its process group killed.
+
+The command is started as ``bwrap <profile> -- python -I -S -c <shim> <fd> <limits> -- argv``.
+The shim is a few lines of Python run by this interpreter inside the sandbox: it writes
+``started`` to a pipe only this run holds (so a failure of bubblewrap itself, before anything
+ran, is told apart from the command's own failure), forks, sets the resource limits in the
+child and ``exec``\\ s the command there, waits for it and writes its exact wait status to the
+pipe (so a limit's signal is reported as that signal, not as an exit code that a command could
+also have chosen). Limits are set in the child only: nothing of the shim counts against them,
+and no ``preexec_fn`` runs in this (threaded) process.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+import trio
+
+from lionexec.errors import ValidationError
+
+from ._profile import Profile, SandboxUnavailableError
+
+__all__ = ["SandboxResult", "bwrap_arguments", "run"]
+
+logger = logging.getLogger("lionexec.sandbox")
+
+#: The most argv a command may be given, in bytes (the kernel's own limit is near 2 MiB).
+MAX_ARGV_BYTES: Final = 256 << 10
+#: The interpreter that runs the shim.
+_INTERPRETER: Final = os.path.realpath(sys.executable)
+#: How long killing a command's processes may take before cleanup gives up waiting.
+_REAP_SECONDS: Final = 5.0
+
+_SHIM: Final = """\
+import os, resource, signal, sys
+status = int(sys.argv[1])
+os.set_inheritable(status, False)
+limits = [item.split("=") for item in sys.argv[2].split(",") if item]
+argv = sys.argv[4:]  # after "--"
+os.write(status, b"started\\n")
+pid = os.fork()
+if pid == 0:
+    try:
+        os.close(status)
+        # Python ignores these, and exec keeps an ignored signal ignored: a command would
+        # not stop at its file size limit or a closed pipe as it does everywhere else.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        for name, value in limits:
+            kind = getattr(resource, "RLIMIT_" + name)
+            hard = resource.getrlimit(kind)[1]
+            soft = int(value)
+            if hard != resource.RLIM_INFINITY:
+                soft = min(soft, hard)
+            # CPU: SIGXCPU at the soft limit, SIGKILL a second later if it is caught
+            top = soft + 1 if name == "CPU" else soft
+            if hard != resource.RLIM_INFINITY:
+                top = min(top, hard)
+            resource.setrlimit(kind, (soft, top))
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        os.write(2, f"lionexec sandbox: cannot run {argv[0]!r}: {exc.strerror}\\n".encode())
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    except BaseException as exc:
+        os.write(2, f"lionexec sandbox: {exc!r}\\n".encode())
+        os._exit(126)
+_, raw = os.waitpid(pid, 0)
+os.write(status, b"status %d\\n" % raw)
+if os.WIFSIGNALED(raw):
+    os._exit(128 + os.WTERMSIG(raw))
+os._exit(os.waitstatus_to_exitcode(raw))
+"""
+
+#: The signals a resource limit sends, and the profile field that set it.
+_LIMIT_SIGNALS: Final = {
+    signal.SIGXCPU: "cpu_seconds",
+    signal.SIGXFSZ: "file_size_bytes",
+}
+
+
+@attrs.frozen(kw_only=True)
+class SandboxResult:
+    """What one sandboxed run did.
+
+    Attributes:
+        argv: the command as run.
+        exit_code: its exit status, or ``None`` if a signal ended it (or it was killed).
+        signal: the signal that ended it, if one did (``SIGXCPU``: its CPU limit,
+            ``SIGXFSZ``: its file size limit, ``SIGKILL``: the memory or CPU hard limit, or
+            its timeout).
+        stdout: the first :attr:`Profile.output_limit` bytes of its standard output.
+        stderr: the same of its standard error.
+        stdout_truncated: whether more standard output was written (and dropped).
+        stderr_truncated: whether more standard error was written (and dropped).
+        timed_out: whether its :attr:`Profile.timeout` ran out (it was killed then).
+        confined: whether it ran under bubblewrap (``False`` only for ``confinement="none"``).
+        duration: seconds of wall-clock time it ran.
+    """
+
+    argv: tuple[str, ...]
+    exit_code: int | None
+    signal: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+    confined: bool
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        """Whether it exited with status 0 in time."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def limit(self) -> str | None:
+        """The :class:`Profile` field whose limit ended it, if one recognizably did
+        (``"timeout"``, ``"cpu_seconds"``, ``"file_size_bytes"``)."""
+        if self.timed_out:
+            return "timeout"
+        return None if self.signal is None else _LIMIT_SIGNALS.get(self.signal)
+
+    def describe(self) -> str:
+        """How it ended, in words: ``exited with status 1``, ``killed by SIGXCPU (its
+        cpu_seconds limit)``, ``timed out``."""
+        if self.timed_out:
+            return "timed out (its timeout limit) and was killed"
+        if self.signal is not None:
+            name = _signal_name(self.signal)
+            limit = self.limit
+            return f"was killed by {name}" + (f" (its {limit} limit)" if limit else "")
+        return f"exited with status {self.exit_code}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _checked_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(argv, str | bytes) or not isinstance(argv, Sequence):
+        raise ValidationError(
+            f"argv is a list of strings (program first), not {type(argv).__name__}; "
+            "a shell line is run as ['/bin/sh', '-c', line], only when asked",
+            field="argv",
+        )
+    items = tuple(argv)
+    if not items:
+        raise ValidationError("argv is empty: name the program to run first", field="argv")
+    size = 0
+    for item in items:
+        if not isinstance(item, str) or "\x00" in item:
+            raise ValidationError(
+                f"argv holds {item!r:.80}: each item is a string without NUL", field="argv"
+            )
+        size += len(item.encode("utf-8", "surrogateescape")) + 1
+    if size > MAX_ARGV_BYTES:
+        raise ValidationError(
+            f"argv is {size} bytes long: at most {MAX_ARGV_BYTES}; pass large input in a file "
+            "inside a writable directory",
+            field="argv",
+        )
+    if not items[0]:
+        raise ValidationError("argv[0] is empty: name the program to run", field="argv")
+    return items
+
+
+def _limits(profile: Profile) -> str:
+    pairs = (
+        ("CPU", profile.cpu_seconds),
+        ("AS", profile.memory_bytes),
+        ("FSIZE", profile.file_size_bytes),
+        ("NPROC", profile.processes),
+    )
+    return ",".join(f"{name}={value}" for name, value in pairs if value is not None)
+
+
+def _environment(profile: Profile) -> dict[str, str]:
+    env = dict(profile.env)
+    for name in profile.inherit_env:
+        value = os.environ.get(name)
+        if value is not None:
+            env[name] = value
+    return env
+
+
+def _unavailable(profile: Profile, what: str) -> SandboxUnavailableError:
+    return SandboxUnavailableError(
+        f"the sandbox is unavailable: {what}; nothing ran. Install bubblewrap "
+        "(Debian/Ubuntu: apt-get install bubblewrap) and allow unprivileged user namespaces "
+        "(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0; in a "
+        "container, a seccomp/AppArmor profile that permits them), or point "
+        f"Profile(bwrap=...) at it (now {profile.bwrap!r}). Running unconfined needs "
+        "Profile(confinement='none'), named on purpose"
+    )
+
+
+def _existing_dirs(paths: tuple[str, ...], what: str) -> list[str]:
+    found = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if not os.path.isdir(real):
+            raise ValidationError(
+                f"the {what} directory {path!r} does not exist (or is not a directory): "
+                "create it before the command runs, or leave it out of the profile",
+                field=what,
+            )
+        found.append(real)
+    return found
+
+
+def bwrap_arguments(profile: Profile, status_fd: int) -> list[str]:
+    """The bubblewrap command line of *profile*, up to and including ``--`` and the shim.
+
+    Raises :class:`~lionexec.errors.ValidationError` naming a writable directory that does
+    not exist. Reads the file system (which paths exist); does not run anything.
+    """
+    args = [
+        profile.bwrap,
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]
+    if not profile.network:
+        args.append("--unshare-net")
+    base = os.path.realpath(sys.base_prefix)
+    if _within(base, "/tmp"):  # the shim's interpreter lives under /tmp: visible, read-only
+        args += ["--ro-bind", base, base]
+    writable = _existing_dirs(profile.writable, "writable")
+    for path in writable:
+        args += ["--bind", path, path]
+    for path in writable:
+        for relative in profile.protected:
+            inside = os.path.join(path, relative)
+            if os.path.lexists(inside):
+                # resolved: a protected path that is a symlink protects what it points at
+                real = os.path.realpath(inside)
+                args += ["--ro-bind", real, real]
+    for path in profile.hidden:
+        real = os.path.realpath(path)
+        if os.path.isdir(real):
+            args += ["--tmpfs", real, "--remount-ro", real]
+        elif os.path.exists(real):
+            args += ["--ro-bind", "/dev/null", real]
+    args += ["--chdir", profile.working_directory(), "--clearenv"]
+    for name, value in sorted(_environment(profile).items()):
+        args += ["--setenv", name, value]
+    return args + ["--", *_shim(status_fd, profile)]
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _shim(status_fd: int, profile: Profile) -> list[str]:
+    # The interpreter itself, not a virtual environment's link to it: the shim needs only the
+    # standard library, and a link may live where the sandbox does not show it.
+    return [_INTERPRETER, "-I", "-S", "-c", _SHIM, str(status_fd), _limits(profile), "--"]
+
+
+async def run(argv: Sequence[str], profile: Profile) -> SandboxResult:
+    """Run *argv* (no shell: ``["/bin/sh", "-c", line]`` when one is wanted) under *profile*.
+
+    Blocks until the command exits, its timeout runs out or this task is cancelled. On a
+    timeout the command's processes are killed and the result says ``timed_out``. On
+    cancellation they are killed too (bubblewrap's process group is sent ``SIGKILL``; the
+    sandbox's PID namespace ends with it, taking every descendant along), reaped within a
+    bounded, shielded wait, and :class:`trio.Cancelled` propagates.
+
+    Raises:
+        ValidationError: *argv* is empty, not a list of strings, holds NUL or is too long;
+            a writable directory does not exist.
+        SandboxUnavailableError: bubblewrap is missing or could not set the sandbox up
+            (nothing ran).
+    """
+    items = _checked_argv(argv)
+    confined = profile.confinement == "bubblewrap"
+    if confined and sys.platform != "linux":
+        raise _unavailable(profile, f"bubblewrap needs Linux, this is {sys.platform}")
+    if confined and not os.access(profile.bwrap, os.X_OK):
+        raise _unavailable(profile, f"no bubblewrap executable at {profile.bwrap!r}")
+    pipe = _StatusPipe()
+    try:
+        if confined:
+            command = bwrap_arguments(profile, pipe.write_end) + list(items)
+            env: dict[str, str] = {}
+            cwd = None
+        else:
+            logger.warning(
+                "running %r UNCONFINED (Profile(confinement='none')): it can read, write and "
+                "reach whatever this process can",
+                items[0],
+            )
+            command = [*_shim(pipe.write_end, profile), *items]
+            env = _environment(profile)
+            cwd = profile.working_directory()
+        started = time.monotonic()
+        run = await _supervise(command, env, cwd, pipe, profile)
+    finally:
+        pipe.close()
+    duration = time.monotonic() - started
+    if "started" not in run.status:
+        what = "did not start the command before its timeout" if run.timed_out else (
+            "could not set the sandbox up ("
+            + (bytes(run.stderr).decode("utf-8", "replace").strip()[:2000] or
+               f"exit status {run.returncode}")
+            + ")"
+        )
+        raise _unavailable(profile, f"{'bubblewrap' if confined else 'the shim'} {what}")
+    exit_code, signum = _ending(run.status, run.returncode)
+    return SandboxResult(
+        argv=items,
+        exit_code=None if run.timed_out else exit_code,
+        signal=signal.SIGKILL if run.timed_out and signum is None else signum,
+        stdout=bytes(run.stdout),
+        stderr=bytes(run.stderr),
+        stdout_truncated=run.stdout_truncated,
+        stderr_truncated=run.stderr_truncated,
+        timed_out=run.timed_out,
+        confined=confined,
+        duration=duration,
+    )
+
+
+def _ending(status: str, returncode: int | None) -> tuple[int | None, int | None]:
+    """(exit code, signal) from the shim's report, else from the process's return code."""
+    for line in status.splitlines():
+        if line.startswith("status ") and line[7:].isdigit():
+            raw = int(line[7:])
+            if os.WIFSIGNALED(raw):
+                return None, os.WTERMSIG(raw)
+            return os.waitstatus_to_exitcode(raw), None
+    if returncode is None:
+        return None, signal.SIGKILL
+    if returncode < 0:
+        return None, -returncode
+    return returncode, None
+
+
+class _StatusPipe:
+    """The pipe the shim reports on; each end closed exactly once (a second ``close`` of a
+    number could close a descriptor another thread opened meanwhile)."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self._open = {self.read_end, self.write_end}
+
+    def close_write(self) -> None:
+        self._close(self.write_end)
+
+    def close(self) -> None:
+        self._close(self.write_end)
+        self._close(self.read_end)
+
+    def _close(self, fd: int) -> None:
+        if fd in self._open:
+            self._open.discard(fd)
+            os.close(fd)
+
+
+@attrs.define
+class _Run:
+    stdout: bytearray = attrs.Factory(bytearray)
+    stderr: bytearray = attrs.Factory(bytearray)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    status: str = ""
+    returncode: int | None = None
+    timed_out: bool = False
+
+
+async def _supervise(
+    command: list[str], env: dict[str, str], cwd: str | None, pipe: _StatusPipe, profile: Profile
+) -> _Run:
+    try:
+        process = await trio.lowlevel.open_process(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            pass_fds=(pipe.write_end,),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise _unavailable(profile, f"{command[0]!r} could not be started: {exc}") from None
+    pipe.close_write()  # only the process holds it now: end of file once it is gone
+    limit = profile.output_limit
+    run = _Run()
+    status = bytearray()
+    exited = False
+
+    async def drain(name: str, stream: trio.abc.ReceiveStream | None) -> None:
+        if stream is None:
+            return
+        kept: bytearray = getattr(run, name)
+        while chunk := await stream.receive_some(65536):
+            room = limit - len(kept)
+            if len(chunk) > room:
+                setattr(run, f"{name}_truncated", True)
+            if room > 0:
+                kept += chunk[:room]
+
+    async def read_status() -> None:
+        # its own descriptor: the stream closes it, the pipe closes the original
+        async with trio.lowlevel.FdStream(os.dup(pipe.read_end)) as stream:
+            while chunk := await stream.receive_some(4096):
+                if len(status) < 4096:  # the shim writes two short lines
+                    status.extend(chunk)
+
+    async def wait() -> None:
+        nonlocal exited
+        # Waited for without reaping it, so its id cannot be reused while what is left of
+        # its group (the command's leftovers: none under bubblewrap, whose PID namespace
+        # ends with it) is killed, so that the pipes reach their end.
+        pidfd = os.pidfd_open(process.pid)
+        try:
+            await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        _kill_group(process.pid)
+        await process.wait()
+        exited = True
+
+    timeout = profile.timeout if profile.timeout is not None else math.inf
+    try:
+        with trio.move_on_after(timeout):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drain, "stdout", process.stdout)
+                nursery.start_soon(drain, "stderr", process.stderr)
+                nursery.start_soon(read_status)
+                await wait()
+        run.timed_out = not exited
+    finally:
+        if process.returncode is None:
+            _kill_group(process.pid)
+            # bounded: SIGKILL cannot be caught; the wait only collects the status
+            with trio.move_on_after(_REAP_SECONDS) as cleanup:
+                cleanup.shield = True
+                await process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+    run.status = status.decode("ascii", "replace")
+    run.returncode = process.returncode
+    return run
+
+
+def _kill_group(pid: int) -> None:
+    """``SIGKILL`` to the process group *pid* leads (bubblewrap's, or the shim's)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the whole group is gone already
