@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,6 +81,8 @@ if os.WIFSIGNALED(raw):
 os._exit(os.waitstatus_to_exitcode(raw))
 """
 
+#: Where bubblewrap's report names the sandbox's first process.
+_CHILD_PID: Final = re.compile(rb'"child-pid"\s*:\s*(\d+)')
 #: The signals a resource limit sends, and the profile field that set it.
 _LIMIT_SIGNALS: Final = {
     signal.SIGXCPU: "cpu_seconds",
@@ -221,7 +224,7 @@ def _existing_dirs(paths: tuple[str, ...], what: str) -> list[str]:
     return found
 
 
-def bwrap_arguments(profile: Profile, status_fd: int) -> list[str]:
+def bwrap_arguments(profile: Profile, status_fd: int, info_fd: int) -> list[str]:
     """The bubblewrap command line of *profile*, up to and including ``--`` and the shim.
 
     Raises :class:`~lionexec.errors.ValidationError` naming a writable directory that does
@@ -230,6 +233,8 @@ def bwrap_arguments(profile: Profile, status_fd: int) -> list[str]:
     args = [
         profile.bwrap,
         "--die-with-parent",
+        "--info-fd",
+        str(info_fd),
         "--new-session",
         "--unshare-user",
         "--unshare-pid",
@@ -309,7 +314,7 @@ async def run(argv: Sequence[str], profile: Profile) -> SandboxResult:
     pipe = _StatusPipe()
     try:
         if confined:
-            command = bwrap_arguments(profile, pipe.write_end) + list(items)
+            command = bwrap_arguments(profile, pipe.write_end, pipe.info_end) + list(items)
             env: dict[str, str] = {}
             cwd = None
         else:
@@ -322,7 +327,7 @@ async def run(argv: Sequence[str], profile: Profile) -> SandboxResult:
             env = _environment(profile)
             cwd = profile.working_directory()
         started = time.monotonic()
-        run = await _supervise(command, env, cwd, pipe, profile)
+        run = await _supervise(command, env, cwd, pipe, profile, confined)
     finally:
         pipe.close()
     duration = time.monotonic() - started
@@ -370,13 +375,17 @@ class _StatusPipe:
 
     def __init__(self) -> None:
         self.read_end, self.write_end = os.pipe()
-        self._open = {self.read_end, self.write_end}
+        # bubblewrap's own end: it closes the descriptor it reports on before the command
+        # starts, so the shim's must be another one
+        self.info_end = os.dup(self.write_end)
+        self._open = {self.read_end, self.write_end, self.info_end}
 
     def close_write(self) -> None:
         self._close(self.write_end)
+        self._close(self.info_end)
 
     def close(self) -> None:
-        self._close(self.write_end)
+        self.close_write()
         self._close(self.read_end)
 
     def _close(self, fd: int) -> None:
@@ -397,7 +406,12 @@ class _Run:
 
 
 async def _supervise(
-    command: list[str], env: dict[str, str], cwd: str | None, pipe: _StatusPipe, profile: Profile
+    command: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    pipe: _StatusPipe,
+    profile: Profile,
+    confined: bool,
 ) -> _Run:
     try:
         process = await trio.lowlevel.open_process(
@@ -407,7 +421,7 @@ async def _supervise(
             stderr=subprocess.PIPE,
             env=env,
             cwd=cwd,
-            pass_fds=(pipe.write_end,),
+            pass_fds=(pipe.write_end, pipe.info_end) if confined else (pipe.write_end,),
             start_new_session=True,
         )
     except OSError as exc:
@@ -416,6 +430,9 @@ async def _supervise(
     limit = profile.output_limit
     run = _Run()
     status = bytearray()
+    # A descriptor of the sandbox's first process (bubblewrap's, pid 1 in the sandbox): it
+    # ends only once every process of the sandbox has ended, which this waits for.
+    inits: list[int | None] = []
     exited = False
 
     async def drain(name: str, stream: trio.abc.ReceiveStream | None) -> None:
@@ -433,8 +450,10 @@ async def _supervise(
         # its own descriptor: the stream closes it, the pipe closes the original
         async with trio.lowlevel.FdStream(os.dup(pipe.read_end)) as stream:
             while chunk := await stream.receive_some(4096):
-                if len(status) < 4096:  # the shim writes two short lines
+                if len(status) < 4096:  # bubblewrap's info and the shim's two short lines
                     status.extend(chunk)
+                if not inits and (found := _CHILD_PID.search(status)):
+                    inits.append(_pidfd(int(found[1])))
 
     async def wait() -> None:
         nonlocal exited
@@ -461,11 +480,17 @@ async def _supervise(
         run.timed_out = not exited
     finally:
         if process.returncode is None:
-            _kill_group(process.pid)
-            # bounded: SIGKILL cannot be caught; the wait only collects the status
-            with trio.move_on_after(_REAP_SECONDS) as cleanup:
-                cleanup.shield = True
-                await process.wait()
+            _kill_group(process.pid)  # not reaped yet: the group id is still this one's
+        # bounded: SIGKILL cannot be caught; the waits only see the processes end
+        with trio.move_on_after(_REAP_SECONDS) as cleanup:
+            cleanup.shield = True
+            await process.wait()
+            init = inits[0] if inits else None
+            if init is not None:
+                await trio.lowlevel.wait_readable(init)
+        for init in inits:
+            if init is not None:
+                os.close(init)
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 with trio.CancelScope(shield=True):
@@ -473,6 +498,15 @@ async def _supervise(
     run.status = status.decode("ascii", "replace")
     run.returncode = process.returncode
     return run
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process *pid* ends, or ``None`` if it has
+    ended already."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
 
 
 def _kill_group(pid: int) -> None:
