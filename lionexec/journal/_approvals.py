@@ -10,8 +10,9 @@ handler of its own gets one from the journal (:class:`ApprovalGate`, installed b
   digest of its normalized, validated arguments (``canonical_json``) and the digest of the
   policy that asked (its :meth:`~lionexec.governance.PermissionPolicy.to_dict`, the tool and
   the matching rule, with the tool's :attr:`~lionexec.tools.Tool.approval_binding` if it has
-  one: a sandboxed command tool's profile, see :mod:`lionexec.sandbox`). ``act()`` answers the call with an unrecorded response of outcome
-  ``awaiting_approval`` naming the approval; the request stays unanswered in the history;
+  one: a sandboxed command tool's profile, see :mod:`lionexec.sandbox`). ``act()`` answers
+  the call with an unrecorded response of outcome ``awaiting_approval`` naming the
+  approval; the request stays unanswered in the history;
 * **allows** it, if its approval was consumed for this very call here (``approved`` →
   ``used``, one compare-and-set statement) and the digests match;
 * **refuses** it otherwise (:class:`~lionexec.journal.ApprovalClosed` naming the approval and

@@ -65,20 +65,25 @@ class CommandFailedError(LionexecError):
         self.result = result
 
 
-def _absolute_paths(what: str) -> Any:
-    def convert(value: Iterable[str]) -> tuple[str, ...]:
-        if isinstance(value, str | bytes):
-            raise ConfigurationError(f"{what} is a list of paths, not the string {value!r}")
-        paths = []
-        for path in value:
-            if not isinstance(path, str) or not os.path.isabs(path) or "\x00" in path:
-                raise ConfigurationError(
-                    f"{what} holds {path!r}: each must be an absolute path (without NUL)"
-                )
-            paths.append(os.path.normpath(path))
-        return tuple(dict.fromkeys(paths))
+def _absolute_paths(what: str, value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str | bytes):
+        raise ConfigurationError(f"{what} is a list of paths, not the string {value!r}")
+    paths = []
+    for path in value:
+        if not isinstance(path, str) or not os.path.isabs(path) or "\x00" in path:
+            raise ConfigurationError(
+                f"{what} holds {path!r}: each must be an absolute path (without NUL)"
+            )
+        paths.append(os.path.normpath(path))
+    return tuple(dict.fromkeys(paths))
 
-    return convert
+
+def _writable(value: Iterable[str]) -> tuple[str, ...]:
+    return _absolute_paths("writable", value)
+
+
+def _hidden(value: Iterable[str]) -> tuple[str, ...]:
+    return _absolute_paths("hidden", value)
 
 
 def _relative_paths(value: Iterable[str]) -> tuple[str, ...]:
@@ -87,7 +92,8 @@ def _relative_paths(value: Iterable[str]) -> tuple[str, ...]:
     paths = []
     for path in value:
         normal = os.path.normpath(path) if isinstance(path, str) else ""
-        if not normal or os.path.isabs(normal) or normal.split(os.sep)[0] == ".." or "\x00" in normal:
+        outside = not normal or os.path.isabs(normal) or normal.split(os.sep)[0] == ".."
+        if outside or "\x00" in normal:
             raise ConfigurationError(
                 f"protected holds {path!r}: each is a path relative to a writable directory "
                 "(such as '.git/hooks'), inside it"
@@ -179,6 +185,9 @@ class Profile:
             empty one, a file by an empty file (``~/.ssh``, say). Missing ones are skipped.
         network: whether the command may use the network (the host's, unfiltered);
             otherwise it has none at all, not even the loopback interface of the host.
+        unix_sockets: whether the command may open Unix sockets. Otherwise a seccomp filter
+            refuses ``socket(AF_UNIX)``: a socket file stays connectable on a read-only
+            file system, and one (a container daemon's, say) could do work outside.
         env: the environment variables the command gets (:data:`DEFAULT_ENV`).
         inherit_env: names of variables copied from this process's environment when set
             (their values are not part of :meth:`digest`).
@@ -197,20 +206,17 @@ class Profile:
         bwrap: the bubblewrap executable.
     """
 
-    writable: tuple[str, ...] = attrs.field(
-        default=(), converter=_absolute_paths("writable"), validator=_not_root
-    )
+    writable: tuple[str, ...] = attrs.field(default=(), converter=_writable, validator=_not_root)
     protected: tuple[str, ...] = attrs.field(default=DEFAULT_PROTECTED, converter=_relative_paths)
-    hidden: tuple[str, ...] = attrs.field(default=(), converter=_absolute_paths("hidden"))
+    hidden: tuple[str, ...] = attrs.field(default=(), converter=_hidden)
     network: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    unix_sockets: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     env: Mapping[str, str] = attrs.field(default=DEFAULT_ENV, converter=_environment, hash=False)
     inherit_env: tuple[str, ...] = attrs.field(default=(), converter=_names)
     cwd: str | None = attrs.field(default=None, validator=_absolute_or_none)
     cpu_seconds: int | None = attrs.field(default=60, validator=_positive_or_none(int))
     memory_bytes: int | None = attrs.field(default=2 << 30, validator=_positive_or_none(int))
-    file_size_bytes: int | None = attrs.field(
-        default=256 << 20, validator=_positive_or_none(int)
-    )
+    file_size_bytes: int | None = attrs.field(default=256 << 20, validator=_positive_or_none(int))
     processes: int | None = attrs.field(default=256, validator=_positive_or_none(int))
     timeout: float | None = attrs.field(default=120.0, validator=_positive_or_none(float))
     output_limit: int = attrs.field(default=256 << 10, validator=_positive_or_none(int))

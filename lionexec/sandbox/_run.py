@@ -1,4 +1,4 @@
-"""``run``: one argv under bubblewrap, its limits, its output capped, its process group killed.
+"""``run_command``: an argv under bubblewrap, limited, its output capped, its processes killed.
 
 The command is started as ``bwrap <profile> -- python -I -S -c <shim> <fd> <limits> -- argv``.
 The shim is a few lines of Python run by this interpreter inside the sandbox: it writes
@@ -12,9 +12,11 @@ and no ``preexec_fn`` runs in this (threaded) process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import platform
 import re
 import signal
 import subprocess
@@ -29,8 +31,9 @@ import trio
 from lionexec.errors import ValidationError
 
 from ._profile import Profile, SandboxUnavailableError
+from ._seccomp import filter_program
 
-__all__ = ["SandboxResult", "bwrap_arguments", "run"]
+__all__ = ["SandboxResult", "bwrap_arguments", "run_command"]
 
 logger = logging.getLogger("lionexec.sandbox")
 
@@ -84,7 +87,7 @@ os._exit(os.waitstatus_to_exitcode(raw))
 #: Where bubblewrap's report names the sandbox's first process.
 _CHILD_PID: Final = re.compile(rb'"child-pid"\s*:\s*(\d+)')
 #: The signals a resource limit sends, and the profile field that set it.
-_LIMIT_SIGNALS: Final = {
+_LIMIT_SIGNALS: Final[dict[int, str]] = {
     signal.SIGXCPU: "cpu_seconds",
     signal.SIGXFSZ: "file_size_bytes",
 }
@@ -224,7 +227,9 @@ def _existing_dirs(paths: tuple[str, ...], what: str) -> list[str]:
     return found
 
 
-def bwrap_arguments(profile: Profile, status_fd: int, info_fd: int) -> list[str]:
+def bwrap_arguments(
+    profile: Profile, status_fd: int, info_fd: int, seccomp_fd: int | None
+) -> list[str]:
     """The bubblewrap command line of *profile*, up to and including ``--`` and the shim.
 
     Raises :class:`~lionexec.errors.ValidationError` naming a writable directory that does
@@ -274,10 +279,12 @@ def bwrap_arguments(profile: Profile, status_fd: int, info_fd: int) -> list[str]
             args += ["--tmpfs", real, "--remount-ro", real]
         elif os.path.exists(real):
             args += ["--ro-bind", "/dev/null", real]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", profile.working_directory(), "--clearenv"]
     for name, value in sorted(_environment(profile).items()):
         args += ["--setenv", name, value]
-    return args + ["--", *_shim(status_fd, profile)]
+    return [*args, "--", *_shim(status_fd, profile)]
 
 
 def _within(path: str, directory: str) -> bool:
@@ -290,7 +297,7 @@ def _shim(status_fd: int, profile: Profile) -> list[str]:
     return [_INTERPRETER, "-I", "-S", "-c", _SHIM, str(status_fd), _limits(profile), "--"]
 
 
-async def run(argv: Sequence[str], profile: Profile) -> SandboxResult:
+async def run_command(argv: Sequence[str], profile: Profile) -> SandboxResult:
     """Run *argv* (no shell: ``["/bin/sh", "-c", line]`` when one is wanted) under *profile*.
 
     Blocks until the command exits, its timeout runs out or this task is cancelled. On a
@@ -311,10 +318,20 @@ async def run(argv: Sequence[str], profile: Profile) -> SandboxResult:
         raise _unavailable(profile, f"bubblewrap needs Linux, this is {sys.platform}")
     if confined and not os.access(profile.bwrap, os.X_OK):
         raise _unavailable(profile, f"no bubblewrap executable at {profile.bwrap!r}")
-    pipe = _StatusPipe()
+    seccomp = None
+    if confined and not profile.unix_sockets:
+        seccomp = filter_program()
+        if seccomp is None:
+            raise _unavailable(
+                profile,
+                f"no seccomp filter is written for this machine ({platform.machine()}); "
+                "Profile(unix_sockets=True) runs without one (Unix sockets reachable)",
+            )
+    pipe = _StatusPipe(seccomp)
     try:
         if confined:
-            command = bwrap_arguments(profile, pipe.write_end, pipe.info_end) + list(items)
+            command = [*bwrap_arguments(profile, pipe.write_end, pipe.info_end, pipe.seccomp)]
+            command += items
             env: dict[str, str] = {}
             cwd = None
         else:
@@ -332,11 +349,17 @@ async def run(argv: Sequence[str], profile: Profile) -> SandboxResult:
         pipe.close()
     duration = time.monotonic() - started
     if "started" not in run.status:
-        what = "did not start the command before its timeout" if run.timed_out else (
-            "could not set the sandbox up ("
-            + (bytes(run.stderr).decode("utf-8", "replace").strip()[:2000] or
-               f"exit status {run.returncode}")
-            + ")"
+        what = (
+            "did not start the command before its timeout"
+            if run.timed_out
+            else (
+                "could not set the sandbox up ("
+                + (
+                    bytes(run.stderr).decode("utf-8", "replace").strip()[:2000]
+                    or f"exit status {run.returncode}"
+                )
+                + ")"
+            )
         )
         raise _unavailable(profile, f"{'bubblewrap' if confined else 'the shim'} {what}")
     exit_code, signum = _ending(run.status, run.returncode)
@@ -370,19 +393,35 @@ def _ending(status: str, returncode: int | None) -> tuple[int | None, int | None
 
 
 class _StatusPipe:
-    """The pipe the shim reports on; each end closed exactly once (a second ``close`` of a
-    number could close a descriptor another thread opened meanwhile)."""
+    """The pipe the shim and bubblewrap report on, and the seccomp filter bubblewrap reads;
+    each descriptor closed exactly once (a second ``close`` of a number could close a
+    descriptor another thread opened meanwhile)."""
 
-    def __init__(self) -> None:
+    def __init__(self, seccomp: bytes | None) -> None:
         self.read_end, self.write_end = os.pipe()
         # bubblewrap's own end: it closes the descriptor it reports on before the command
         # starts, so the shim's must be another one
         self.info_end = os.dup(self.write_end)
         self._open = {self.read_end, self.write_end, self.info_end}
+        self.seccomp: int | None = None
+        if seccomp is not None:
+            self.seccomp = os.memfd_create("lionexec-seccomp")
+            self._open.add(self.seccomp)
+            os.write(self.seccomp, seccomp)
+            os.lseek(self.seccomp, 0, os.SEEK_SET)
+
+    def passed(self, confined: bool) -> tuple[int, ...]:
+        """The descriptors the started process needs."""
+        if not confined:
+            return (self.write_end,)
+        extra = () if self.seccomp is None else (self.seccomp,)
+        return (self.write_end, self.info_end, *extra)
 
     def close_write(self) -> None:
         self._close(self.write_end)
         self._close(self.info_end)
+        if self.seccomp is not None:
+            self._close(self.seccomp)
 
     def close(self) -> None:
         self.close_write()
@@ -421,7 +460,7 @@ async def _supervise(
             stderr=subprocess.PIPE,
             env=env,
             cwd=cwd,
-            pass_fds=(pipe.write_end, pipe.info_end) if confined else (pipe.write_end,),
+            pass_fds=pipe.passed(confined),
             start_new_session=True,
         )
     except OSError as exc:
@@ -511,7 +550,5 @@ def _pidfd(pid: int) -> int | None:
 
 def _kill_group(pid: int) -> None:
     """``SIGKILL`` to the process group *pid* leads (bubblewrap's, or the shim's)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # the whole group is gone already

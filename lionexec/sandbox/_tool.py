@@ -9,7 +9,7 @@ import attrs
 from lionexec.tools import Effect, Tool
 
 from ._profile import CommandFailedError, Profile
-from ._run import SandboxResult, run
+from ._run import SandboxResult, run_command
 
 __all__ = ["command_tool"]
 
@@ -60,7 +60,7 @@ def command_tool(
     check: bool = True,
     effect: Effect = "unsafe",
 ) -> Tool:
-    """A tool that runs the command a model gives under *profile* (see :func:`run`).
+    """A tool that runs the command a model gives under *profile* (see :func:`run_command`).
 
     The model passes ``argv``, a list of strings, program first; no shell is involved. With
     *shell* it passes ``command``, one line, run as ``["/bin/sh", "-c", command]`` inside the
@@ -107,7 +107,7 @@ def command_tool(
     async def call(**arguments: Any) -> dict[str, Any]:
         value = arguments[parameter]
         argv = [*prefix, value] if shell else value
-        result = await run(argv, profile)
+        result = await run_command(argv, profile)
         if result.timed_out or result.exit_code is None or (check and result.exit_code != 0):
             raise _failure(result)
         return _answer(result)

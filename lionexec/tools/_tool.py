@@ -102,7 +102,7 @@ def _valid_subject_kind(tool: Tool, _: object, kind: str | None) -> None:
         )
 
 
-def _valid_binding(tool: Tool, _: object, binding: object) -> None:
+def _valid_binding(tool: Tool, _: object, binding: str | None) -> None:
     if binding is not None and (not isinstance(binding, str) or not binding):
         raise ConfigurationError(
             f"approval_binding {binding!r} of tool {tool.name!r} must be a non-empty string "

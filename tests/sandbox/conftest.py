@@ -24,8 +24,21 @@ def bwrap_problem() -> str | None:
     if not os.access(BWRAP, os.X_OK):
         return f"no bubblewrap at {BWRAP} (apt-get install bubblewrap)"
     probe = subprocess.run(
-        [BWRAP, "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/"]
-        + ["--proc", "/proc", "--dev", "/dev", "--", "/bin/true"],
+        [
+            BWRAP,
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--",
+            "/bin/true",
+        ],
         capture_output=True,
         text=True,
         timeout=30,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from lionexec.sandbox import Profile, run
+from lionexec.sandbox import Profile, run_command
 
 from .conftest import Site
 
@@ -35,12 +35,19 @@ def hostile_lines(site: Site) -> dict[str, tuple[list[str], str]]:
     o, w = site.outside, site.work
     return {
         "perl unlink": (
-            ["perl", "-e", f"open(F, '>', '{w}/perl-ran'); unlink(@ARGV)", *map(str, site.sentinels)],
+            ["perl", "-e", f"open(F, '>', '{w}/perl-ran'); unlink(@ARGV)"]
+            + [str(path) for path in site.sentinels],
             "perl-ran",
         ),
         "tar checkpoint action": (
-            ["tar", "-cf", "/dev/null", "--checkpoint=1",
-             f"--checkpoint-action=exec=touch {w}/tar-ran; rm -rf {o}", str(w)],
+            [
+                "tar",
+                "-cf",
+                "/dev/null",
+                "--checkpoint=1",
+                f"--checkpoint-action=exec=touch {w}/tar-ran; rm -rf {o}",
+                str(w),
+            ],
             "tar-ran",
         ),
         "git alias": (
@@ -48,8 +55,20 @@ def hostile_lines(site: Site) -> dict[str, tuple[list[str], str]]:
             "git-ran",
         ),
         "git rebase --exec": (
-            ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-C", f"{w}/repo",
-             "rebase", "-q", "--exec", f"touch {w}/rebase-ran; rm -rf {o}", "HEAD~1"],
+            [
+                "git",
+                "-c",
+                "user.email=t@example.com",
+                "-c",
+                "user.name=t",
+                "-C",
+                f"{w}/repo",
+                "rebase",
+                "-q",
+                "--exec",
+                f"touch {w}/rebase-ran; rm -rf {o}",
+                "HEAD~1",
+            ],
             "rebase-ran",
         ),
         "a copy of /bin/rm": (
@@ -59,8 +78,7 @@ def hostile_lines(site: Site) -> dict[str, tuple[list[str], str]]:
         "sh -c rm -rf": (["sh", "-c", f"touch {w}/sh-ran; rm -rf {o}"], "sh-ran"),
         "eval -- rm": (["bash", "-c", f"touch {w}/eval-ran; eval -- rm -rf {o}"], "eval-ran"),
         "python shutil": (
-            ["python3", "-c",
-             f"import shutil; open('{w}/py-ran', 'w'); shutil.rmtree('{o}')"],
+            ["python3", "-c", f"import shutil; open('{w}/py-ran', 'w'); shutil.rmtree('{o}')"],
             "py-ran",
         ),
         "mv away": (["sh", "-c", f"touch {w}/mv-ran; mv {o} {w}/stolen"], "mv-ran"),
@@ -73,16 +91,25 @@ def hostile_lines(site: Site) -> dict[str, tuple[list[str], str]]:
 
 @pytest.mark.parametrize(
     "name",
-    ["perl unlink", "tar checkpoint action", "git alias", "git rebase --exec",
-     "a copy of /bin/rm", "sh -c rm -rf", "eval -- rm", "python shutil", "mv away",
-     "overwrite"],
+    [
+        "perl unlink",
+        "tar checkpoint action",
+        "git alias",
+        "git rebase --exec",
+        "a copy of /bin/rm",
+        "sh -c rm -rf",
+        "eval -- rm",
+        "python shutil",
+        "mv away",
+        "overwrite",
+    ],
 )
 async def test_a_hostile_line_runs_but_changes_nothing_outside(
     site: Site, bwrap: str, name: str
 ) -> None:
     git_repo(site.work / "repo")
     argv, witness = hostile_lines(site)[name]
-    result = await run(argv, profile(site, bwrap))
+    result = await run_command(argv, profile(site, bwrap))
     assert (site.work / witness).exists(), (name, result)  # it really ran, inside
     assert site.intact(), (name, result)
     assert result.confined
@@ -91,7 +118,7 @@ async def test_a_hostile_line_runs_but_changes_nothing_outside(
 async def test_the_same_line_unconfined_does_the_damage(site: Site, bwrap: str) -> None:
     # The control: the test's line can delete the sentinels when nothing confines it.
     argv, _ = hostile_lines(site)["sh -c rm -rf"]
-    result = await run(argv, profile(site, bwrap, confinement="none"))
+    result = await run_command(argv, profile(site, bwrap, confinement="none"))
     assert result.ok and not result.confined
     assert not site.outside.exists()
 
@@ -101,18 +128,18 @@ async def test_what_lies_under_the_real_tmp_is_not_even_visible(
 ) -> None:
     secret = tmp_path / "secret"
     secret.write_text("s3cret")
-    result = await run(["cat", str(secret)], profile(site, bwrap))
+    result = await run_command(["cat", str(secret)], profile(site, bwrap))
     assert result.exit_code != 0 and b"s3cret" not in result.stdout
     assert b"No such file" in result.stderr
 
 
 async def test_hidden_paths_cannot_be_read(site: Site, bwrap: str) -> None:
-    result = await run(
+    result = await run_command(
         ["sh", "-c", f"cat {site.sentinels[0]}; ls {site.outside / 'deep'}"],
         profile(site, bwrap, hidden=[str(site.sentinels[0]), str(site.outside / "deep")]),
     )
     assert result.stdout == b""  # the file reads empty, the directory lists nothing
-    visible = await run(["cat", str(site.sentinels[0])], profile(site, bwrap))
+    visible = await run_command(["cat", str(site.sentinels[0])], profile(site, bwrap))
     assert visible.stdout == b"sentinel"  # the control: readable when not hidden
 
 
@@ -144,13 +171,15 @@ def network_lines(port: int) -> dict[str, list[str]]:
     return {
         "curl": ["curl", "-sS", "--max-time", "5", f"http://127.0.0.1:{port}/"],
         "python socket": [
-            "python3", "-c",
+            "python3",
+            "-c",
             "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), 5);"
             "s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); print(s.recv(100).decode())",
             str(port),
         ],
         "bash /dev/tcp": [
-            "bash", "-c",
+            "bash",
+            "-c",
             f"exec 3<>/dev/tcp/127.0.0.1/{port}; printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3",
         ],
     }
@@ -162,10 +191,38 @@ async def test_no_network_unless_granted(site: Site, bwrap: str, name: str) -> N
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)
         argv = network_lines(server.port)[name]
-        denied = await run(argv, profile(site, bwrap))
+        denied = await run_command(argv, profile(site, bwrap))
         assert denied.exit_code != 0 and b"reached" not in denied.stdout
         assert server.accepted == 0
-        granted = await run(argv, profile(site, bwrap, network=True))  # the positive control
+        granted = await run_command(
+            argv, profile(site, bwrap, network=True)
+        )  # the positive control
         assert granted.ok and b"reached" in granted.stdout, granted
         assert server.accepted == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_no_unix_socket_unless_granted(site: Site, bwrap: str) -> None:
+    # A socket file on a read-only mount still accepts connections: the seccomp filter is
+    # what keeps a command from asking a daemon (a container engine's, say) to act for it.
+    path = str(site.outside / "daemon.sock")
+    listener = trio.socket.socket(trio.socket.AF_UNIX)
+    await listener.bind(path)
+    listener.listen()
+    argv = [
+        "python3",
+        "-c",
+        "import socket, sys; c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]);"
+        "print('connected')",
+        path,
+    ]
+    with listener:
+        denied = await run_command(argv, profile(site, bwrap))
+        assert denied.exit_code == 1 and b"Operation not permitted" in denied.stderr
+        granted = await run_command(argv, profile(site, bwrap, unix_sockets=True))  # the control
+        assert granted.ok and granted.stdout == b"connected\n", granted
+    paired = await run_command(
+        ["python3", "-c", "import socket; socket.socketpair(); print('paired')"],
+        profile(site, bwrap),
+    )
+    assert paired.ok and paired.stdout == b"paired\n"  # a private pair is still allowed
