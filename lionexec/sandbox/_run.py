@@ -145,7 +145,13 @@ class SandboxResult:
             name = _signal_name(self.signal)
             limit = self.limit
             return f"was killed by {name}" + (f" (its {limit} limit)" if limit else "")
-        return f"exited with status {self.exit_code}"
+        code = self.exit_code
+        described = f"exited with status {code}"
+        # a shell reports a child's death by signal N as status 128 + N
+        if code is not None and (limit := _LIMIT_SIGNALS.get(code - 128)) is not None:
+            name = _signal_name(code - 128)
+            described += f" (128 + {name}: a process it ran hit its {limit} limit, it seems)"
+        return described
 
 
 def _signal_name(number: int) -> str:
@@ -348,20 +354,13 @@ async def run_command(argv: Sequence[str], profile: Profile) -> SandboxResult:
     finally:
         pipe.close()
     duration = time.monotonic() - started
-    if "started" not in run.status:
-        what = (
-            "did not start the command before its timeout"
-            if run.timed_out
-            else (
-                "could not set the sandbox up ("
-                + (
-                    bytes(run.stderr).decode("utf-8", "replace").strip()[:2000]
-                    or f"exit status {run.returncode}"
-                )
-                + ")"
-            )
-        )
-        raise _unavailable(profile, f"{'bubblewrap' if confined else 'the shim'} {what}")
+    if "started" not in run.status:  # bubblewrap (or the shim) failed before the command
+        said = bytes(run.stderr).decode("utf-8", "replace").strip()[:2000]
+        why = said or f"exit status {run.returncode}"
+        if run.timed_out:
+            why = "it had not started the command when the timeout ran out"
+        starter = "bubblewrap could not set the sandbox up" if confined else "the shim failed"
+        raise _unavailable(profile, f"{starter} ({why})")
     exit_code, signum = _ending(run.status, run.returncode)
     return SandboxResult(
         argv=items,

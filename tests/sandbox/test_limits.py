@@ -222,3 +222,12 @@ async def test_a_missing_writable_directory_is_named(site: Site, bwrap: str) -> 
     missing = site.work / "not-made"
     with pytest.raises(ValidationError, match="not-made"):
         await run_command(["true"], Profile(writable=[str(missing)], bwrap=bwrap))
+
+
+async def test_a_limit_hit_behind_a_shell_is_named_from_its_status(site: Site, bwrap: str) -> None:
+    result = await run_command(
+        ["sh", "-c", f"dd if=/dev/zero of={site.work}/big bs=4096 count=100 2>/dev/null"],
+        profile(site, bwrap, file_size_bytes=8192),
+    )
+    assert result.exit_code == 128 + signal.SIGXFSZ and result.signal is None
+    assert "SIGXFSZ" in result.describe() and "file_size_bytes" in result.describe()
