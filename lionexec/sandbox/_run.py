@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import trio
@@ -443,6 +443,36 @@ class _Run:
     timed_out: bool = False
 
 
+def _spawn(
+    command: list[str], env: dict[str, str], cwd: str | None, fds: tuple[int, ...]
+) -> subprocess.Popen[bytes]:
+    """Start *command* on this thread, the trio thread.
+
+    Not in a worker thread, as :func:`trio.lowlevel.open_process` does: bubblewrap's
+    ``--die-with-parent`` follows the death of the parent *thread* (Linux's
+    ``PR_SET_PDEATHSIG``), and trio retires idle worker threads after seconds, which would
+    kill every command that outlived one. Forking takes milliseconds.
+    """
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        env=env,
+        cwd=cwd,
+        pass_fds=fds,
+        start_new_session=True,
+    )
+
+
+def _take(stream: Any) -> trio.lowlevel.FdStream:
+    """A trio stream over a copy of *stream*'s descriptor; *stream* is closed."""
+    copy = os.dup(stream.fileno())
+    stream.close()
+    return trio.lowlevel.FdStream(copy)
+
+
 async def _supervise(
     command: list[str],
     env: dict[str, str],
@@ -452,32 +482,26 @@ async def _supervise(
     confined: bool,
 ) -> _Run:
     try:
-        process = await trio.lowlevel.open_process(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            pass_fds=pipe.passed(confined),
-            start_new_session=True,
-        )
+        process = _spawn(command, env, cwd, pipe.passed(confined))
     except OSError as exc:
         raise _unavailable(profile, f"{command[0]!r} could not be started: {exc}") from None
     pipe.close_write()  # only the process holds it now: end of file once it is gone
+    # Waited for without reaping it, so that its id (its process group's) cannot be reused
+    # while what is left of the group is killed.
+    pidfd = os.pidfd_open(process.pid)
+    streams = {"stdout": _take(process.stdout), "stderr": _take(process.stderr)}
+    # its own descriptor: the stream closes it, the pipe closes the original
+    status_stream = trio.lowlevel.FdStream(os.dup(pipe.read_end))
     limit = profile.output_limit
     run = _Run()
     status = bytearray()
     # A descriptor of the sandbox's first process (bubblewrap's, pid 1 in the sandbox): it
     # ends only once every process of the sandbox has ended, which this waits for.
     inits: list[int | None] = []
-    exited = False
 
-    async def drain(name: str, stream: trio.abc.ReceiveStream | None) -> None:
-        if stream is None:
-            return
+    async def drain(name: str) -> None:
         kept: bytearray = getattr(run, name)
-        while chunk := await stream.receive_some(65536):
+        while chunk := await streams[name].receive_some(65536):
             room = limit - len(kept)
             if len(chunk) > room:
                 setattr(run, f"{name}_truncated", True)
@@ -485,54 +509,45 @@ async def _supervise(
                 kept += chunk[:room]
 
     async def read_status() -> None:
-        # its own descriptor: the stream closes it, the pipe closes the original
-        async with trio.lowlevel.FdStream(os.dup(pipe.read_end)) as stream:
-            while chunk := await stream.receive_some(4096):
-                if len(status) < 4096:  # bubblewrap's info and the shim's two short lines
-                    status.extend(chunk)
-                if not inits and (found := _CHILD_PID.search(status)):
-                    inits.append(_pidfd(int(found[1])))
+        while chunk := await status_stream.receive_some(4096):
+            if len(status) < 4096:  # bubblewrap's info and the shim's two short lines
+                status.extend(chunk)
+            if not inits and (found := _CHILD_PID.search(status)):
+                inits.append(_pidfd(int(found[1])))
 
-    async def wait() -> None:
-        nonlocal exited
-        # Waited for without reaping it, so its id cannot be reused while what is left of
-        # its group (the command's leftovers: none under bubblewrap, whose PID namespace
-        # ends with it) is killed, so that the pipes reach their end.
-        pidfd = os.pidfd_open(process.pid)
-        try:
-            await trio.lowlevel.wait_readable(pidfd)
-        finally:
-            os.close(pidfd)
+    def reap() -> None:
+        # What is left of its group is the command's leftovers (none under bubblewrap,
+        # whose PID namespace ends with it): killed, so that the pipes reach their end.
         _kill_group(process.pid)
-        await process.wait()
-        exited = True
+        process.wait()  # it has exited: at once
 
     timeout = profile.timeout if profile.timeout is not None else math.inf
     try:
         with trio.move_on_after(timeout):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(drain, "stdout", process.stdout)
-                nursery.start_soon(drain, "stderr", process.stderr)
+                nursery.start_soon(drain, "stdout")
+                nursery.start_soon(drain, "stderr")
                 nursery.start_soon(read_status)
-                await wait()
-        run.timed_out = not exited
+                await trio.lowlevel.wait_readable(pidfd)
+                reap()
+        run.timed_out = process.returncode is None
     finally:
         if process.returncode is None:
             _kill_group(process.pid)  # not reaped yet: the group id is still this one's
         # bounded: SIGKILL cannot be caught; the waits only see the processes end
         with trio.move_on_after(_REAP_SECONDS) as cleanup:
             cleanup.shield = True
-            await process.wait()
+            if process.returncode is None:
+                await trio.lowlevel.wait_readable(pidfd)
+                reap()
             init = inits[0] if inits else None
             if init is not None:
                 await trio.lowlevel.wait_readable(init)
-        for init in inits:
-            if init is not None:
-                os.close(init)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
+        for fd in (pidfd, *(init for init in inits if init is not None)):
+            os.close(fd)
+        with trio.CancelScope(shield=True):
+            for stream in (*streams.values(), status_stream):
+                await stream.aclose()
     run.status = status.decode("ascii", "replace")
     run.returncode = process.returncode
     return run

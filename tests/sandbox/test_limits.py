@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,9 @@ from lionexec.errors import ValidationError
 from lionexec.sandbox import Profile, SandboxUnavailableError, run_command
 
 from .conftest import Site
+
+#: The checkout, for a child interpreter to import this lionexec.
+PROJECT = str(Path(__file__).resolve().parents[2])
 
 
 def profile(site: Site, bwrap: str, **options: object) -> Profile:
@@ -96,6 +101,11 @@ async def test_the_memory_limit_refuses_a_large_allocation(site: Site, bwrap: st
     assert allowed.ok, allowed
 
 
+def unique_marker() -> str:
+    """A ``sleep`` duration no other process (another run of these tests) is sleeping."""
+    return f"{9000 + secrets.randbelow(1000)}.{secrets.randbelow(10**9)}"
+
+
 def host_pids(marker: str) -> list[int]:
     """The host pids of the processes running ``sleep <marker>``."""
     found = []
@@ -134,7 +144,7 @@ def sleeper(site: Site, marker: str) -> list[str]:
 
 
 async def test_the_timeout_kills_every_process_of_the_command(site: Site, bwrap: str) -> None:
-    marker = "987.125"
+    marker = unique_marker()
     pids: list[int] = []
 
     async def watch() -> None:
@@ -149,7 +159,7 @@ async def test_the_timeout_kills_every_process_of_the_command(site: Site, bwrap:
 
 
 async def test_cancellation_kills_every_process_and_propagates(site: Site, bwrap: str) -> None:
-    marker = "987.25"
+    marker = unique_marker()
     pids: list[int] = []
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
@@ -231,3 +241,31 @@ async def test_a_limit_hit_behind_a_shell_is_named_from_its_status(site: Site, b
     )
     assert result.exit_code == 128 + signal.SIGXFSZ and result.signal is None
     assert "SIGXFSZ" in result.describe() and "file_size_bytes" in result.describe()
+
+
+async def test_a_command_outlives_the_threads_trio_retires(site: Site, bwrap: str) -> None:
+    # bubblewrap dies with the thread that started it: a command started from one of trio's
+    # worker threads was killed when that thread retired, after ten idle seconds
+    result = await run_command(["sh", "-c", "sleep 11; echo done"], profile(site, bwrap))
+    assert result.ok and result.stdout == b"done\n", result
+
+
+async def test_the_sandbox_dies_with_the_process_that_ran_it(site: Site, bwrap: str) -> None:
+    marker = unique_marker()
+    script = (
+        "import sys, trio\n"
+        "from lionexec.sandbox import Profile, run_command\n"
+        f"argv = ['sh', '-c', 'setsid sleep {marker} & echo $! > {site.work}/pid; wait']\n"
+        f"trio.run(run_command, argv, Profile(writable=[{str(site.work)!r}], bwrap={bwrap!r}))\n"
+    )
+    parent = await trio.lowlevel.open_process(
+        [sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": PROJECT}
+    )
+    try:
+        pid = await grandchild(site, marker)
+    finally:
+        parent.kill()  # SIGKILL: no cleanup of its own runs
+        await parent.wait()
+    with trio.fail_after(10):
+        while not gone(pid, marker):  # noqa: ASYNC110
+            await trio.sleep(0.02)  # (the kernel's doing, after the parent is gone)
