@@ -488,7 +488,12 @@ async def _supervise(
     pipe.close_write()  # only the process holds it now: end of file once it is gone
     # Waited for without reaping it, so that its id (its process group's) cannot be reused
     # while what is left of the group is killed.
-    pidfd = os.pidfd_open(process.pid)
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (OSError, AttributeError) as exc:  # before Linux 5.3, or not Linux
+        _kill_group(process.pid)
+        process.communicate()  # killed: at once; its pipes closed
+        raise _unavailable(profile, f"no pidfd_open() here ({exc}): Linux 5.3 or newer") from None
     streams = {"stdout": _take(process.stdout), "stderr": _take(process.stderr)}
     # its own descriptor: the stream closes it, the pipe closes the original
     status_stream = trio.lowlevel.FdStream(os.dup(pipe.read_end))
