@@ -41,10 +41,12 @@ DEFAULT_ENV: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
-#: Paths inside each writable directory that stay read-only when they exist: what a later,
-#: unconfined program would execute (git runs hooks and reads ``core.*`` commands from the
-#: config), so a command could not plant code that runs outside the sandbox afterwards.
-DEFAULT_PROTECTED: Final[tuple[str, ...]] = (".git/hooks", ".git/config")
+#: Paths inside each writable directory that stay read-only when they exist: a repository's
+#: ``.git`` holds code that git runs later, unconfined (hooks, ``core.*`` commands of its
+#: config). The whole directory, not only ``hooks`` and ``config``: a mount point cannot be
+#: moved away, a directory holding one can (and be replaced by a copy with new hooks). Git
+#: commands that write the repository fail inside; ``protected=()`` allows them.
+DEFAULT_PROTECTED: Final[tuple[str, ...]] = (".git",)
 
 
 class SandboxUnavailableError(LionexecError, RuntimeError):

@@ -35,18 +35,25 @@ async def test_the_writable_directory_is_writable_and_the_working_directory(
     assert (site.work / "made.txt").read_text() == "made\n"
 
 
-async def test_protected_paths_inside_a_writable_directory_stay_read_only(
+async def test_a_repository_at_the_top_of_a_writable_directory_stays_read_only(
     site: Site, bwrap: str
 ) -> None:
     hooks = site.work / ".git" / "hooks"
     hooks.mkdir(parents=True)
-    result = await run_command(
-        ["sh", "-c", "echo 'rm -rf ~' > .git/hooks/pre-commit; echo x > .git/other"],
-        profile(site, bwrap),
-    )
-    assert b"Read-only file system" in result.stderr
-    assert not (hooks / "pre-commit").exists()
-    assert (site.work / ".git" / "other").read_text() == "x\n"  # the rest of .git is writable
+    attempts = [
+        "echo 'rm -rf ~' > .git/hooks/pre-commit",
+        "mv .git .git-aside && mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+        "rm -rf .git",
+    ]
+    for line in attempts:
+        result = await run_command(["sh", "-c", line], profile(site, bwrap))
+        assert result.exit_code != 0, (line, result)
+    assert hooks.is_dir() and list(hooks.iterdir()) == []
+    assert not (site.work / ".git-aside").exists()
+    # protecting only the hooks directory can be walked around: its parent moves aside
+    narrow = profile(site, bwrap, protected=[".git/hooks"])
+    moved = await run_command(["sh", "-c", attempts[1]], narrow)
+    assert moved.ok and (hooks / "pre-commit").exists()  # why the default is all of .git
 
 
 async def test_the_environment_is_the_allowlist(
