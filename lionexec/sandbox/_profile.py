@@ -163,7 +163,12 @@ def _valid_confinement(_: object, __: object, value: object) -> None:
 
 
 def _absolute_or_none(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and (not isinstance(value, str) or not os.path.isabs(value)):
+    if value is not None:
+        _absolute(_, attribute, value)
+
+
+def _absolute(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not os.path.isabs(value) or "\x00" in value:
         raise ConfigurationError(f"{attribute.name} must be an absolute path, not {value!r}")
 
 
@@ -223,7 +228,7 @@ class Profile:
     timeout: float | None = attrs.field(default=120.0, validator=_positive_or_none(float))
     output_limit: int = attrs.field(default=256 << 10, validator=_positive_or_none(int))
     confinement: Confinement = attrs.field(default="bubblewrap", validator=_valid_confinement)
-    bwrap: str = attrs.field(default="/usr/bin/bwrap", validator=_absolute_or_none)
+    bwrap: str = attrs.field(default="/usr/bin/bwrap", validator=_absolute)
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as strict JSON values (what :meth:`digest` hashes)."""

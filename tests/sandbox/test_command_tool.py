@@ -160,7 +160,7 @@ def test_the_profile_digest_changes_with_every_field() -> None:
     base = Profile(writable=["/srv/w"])
     changes = {
         "writable": ["/srv/v"],
-        "protected": [".git"],
+        "protected": ["build"],
         "hidden": ["/root/.ssh"],
         "network": True,
         "unix_sockets": True,
@@ -194,6 +194,8 @@ def test_the_profile_digest_changes_with_every_field() -> None:
         ({"timeout": float("inf")}, "finite"),
         ({"env": {"A=B": "x"}}, "env"),
         ({"cwd": "here"}, "cwd"),
+        ({"bwrap": None}, "bwrap"),
+        ({"bwrap": "bwrap"}, "bwrap"),
     ],
 )
 def test_a_bad_profile_is_refused_naming_the_field(
