@@ -34,6 +34,7 @@ RANKS: dict[str, int] = {
     "tools": 2,
     "governance": 3,
     "conversation": 3,
+    "sandbox": 3,
     "act": 4,
     "journal": 5,
     "models": 5,

@@ -9,8 +9,10 @@ handler of its own gets one from the journal (:class:`ApprovalGate`, installed b
   (the request included) and a ``pending`` approval bound to the call (branch, call id), the
   digest of its normalized, validated arguments (``canonical_json``) and the digest of the
   policy that asked (its :meth:`~lionexec.governance.PermissionPolicy.to_dict`, the tool and
-  the matching rule). ``act()`` answers the call with an unrecorded response of outcome
-  ``awaiting_approval`` naming the approval; the request stays unanswered in the history;
+  the matching rule, with the tool's :attr:`~lionexec.tools.Tool.approval_binding` if it has
+  one: a sandboxed command tool's profile, see :mod:`lionexec.sandbox`). ``act()`` answers
+  the call with an unrecorded response of outcome ``awaiting_approval`` naming the
+  approval; the request stays unanswered in the history;
 * **allows** it, if its approval was consumed for this very call here (``approved`` →
   ``used``, one compare-and-set statement) and the digests match;
 * **refuses** it otherwise (:class:`~lionexec.journal.ApprovalClosed` naming the approval and
@@ -395,7 +397,7 @@ class ApprovalGate:
             )
         arguments = canonical_json(ctx.arguments)
         args_digest = digest(arguments)
-        policy = policy_digest(self.policy, decision)
+        policy = policy_digest(self.policy, decision, ctx.tool)
         now = desk.clock()
 
         def look(store: Store) -> tuple[ApprovalRow | None, bool]:
@@ -430,7 +432,11 @@ class ApprovalGate:
                 row, f"; it approves other arguments than the call passes ({cut(arguments)})"
             )
         if row.policy != policy:
-            raise closed(row, "; it was asked by another policy or rule")
+            raise closed(
+                row,
+                "; it was asked by another policy or rule, or for the tool under another "
+                "approval binding (a sandboxed tool's profile changed, say)",
+            )
         if row.state == USED and row.approval_id in desk.consumed_here:
             return (
                 True  # consumed for this call here (by resume), or asked again after a transform

@@ -9,6 +9,7 @@ from typing import Any
 
 from lionexec._jsonable import json_encoder, jsonable, utf8_text
 from lionexec.governance import PermissionDecision, PermissionPolicy
+from lionexec.tools import Tool
 
 from .errors import JournalError
 
@@ -59,17 +60,21 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def policy_digest(policy: PermissionPolicy, decision: PermissionDecision) -> str:
-    """The identity of the policy that asked about a call: its rules, the tool, the rule."""
-    return digest(
-        canonical_json(
-            {
-                "policy": policy.to_dict(),
-                "tool": decision.tool_name,
-                "rule": decision.matched_rule,
-            }
-        )
-    )
+def policy_digest(
+    policy: PermissionPolicy, decision: PermissionDecision, tool: Tool | None = None
+) -> str:
+    """The identity of the policy that asked about a call: its rules, the tool, the rule, and
+    the tool's :attr:`~lionexec.tools.Tool.approval_binding` (a sandbox profile's digest, say)
+    when it has one."""
+    identity: dict[str, Any] = {
+        "policy": policy.to_dict(),
+        "tool": decision.tool_name,
+        "rule": decision.matched_rule,
+    }
+    binding = None if tool is None else tool.approval_binding
+    if binding is not None:  # absent otherwise: approvals stored before bindings still match
+        identity["binding"] = binding
+    return digest(canonical_json(identity))
 
 
 def cut(text: str, limit: int = 200) -> str:

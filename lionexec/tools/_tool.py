@@ -102,6 +102,14 @@ def _valid_subject_kind(tool: Tool, _: object, kind: str | None) -> None:
         )
 
 
+def _valid_binding(tool: Tool, _: object, binding: str | None) -> None:
+    if binding is not None and (not isinstance(binding, str) or not binding):
+        raise ConfigurationError(
+            f"approval_binding {binding!r} of tool {tool.name!r} must be a non-empty string "
+            "(a digest of how the tool runs) or None"
+        )
+
+
 def _same_tool(tool: Tool, _: object, spec: ArgumentSpec) -> None:
     if spec.tool != tool.name:
         raise ConfigurationError(
@@ -229,6 +237,10 @@ class Tool:
     subject: str | None = attrs.field(default=None, validator=_valid_subject)
     #: How a permission policy reads the subject; ``None``: inferred.
     subject_kind: str | None = attrs.field(default=None, validator=_valid_subject_kind)
+    #: What an approval of a call binds besides its arguments: a digest of how the tool runs
+    #: (a sandboxed command tool's profile, say), so an approval given under one binding does
+    #: not approve the same arguments under another. ``None``: the arguments alone.
+    approval_binding: str | None = attrs.field(default=None, validator=_valid_binding)
     _func_async: bool = attrs.field(
         init=False, repr=False, default=attrs.Factory(_is_async("func_callable"), takes_self=True)
     )
@@ -416,6 +428,7 @@ class Tool:
             reconcile,
             subject,
             subject_kind,
+            None,
             is_async_callable(func),
             preprocessor is not None and is_async_callable(preprocessor),
             postprocessor is not None and is_async_callable(postprocessor),
@@ -573,6 +586,7 @@ _build_tool: Final = builder(
     "reconcile",
     "subject",
     "subject_kind",
+    "approval_binding",
     "_func_async",
     "_pre_async",
     "_post_async",
