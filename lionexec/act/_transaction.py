@@ -47,7 +47,7 @@ from typing import Any
 
 import trio
 
-from lionexec._snapshot import snapshot
+from lionexec._snapshot import atoms_only, snapshot
 from lionexec.conversation import (
     ActionOutcome,
     ActionRequest,
@@ -153,11 +153,13 @@ class CallTransaction:
         """
         context = self._context
         if context is None and self.tool is not None:
-            proposal = self.proposal
+            proposal, arguments = self.proposal, self.arguments
             tool, branch = self.tool, self.scope.branch_name
             context = self._context = CallContext.for_call(
                 tool.name,
-                snapshot(self.arguments),  # its own copy, held read-only
+                # held read-only: its own copy, unless nothing in it could change (scalars
+                # only), when it views the validated arguments, which nothing changes
+                arguments if atoms_only(arguments) else snapshot(arguments),
                 proposal.call_id,
                 branch,
                 tool,
