@@ -7,8 +7,8 @@ from typing import Any
 
 from ._journal import Journal, MemoryJournal
 from .backends import SqliteBackend
-from .backends._durability import Durability
 from .backends._sqlite import Synchronous
+from .backends.base import Durability
 from .errors import JournalConnectionError
 
 __all__ = ["PostgresJournal", "SqliteJournal", "open_journal"]

@@ -39,9 +39,8 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed 
     ) from exc
 
 from ..errors import JournalConnectionError, JournalError
-from ._durability import Durability, check_durability
 from ._sql import SqlStore, current_version, migrate
-from .base import Backend, Store
+from .base import Backend, Durability, Store, check_durability
 
 __all__ = ["PostgresBackend", "SharedListener", "redact"]
 

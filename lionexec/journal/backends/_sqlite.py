@@ -36,9 +36,8 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import trio
 
 from ..errors import JournalError, NotAJournalError
-from ._durability import Durability, check_durability
 from ._sql import SqlStore, current_version, migrate
-from .base import Backend, Store
+from .base import Backend, Durability, Store, check_durability
 
 __all__ = ["SqliteBackend"]
 
