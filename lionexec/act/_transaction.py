@@ -183,14 +183,17 @@ class CallTransaction:
                 self.call_id,
             )
         try:
-            phases = self._phases()  # (resolve is synchronous: no deadline can cut it)
             deadline = self.params.call_timeout
+            # the whole call's deadline runs from here, though the phases that end without
+            # awaiting (resolve; a synchronous gate, rules and hooks) cannot be cut by it
+            started = 0.0 if deadline is None else trio.current_time()
+            phases = self._phases()
             if phases is None:
-                pass  # resolve ended the call
+                pass  # a phase ended the call
             elif deadline is None:
                 await phases
             else:
-                with trio.move_on_after(deadline):
+                with trio.move_on_at(started + deadline):
                     await phases
                 if self.response is None:
                     self._cut_short(

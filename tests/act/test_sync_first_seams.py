@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from lionexec import (
     ActionOutcome,
@@ -189,3 +190,32 @@ async def test_rules_decide_the_same_for_every_call_of_a_subjectless_tool() -> N
         assert response.outcome is ActionOutcome.DENIED
         assert response.content.error is not None
         assert "denied by rule '*' for 'add'" in response.content.error.message
+
+
+async def test_the_call_deadline_counts_the_time_a_synchronous_gate_took(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A synchronous gate runs before anything is awaited; the whole-call deadline still
+    # runs from the call's start, so a slow gate leaves the tool less time, not more.
+    from lionexec.act import AlcallParams
+
+    ran: list[float] = []
+
+    async def slow(a: int, b: int) -> int:
+        await trio.sleep(3)
+        ran.append(trio.current_time())
+        return a + b
+
+    observer = SessionObserver()
+
+    def gate(invocation: Any) -> bool:
+        autojump_clock.jump(4)  # a gate that blocks for 4 s (a slow check on the trio thread)
+        return True
+
+    observer.gate(gate)
+    b = Branch(observer=observer)
+    b.register_tools([slow])
+    [response] = await b.act(call("slow", a=1, b=2), call_params=AlcallParams(call_timeout=5))
+    assert response.outcome is ActionOutcome.TIMED_OUT
+    assert ran == []
+    assert trio.current_time() == pytest.approx(5)
