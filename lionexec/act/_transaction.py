@@ -249,6 +249,16 @@ class CallTransaction:
         # spawned, and fan_out checkpoints before each call of a sequential one.
         if not self.resolve():
             return None
+        scope, tool = self.scope, self.tool
+        assert tool is not None
+        if (
+            scope.observer is None
+            and scope.policy is None
+            and _TOOL_PRE not in scope.hooks.points
+            and tool.preprocessor is None
+        ):
+            self.phase = "invoke"
+            return self.invoke()
         return self._from(0)
 
     def _from(self, step: int) -> Coroutine[Any, Any, None] | None:
