@@ -68,6 +68,9 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: lionexec, the reference implementation and raw trio, side by side."""
     session.install(".[http,postgres]", REFERENCE, "hypercorn", "matplotlib")
     session.run("python", "-m", "benchmarks", *session.posargs)
+    # instructions per call of the act rows against their targets (valgrind's cachegrind;
+    # the table says so where valgrind is not installed)
+    session.run("python", "-m", "benchmarks.instructions")
 
 
 @nox.session

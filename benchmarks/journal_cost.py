@@ -104,8 +104,9 @@ def _postgres_target() -> str:
     return _PG_URL[0]
 
 
-def act_body(strategy: str, target: Callable[[], str] | None) -> Body:
-    """``N`` calls in one act (per *strategy*), in memory (*target* ``None``) or journaled."""
+def act_body(strategy: str, target: Callable[[], str] | None, **options: Any) -> Body:
+    """``N`` calls in one act (per *strategy*), in memory (*target* ``None``) or journaled
+    (*options*: the journal's, ``durability=`` say)."""
 
     async def in_memory(n: int) -> float:
         from lionexec.act import Branch
@@ -123,7 +124,7 @@ def act_body(strategy: str, target: Callable[[], str] | None) -> Body:
         from lionexec.journal import open_journal
 
         assert target is not None
-        async with open_journal(target()) as journal:
+        async with open_journal(target(), **options) as journal:
             branch = await journal.branch()
             branch.register_tools(_tool())
             batch = _proposals(n)
@@ -285,6 +286,36 @@ def cases(impl: str, quick: bool) -> list[Case]:
         kind="report",
         warmup=10,
     )
+    # what surviving a power loss costs: every commit fsync'd (rows beside the default ones)
+    power_rows = [
+        Case(
+            f"journal: {k(n)} {strategy} calls, {name}, durability='power'",
+            n,
+            act_body(strategy, target, durability="power"),
+            throughput=name == "PostgreSQL",
+            repeats=5,
+            warmup=50,
+        )
+        for strategy in ("concurrent", "sequential")
+        for name, target in (("SQLite", _sqlite_target), ("PostgreSQL", _postgres_target))
+    ]
+    power = Case(
+        f"journal: durability 'power' / 'process', paired in one process, {k(n)}",
+        n,
+        paired_body(
+            {
+                f"{strategy} calls, {name}": (
+                    act_body(strategy, target, durability="power"),
+                    act_body(strategy, target),
+                )
+                for strategy in ("concurrent", "sequential")
+                for name, target in (("SQLite", _sqlite_target), ("PostgreSQL", _postgres_target))
+            },
+            PAIRED_RUNS,
+        ),
+        kind="report",
+        warmup=10,
+    )
     transactions = Case(
         f"journal: transactions per call, {k(n)} calls",
         n,
@@ -298,13 +329,13 @@ def cases(impl: str, quick: bool) -> list[Case]:
         return kept + unavailable(rest, "no floor written: SQLite only")
     if impl != "lionexec":
         return unavailable(act_rows + recovery_rows, "no counterpart: lionexec's durable journal")
-    out = act_rows + recovery_rows + [paired, transactions]
+    out = act_rows + power_rows + recovery_rows + [paired, power, transactions]
     try:
         _postgres_target()
     except Exception as exc:  # no server binaries, no psycopg: those rows n/a, with the reason
         reason = f"no PostgreSQL: {type(exc).__name__}: {exc}"[:160]
-        postgres = [c for c in out if c.name.endswith("PostgreSQL")]
-        others = [c for c in out if not c.name.endswith("PostgreSQL")]
+        postgres = [c for c in out if "PostgreSQL" in c.name or c is power]
+        others = [c for c in out if c not in postgres]
         return others + unavailable(postgres, reason)
     return out
 

@@ -45,6 +45,7 @@ NO_RATIO_UNITS = ("req/s", "requests", "tx/call")
 #: *other* with no bound; ``throughput`` bounds lionexec's operations per second from below;
 #: ``total`` reports lionexec's per-item figure times the size, in seconds. Scenario names
 #: are the full run's; a quick run's smaller sizes are matched through :func:`quick_name`.
+_FLOOR_PAIRED = "act: lionexec / equivalent floor, paired"
 TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
     ("2", "speedup", "events: create + invoke 20k", 3.0, ""),
     ("2", "cost", "events: create + invoke 20k", 2.0, ""),
@@ -80,6 +81,19 @@ TARGETS: tuple[tuple[str, str, str, float, str], ...] = (
         "act: 1k concurrent calls",
     ),
     ("13", "floor", "act: retained per call, 10k concurrent", 1.3, ""),
+    # ``paired``: the bound applies to the median of the ratios of runs interleaved in one
+    # process (*other*: the paired row's name prefix), robust to load from elsewhere
+    ("37", "paired", "act: 1k concurrent calls", 1.2, _FLOOR_PAIRED),
+    ("37", "paired", "act: 1k sequential calls", 1.2, _FLOOR_PAIRED),
+    ("37", "paired", "act: 1k failing calls (concurrent)", 1.2, _FLOOR_PAIRED),
+    ("37", "paired", "act: single-call act × 1k, in sequence", 1.3, _FLOOR_PAIRED),
+    (
+        "37",
+        "paired",
+        "act: 1k concurrent calls, governed (gate, rules, pre/post hooks)",
+        1.2,
+        "act: governed / ungoverned, paired",
+    ),
     ("13", "value", "act: retained per failing call, 10k concurrent", 1700.0, ""),
     ("13", "speedup", "act: 1k concurrent calls", 30.0, ""),
     ("13", "speedup", "act: 10k concurrent calls", 30.0, ""),
@@ -487,6 +501,13 @@ def _targets(document: dict[str, Any], only: list[str] | None) -> list[str]:
             paired = _paired(rows, name)
             if paired is not None:
                 paired_note = f"; paired in one process: {_cell(paired, 'x')}"
+        elif check == "paired":
+            paired = _paired(rows, name, other)
+            ratio = None if paired is None else paired.get("value")
+            against = "ungoverned" if "governed" in name else "the equivalent floor"
+            what = f"{name}: ≤ {bound:g}× {against}, paired in one process (median)"
+            if paired is not None and ratio is not None:
+                paired_note = f" ({_cell(paired, 'x')}: median [interquartile range])"
         elif check == "cost":
             ratio = row["ratios"]["cost_vs_raw"]
             what = f"{name}: ≤ {bound:.2g}× raw trio"

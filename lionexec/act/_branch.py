@@ -480,7 +480,10 @@ class Branch:
         if self._durable and len(self.messages) < self.messages.appended:
             await self._check_trimmed(proposals)  # (before anything is recorded)
         scope = self._scope()
-        requests = [new_request(scope, proposal) for proposal in proposals]
+        if len(proposals) == 1:  # (the commonest act(): no comprehension to run)
+            requests = [new_request(scope, proposals[0])]
+        else:
+            requests = [new_request(scope, proposal) for proposal in proposals]
         made_here = self._check_new(proposals, requests)
         if not proposals:
             if batch.turn is not None:
@@ -488,16 +491,14 @@ class Branch:
             await trio.lowlevel.checkpoint()
             return []
         params = call_params or DEFAULT_PARAMS
-        transactions = [
-            CallTransaction(scope, proposal, request, params)
-            for proposal, request in zip(proposals, requests, strict=True)
-        ]
+        if len(proposals) == 1:
+            transactions = [CallTransaction(scope, proposals[0], requests[0], params)]
+        else:
+            transactions = [
+                CallTransaction(scope, proposal, request, params)
+                for proposal, request in zip(proposals, requests, strict=True)
+            ]
         durable = self._durable
-
-        def run(_index: int, transaction: CallTransaction) -> Awaitable[ActionResponse]:
-            # the transaction's own coroutine, not one around it (one coroutine fewer per call)
-            return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
-
         lost = [feed.lost for feed in durable] if durable else []
         try:
             self._admit(batch.turn, requests, made_here)
@@ -505,18 +506,31 @@ class Branch:
             if len(transactions) == 1 and not params.throttle_period:
                 # one call, nothing to pace: fan_out's sequential path without its coroutine
                 # (a server's one-call request, the commonest act() of all)
+                only = transactions[0]
                 try:
                     if limiter is None:
                         await trio.lowlevel.checkpoint()
-                        results = [await run(0, transactions[0])]
+                        results = [
+                            await only.run(suppress_errors=suppress_errors, verbose=verbose_action)
+                        ]
                     else:
                         async with limiter:  # (a checkpoint)
-                            results = [await run(0, transactions[0])]
+                            results = [
+                                await only.run(
+                                    suppress_errors=suppress_errors, verbose=verbose_action
+                                )
+                            ]
                 except Exception as exc:
                     if not params.return_exceptions:
                         raise
                     results = [exc]
             else:
+
+                def run(_index: int, transaction: CallTransaction) -> Awaitable[ActionResponse]:
+                    # the transaction's own coroutine, not one around it (one coroutine fewer
+                    # per call)
+                    return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
+
                 results = await fan_out(
                     run,
                     transactions,

@@ -167,6 +167,11 @@ def read_batch(action_request: object, *, sender: str | None = None) -> Proposed
             (a ValueError): two calls of the batch share a call id
             (the message names the id). Nothing has been recorded at that point.
     """
+    if type(action_request) is list and len(action_request) == 1:
+        # one plain tool call (a server's request): no lists to build, no ids to compare
+        envelope = action_request[0]
+        if type(envelope) is dict and envelope.get("type") not in _TURN_ITEMS:
+            return _build_batch(None, [_read_plain(envelope)])
     if type(action_request) is list or isinstance(action_request, _SEQUENCES):
         envelopes = [_plain(envelope) for envelope in action_request]
         for envelope in envelopes:

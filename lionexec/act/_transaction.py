@@ -47,7 +47,7 @@ from typing import Any
 
 import trio
 
-from lionexec._snapshot import snapshot
+from lionexec._snapshot import atoms_only, snapshot
 from lionexec.conversation import (
     ActionOutcome,
     ActionRequest,
@@ -57,7 +57,7 @@ from lionexec.conversation import (
 )
 from lionexec.engine import EventStatus
 from lionexec.errors import ToolNotFoundError, ValidationError
-from lionexec.governance import CallContext, HookPoint, PermissionDecision
+from lionexec.governance import CallContext, HookPoint, PermissionDecision, PreHookResult
 from lionexec.tools import FunctionCalling, Tool
 
 from ._alcall import AlcallParams
@@ -153,11 +153,13 @@ class CallTransaction:
         """
         context = self._context
         if context is None and self.tool is not None:
-            proposal = self.proposal
+            proposal, arguments = self.proposal, self.arguments
             tool, branch = self.tool, self.scope.branch_name
             context = self._context = CallContext.for_call(
                 tool.name,
-                snapshot(self.arguments),  # its own copy, held read-only
+                # held read-only: its own copy, unless nothing in it could change (scalars
+                # only), when it views the validated arguments, which nothing changes
+                arguments if atoms_only(arguments) else snapshot(arguments),
                 proposal.call_id,
                 branch,
                 tool,
@@ -181,14 +183,17 @@ class CallTransaction:
                 self.call_id,
             )
         try:
-            phases = self._phases()  # (resolve is synchronous: no deadline can cut it)
             deadline = self.params.call_timeout
+            # the whole call's deadline runs from here, though the phases that end without
+            # awaiting (resolve; a synchronous gate, rules and hooks) cannot be cut by it
+            started = 0.0 if deadline is None else trio.current_time()
+            phases = self._phases()
             if phases is None:
-                pass  # resolve ended the call
+                pass  # a phase ended the call
             elif deadline is None:
                 await phases
             else:
-                with trio.move_on_after(deadline):
+                with trio.move_on_at(started + deadline):
                     await phases
                 if self.response is None:
                     self._cut_short(
@@ -237,7 +242,7 @@ class CallTransaction:
 
     def _phases(self) -> Coroutine[Any, Any, None] | None:
         """:meth:`resolve`, then the coroutine of the phases after it, for :meth:`run` to
-        await (``None`` if resolve ended the call). A call with nothing to govern or
+        await (``None`` if a phase ended the call). A call with nothing to govern or
         transform goes straight to :meth:`invoke`'s coroutine: no coroutine of its own (one
         coroutine fewer to create and run, for most calls)."""
         # No schedule point of its own: a call of a concurrent batch runs in a task just
@@ -254,32 +259,55 @@ class CallTransaction:
         ):
             self.phase = "invoke"
             return self.invoke()
-        return self._governed(scope, tool)
+        return self._from(0)
 
-    async def _governed(self, scope: CallScope, tool: Tool) -> None:
-        # The phases between resolve and invoke, in order; each only where it has something
-        # to do (it would return True at once: its coroutine is all it would cost). The
-        # governance seams are called through the scope's BoundSeams, without their own
-        # checkpoints (their public methods have one each). A governed call takes as many
-        # scheduler steps as a plain one: 0.91x the time of a governed concurrent batch and
-        # 0.68x a sequential one, measured paired over 1k calls against one checkpoint per
-        # seam.
-        if scope.observer is not None:
+    def _from(self, step: int) -> Coroutine[Any, Any, None] | None:
+        """The phases between resolve and invoke from *step* on (0 gate, 1 policy,
+        2 ``tool.pre``), in order, each only where it has something to do, then the
+        coroutine of the transform or of :meth:`invoke`; ``None`` if a phase ended the call.
+
+        A governance phase runs synchronously when its seams do (a plain gate, rules and
+        synchronous hooks: no coroutine at all); the first that must await returns the
+        coroutine that awaits it and goes on (:meth:`_resumed`). The governance seams are
+        called through the scope's BoundSeams, without their own checkpoints (their public
+        methods have one each): a governed call takes as many scheduler steps as a plain one.
+        """
+        scope = self.scope
+        if step <= 0 and scope.observer is not None:
             self.phase = "gate"
-            if not await self.gate():
-                return
-        if scope.policy is not None:
+            going = self.gate()
+            if going is not True:
+                return None if going is False else self._resumed(1, going)
+        if step <= 1 and scope.policy is not None:
             self.phase = "policy"
-            if not await self.authorize():
-                return
-        if _TOOL_PRE in scope.hooks.points:
+            going = self.authorize()
+            if going is not True:
+                return None if going is False else self._resumed(2, going)
+        if step <= 2 and _TOOL_PRE in scope.hooks.points:
             self.phase = "tool.pre"
-            if not await self.pre_hooks():
-                return
+            going = self.pre_hooks()
+            if going is not True:
+                return None if going is False else self._resumed(3, going)
+        tool = self.tool
+        assert tool is not None
         if tool.preprocessor is not None:
-            self.phase = "transform"
-            if not await self.transform():
-                return
+            return self._transformed()
+        self.phase = "invoke"
+        return self.invoke()
+
+    async def _resumed(self, step: int, going: Awaitable[bool]) -> None:
+        """Await the phase that could not end synchronously (*going*: whether the call goes
+        on), then the phases from *step* on."""
+        if not await going:
+            return
+        rest = self._from(step)
+        if rest is not None:
+            await rest
+
+    async def _transformed(self) -> None:
+        self.phase = "transform"
+        if not await self.transform():
+            return
         self.phase = "invoke"
         await self.invoke()
 
@@ -321,49 +349,75 @@ class CallTransaction:
         self.arguments = arguments
         return True
 
-    async def gate(self) -> bool:
-        """The session gate; ``denied`` if it says no (or raises)."""
+    def gate(self) -> bool | Awaitable[bool]:
+        """The session gate; ``denied`` if it says no (or raises). Whether the call goes on:
+        ``True`` at once when the gate allowed it synchronously, otherwise an awaitable."""
         scope = self.scope
         observer = scope.observer
         if observer is None or not scope.seams.must_authorize():
             return True  # nothing to ask: no invocation (nor context) to build
         context = self.context
         assert context is not None
-        authorize = scope.seams.authorize
-        assert authorize is not None
-        if await authorize(context.invocation()):
+        ask_gate = scope.seams.ask_gate
+        assert ask_gate is not None
+        allowed = ask_gate(context.invocation())
+        return True if allowed is True else self._gate_answered(allowed)
+
+    async def _gate_answered(self, allowed: Awaitable[object]) -> bool:
+        if await allowed:
             return True
         return self._denied("GateDenied", "denied by governance gate")
 
-    async def authorize(self) -> bool:
-        """The permission policy (escalating if it says so); ``denied`` unless it allows."""
-        policy = self.scope.policy
-        if policy is None:
+    def authorize(self) -> bool | Awaitable[bool]:
+        """The permission policy (escalating if it says so); ``denied`` unless it allows.
+        Whether the call goes on, at once, or (an escalation, a policy of a subclass) an
+        awaitable of it."""
+        scope = self.scope
+        if scope.policy is None:
             return True
         context = self.context
         assert context is not None
-        decide = self.scope.seams.decide
-        assert decide is not None
-        decision = await decide(context)
+        decide_now = scope.seams.decide_now
+        assert decide_now is not None
+        decision = decide_now(context)
+        if isinstance(decision, PermissionDecision):
+            return self._decided(decision)
+        return self._decision_awaited(decision)
+
+    async def _decision_awaited(self, decision: Awaitable[PermissionDecision]) -> bool:
+        return self._decided(await decision)
+
+    def _decided(self, decision: PermissionDecision) -> bool:
         if decision.behavior == "allow":
             return True
         if decision.approval is not None and self.scope.evidence.durable:
             return self._park(decision)
         return self._denied("PermissionDenied", _denial(decision))
 
-    async def pre_hooks(self) -> bool:
-        """The blocking ``tool.pre`` hooks; ``denied`` if one says no."""
-        hooks = self.scope.hooks
-        if _TOOL_PRE not in hooks.points:
+    def pre_hooks(self) -> bool | Awaitable[bool]:
+        """The blocking ``tool.pre`` hooks; ``denied`` if one says no. Whether the call goes
+        on, at once when every handler ran synchronously, otherwise an awaitable of it."""
+        scope = self.scope
+        if _TOOL_PRE not in scope.hooks.points:
             return True
         context = self.context
         assert context is not None
-        verdict = await self.scope.seams.run_pre(
-            tool_name=context.function,
-            call_id=context.call_id,
-            arguments=summarize(self.arguments),  # the dict the context's arguments copy
-            context=context,
+        verdict = scope.seams.pre_now(
+            {
+                "tool_name": context.function,
+                "call_id": context.call_id,
+                "arguments": summarize(self.arguments),  # the dict the context's arguments copy
+                "context": context,
+            }
         )
+        if isinstance(verdict, PreHookResult):
+            return self._pre_decided(verdict)
+        return self._pre_awaited(verdict)
+
+    async def _pre_awaited(self, verdict: Awaitable[PreHookResult]) -> bool:
+        return self._pre_decided(await verdict)
+
+    def _pre_decided(self, verdict: PreHookResult) -> bool:
         if verdict.allowed:
             return True
         return self._denied("HookDenied", verdict.reason or "denied by a tool.pre hook")
@@ -630,32 +684,40 @@ class CallTransaction:
         emit_hook = seams.emit
         if event is not None:
             proposal, execution = self.proposal, event.execution
+            # The hook's keyword arguments are built inside the try, so their failure is
+            # reported too; synchronous handlers run without a coroutine (see emit_now).
             if execution.status is _COMPLETED:
                 if _TOOL_POST in hooks.points:
-                    await self._seam(
-                        _WHERE_POST,
-                        emit_hook,
-                        lambda: emit_hook(
+                    try:
+                        failures = seams.emit_now(
                             _TOOL_POST,
-                            tool_name=proposal.function,
-                            call_id=call_id,
-                            result=summarize(execution.response),
-                            duration=execution.duration,
-                        ),
-                    )
+                            {
+                                "tool_name": proposal.function,
+                                "call_id": call_id,
+                                "result": summarize(execution.response),
+                                "duration": execution.duration,
+                            },
+                        )
+                        if type(failures) is not list:
+                            await failures
+                    except Exception as exc:
+                        self._failed(_WHERE_POST, exc, emit_hook)
             elif _TOOL_ERROR in hooks.points:
-                await self._seam(
-                    _WHERE_ERROR,
-                    emit_hook,
-                    lambda: emit_hook(
+                try:
+                    failures = seams.emit_now(
                         _TOOL_ERROR,
-                        tool_name=proposal.function,
-                        call_id=call_id,
-                        error=copy_error(execution.error),
-                        status=execution.status,
-                        duration=execution.duration,
-                    ),
-                )
+                        {
+                            "tool_name": proposal.function,
+                            "call_id": call_id,
+                            "error": copy_error(execution.error),
+                            "status": execution.status,
+                            "duration": execution.duration,
+                        },
+                    )
+                    if type(failures) is not list:
+                        await failures
+                except Exception as exc:
+                    self._failed(_WHERE_ERROR, exc, emit_hook)
             if scope.observer is not None:
                 try:
                     keep_event, emit_event = seams.keep_event, seams.emit_event

@@ -165,19 +165,42 @@ class SessionObserver:
         caller that yields once per call)."""
         if not isinstance(invocation, ToolInvocation):
             raise TypeError(f"authorize() takes a ToolInvocation, not {type(invocation).__name__}")
+        allowed = self._ask(invocation)
+        return True if isinstance(allowed, bool) else await allowed
+
+    def _ask(self, invocation: ToolInvocation) -> bool | Awaitable[bool]:
+        """:meth:`_authorize` of a :class:`ToolInvocation` as far as it gets without
+        awaiting: ``True`` if the gate allowed it at once; otherwise a coroutine that awaits
+        the gate's result and records a denial (:meth:`_settle`). A synchronous gate that
+        allows (the usual case) then costs no coroutine."""
         check = self._gate
         if check is None:
             return True
         try:
             verdict = check(invocation)  # call_user, without its coroutine (see must_await)
-            if must_await(verdict):
-                verdict = await verdict
-            if verdict:
+            if not must_await(verdict) and verdict:
                 return True
-            denial = GateDenied(invocation, f"the session gate returned {verdict!r}")
         except Exception as exc:
-            reason = f"the session gate raised {type(exc).__name__}: {exc}"
-            denial = GateDenied(invocation, reason, error=exc)
+            return self._settle(invocation, None, exc)
+        return self._settle(invocation, verdict, None)
+
+    async def _settle(
+        self, invocation: ToolInvocation, verdict: object, error: Exception | None
+    ) -> bool:
+        """The gate's *verdict* awaited if it must be, then ``True``, or the denial
+        recorded (the gate's *error*, or a falsy verdict) and ``False``."""
+        if error is None:
+            try:
+                if must_await(verdict):
+                    verdict = await verdict
+                if verdict:
+                    return True
+                denial = GateDenied(invocation, f"the session gate returned {verdict!r}")
+            except Exception as exc:
+                error = exc
+        if error is not None:
+            reason = f"the session gate raised {type(error).__name__}: {error}"
+            denial = GateDenied(invocation, reason, error=error)
         self._denials += 1
         await self._dispatch(denial, invocation.call_id, self._store(denial, invocation.call_id))
         return False

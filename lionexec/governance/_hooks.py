@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
@@ -188,31 +188,55 @@ class HookBus:
     async def _run_pre(self, **kwargs: Any) -> PreHookResult:
         """:meth:`run_pre` without its own checkpoint (bound by :class:`BoundSeams` for a
         caller that yields once per call)."""
+        verdict = self._pre_now(kwargs)
+        return verdict if isinstance(verdict, PreHookResult) else await verdict
+
+    def _pre_now(self, kwargs: dict[str, Any]) -> PreHookResult | Awaitable[PreHookResult]:
+        """:meth:`_run_pre` as far as it gets without awaiting: the verdict, or, at the first
+        handler whose result must be awaited, a coroutine that awaits it and runs the rest.
+        Synchronous handlers (most are) then cost no coroutine at all."""
         handlers = self._handlers.get(_TOOL_PRE)
         if not handlers:
             return _ALLOWED
-        for handler in tuple(handlers):
+        run = tuple(handlers)
+        for index, handler in enumerate(run):
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
                 if must_await(result):
-                    result = await result
+                    return self._pre_rest(run, index, result, kwargs)
             except StopHook:
                 break
             except Exception as exc:
-                reason = f"tool.pre handler {_name(handler)} raised {type(exc).__name__}: {exc}"
-                logger.warning("call denied: %r", reason)
-                return PreHookResult(False, reason, error=exc, handler=handler)
+                return _pre_raised(handler, exc)
             if result is None or result is True:
                 continue
-            if result is False:
-                reason = f"tool.pre handler {_name(handler)} returned False"
-            else:  # fail closed: only True or None allow
-                reason = (
-                    f"tool.pre handler {_name(handler)} returned {_cut_repr(result)}; "
-                    "only True or None allow a call"
-                )
-            logger.warning("call denied: %r", reason)
-            return PreHookResult(False, reason, handler=handler)
+            return _pre_refused(handler, result)
+        return _ALLOWED
+
+    async def _pre_rest(
+        self,
+        run: tuple[HookHandler, ...],
+        index: int,
+        pending: Awaitable[Any] | None,
+        kwargs: dict[str, Any],
+    ) -> PreHookResult:
+        """The ``tool.pre`` run from handler *index* on, whose result *pending* is awaited
+        first (see :meth:`_pre_now`)."""
+        for handler in run[index:]:
+            try:
+                if pending is None:
+                    result = handler(**kwargs)
+                    if must_await(result):
+                        result = await result
+                else:
+                    result, pending = await pending, None
+            except StopHook:
+                break
+            except Exception as exc:
+                return _pre_raised(handler, exc)
+            if result is None or result is True:
+                continue
+            return _pre_refused(handler, result)
         return _ALLOWED
 
     async def emit(self, point: HookPoint | str, **kwargs: Any) -> list[ReportedFailure]:
@@ -233,23 +257,85 @@ class HookBus:
             point = HookPoint(point)
         if point is _TOOL_PRE:
             raise ValueError("tool.pre is blocking: run its handlers with run_pre()")
+        failures = self._emit_now(point, kwargs)
+        return failures if isinstance(failures, list) else await failures
+
+    def _emit_now(
+        self, point: HookPoint, kwargs: dict[str, Any]
+    ) -> list[ReportedFailure] | Awaitable[list[ReportedFailure]]:
+        """:meth:`_emit` for a non-blocking :class:`HookPoint` as far as it gets without
+        awaiting: the failures, or, at the first handler whose result must be awaited, a
+        coroutine that awaits it and runs the rest (see :meth:`_pre_now`)."""
         failures: list[ReportedFailure] = []
         handlers = self._handlers.get(point)
         if not handlers:
             return failures
-        for handler in tuple(handlers):
+        run = tuple(handlers)
+        for index, handler in enumerate(run):
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
                 if must_await(result):
-                    await result
+                    return self._emit_rest(point, run, index, result, kwargs, failures)
             except StopHook:
                 break
             except Exception as exc:
-                failure = self.failures.failed(
-                    _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
+                failures.append(
+                    self.failures.failed(
+                        _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
+                    )
                 )
-                failures.append(failure)
         return failures
+
+    async def _emit_rest(
+        self,
+        point: HookPoint,
+        run: tuple[HookHandler, ...],
+        index: int,
+        pending: Awaitable[Any] | None,
+        kwargs: dict[str, Any],
+        failures: list[ReportedFailure],
+    ) -> list[ReportedFailure]:
+        """The run of *point* from handler *index* on, whose result *pending* is awaited
+        first (see :meth:`_emit_now`)."""
+        for handler in run[index:]:
+            try:
+                if pending is None:
+                    result = handler(**kwargs)
+                    if must_await(result):
+                        await result
+                else:
+                    await pending
+                    pending = None
+            except StopHook:
+                break
+            except Exception as exc:
+                pending = None
+                failures.append(
+                    self.failures.failed(
+                        _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
+                    )
+                )
+        return failures
+
+
+def _pre_raised(handler: HookHandler, exc: Exception) -> PreHookResult:
+    reason = f"tool.pre handler {_name(handler)} raised {type(exc).__name__}: {exc}"
+    logger.warning("call denied: %r", reason)
+    return PreHookResult(False, reason, error=exc, handler=handler)
+
+
+def _pre_refused(handler: HookHandler, result: object) -> PreHookResult:
+    """The denial of a ``tool.pre`` handler that returned *result* (neither ``None`` nor
+    ``True``: only those allow, so a hook's mistake fails closed)."""
+    if result is False:
+        reason = f"tool.pre handler {_name(handler)} returned False"
+    else:
+        reason = (
+            f"tool.pre handler {_name(handler)} returned {_cut_repr(result)}; "
+            "only True or None allow a call"
+        )
+    logger.warning("call denied: %r", reason)
+    return PreHookResult(False, reason, handler=handler)
 
 
 _WHERE: dict[HookPoint, str] = {point: f"hook:{point.value}" for point in HookPoint}

@@ -508,6 +508,26 @@ class PermissionPolicy:
             return decision
         return await self._escalate(decision, ctx)
 
+    def _decide_now(self, ctx: CallContext) -> PermissionDecision | Awaitable[PermissionDecision]:
+        """:meth:`_decide` as far as it gets without awaiting: the decision, or for an
+        ``escalate`` the coroutine that asks :attr:`on_escalate`. Only for this class's own
+        rules (a subclass may decide otherwise: its :meth:`decide` is awaited instead).
+
+        A tool without a subject argument is judged by its name alone, and the rules are
+        fixed: the decision :meth:`check` keeps for it is taken as it is, without judging
+        again (once per tool, in effect)."""
+        tool = ctx.tool
+        if tool is None or tool.subject is None:
+            function = ctx.function
+            decision = self._decided.get((function, function, "text"))  # as check() keys it
+            if decision is None:
+                decision = self._judge(function, tool, None, ctx.arguments)
+        else:
+            decision = self._judge(ctx.function, tool, tool.subject, ctx.arguments)
+        if decision.behavior != "escalate":
+            return decision
+        return self._escalate(decision, ctx)
+
     def explain(self, tool: Tool | str, arguments: Mapping[str, Any]) -> PermissionDecision:
         """What the rules decide about calling *tool* with *arguments*, and why.
 

@@ -8,7 +8,7 @@ from typing import Any, Final
 from .._failures import ReportedFailure
 from ._context import CallContext, ToolInvocation
 from ._gates import SessionObserver
-from ._hooks import HookBus, PreHookResult
+from ._hooks import HookBus, HookPoint, PreHookResult
 from ._policy import PermissionDecision, PermissionPolicy
 
 __all__ = ["BoundSeams"]
@@ -83,6 +83,21 @@ class BoundSeams:
             observer.
         keep_event: ``keep_event(record, detach)``: store an event synchronously, if it
             may be (see below); ``None`` without an observer.
+        ask_gate: ``ask_gate(invocation)``: :attr:`authorize` as far as it gets without
+            awaiting: ``True``, or an awaitable of the verdict; ``None`` without an
+            observer.
+        decide_now: ``decide_now(context)``: :attr:`decide` likewise: the
+            :class:`PermissionDecision`, or an awaitable of it; ``None`` without a policy.
+        pre_now: ``pre_now(kwargs)``: :attr:`run_pre` likewise: the
+            :class:`PreHookResult`, or an awaitable of it.
+        emit_now: ``emit_now(point, kwargs)``: :attr:`emit` for a :class:`HookPoint` other
+            than ``tool.pre``, likewise: the failures (a ``list``), or an awaitable of them.
+
+    **Without a coroutine.** The ``*_now`` callables of a seam of the class itself
+    (not a subclass) call its synchronous gate, rules and handlers directly and return
+    their result; only one that must be awaited (an async handler, an escalation) costs a
+    coroutine. The caller awaits a result that is not of the plain type. A subclass's seam
+    is awaited as :attr:`authorize`, :attr:`decide`, :attr:`run_pre` and :attr:`emit` are.
 
     :attr:`keep_event` stores *record* in the observer's store as it is, to be
     copied with ``detach(record)`` each time it is read, when nothing would see it at once
@@ -95,14 +110,18 @@ class BoundSeams:
 
     __slots__ = (
         "_plain_gate",
+        "ask_gate",
         "authorize",
         "decide",
+        "decide_now",
         "emit",
         "emit_event",
+        "emit_now",
         "hooks",
         "keep_event",
         "observer",
         "policy",
+        "pre_now",
         "run_pre",
     )
 
@@ -123,6 +142,22 @@ class BoundSeams:
         )
         self.decide: Final[Callable[[CallContext], Awaitable[PermissionDecision]] | None] = (
             None if policy is None else _quiet(policy, PermissionPolicy.decide)
+        )
+        run_pre, emit, decide = self.run_pre, self.emit, self.decide
+        self.pre_now: Final[Callable[[dict[str, Any]], Any]] = (
+            hooks._pre_now if type(hooks) is HookBus else lambda kwargs: run_pre(**kwargs)
+        )
+        self.emit_now: Final[Callable[[HookPoint, dict[str, Any]], Any]] = (
+            hooks._emit_now
+            if type(hooks) is HookBus
+            else lambda point, kwargs: emit(point, **kwargs)
+        )
+        self.decide_now: Final[Callable[[CallContext], Any] | None] = (
+            None
+            if policy is None
+            else policy._decide_now
+            if type(policy) is PermissionPolicy
+            else decide
         )
         authorize: Callable[[ToolInvocation], Awaitable[bool]] | None = None
         emit_event: Callable[..., Awaitable[list[ReportedFailure]]] | None = None
@@ -147,6 +182,9 @@ class BoundSeams:
             )
             keep_event = observer._keep if plain_emit else _never_kept
         self.authorize: Final = authorize
+        self.ask_gate: Final[Callable[[ToolInvocation], Any] | None] = (
+            observer._ask if type(observer) is SessionObserver else authorize
+        )
         self.emit_event: Final = emit_event
         self.keep_event: Final = keep_event
         self._plain_gate: Final = plain_gate

@@ -8,6 +8,7 @@ from typing import Any
 from ._journal import Journal, MemoryJournal
 from .backends import SqliteBackend
 from .backends._sqlite import Synchronous
+from .backends.base import Durability
 from .errors import JournalConnectionError
 
 __all__ = ["PostgresJournal", "SqliteJournal", "open_journal"]
@@ -21,8 +22,10 @@ class SqliteJournal(Journal):
 
     Args:
         path: the journal file (created if it does not exist).
-        synchronous: SQLite's ``synchronous`` setting: ``"NORMAL"`` (the default) survives
-            a crash of the process; ``"FULL"`` fsyncs every commit (survives a power loss).
+        durability: ``"process"`` (the default) survives a crash of the process
+            (``synchronous=NORMAL``); ``"power"`` fsyncs every commit and survives a power
+            loss (``synchronous=FULL``). See ``docs/journal.md`` for what each costs.
+        synchronous: SQLite's own ``synchronous`` setting, instead of *durability*.
         busy_timeout: seconds a transaction waits for another process's write lock.
         checkpoint_commits: commits between two WAL checkpoints.
         commit_timeout: seconds a group commit may take (see :class:`Journal`).
@@ -32,7 +35,8 @@ class SqliteJournal(Journal):
         self,
         path: str | os.PathLike[str],
         *,
-        synchronous: Synchronous = "NORMAL",
+        durability: Durability | None = None,
+        synchronous: Synchronous | None = None,
         busy_timeout: float = 10.0,
         checkpoint_commits: int = 100,
         commit_timeout: float | None = 30.0,
@@ -40,6 +44,7 @@ class SqliteJournal(Journal):
         super().__init__(
             SqliteBackend(
                 path,
+                durability=durability,
                 synchronous=synchronous,
                 busy_timeout=busy_timeout,
                 checkpoint_commits=checkpoint_commits,
@@ -62,12 +67,16 @@ class PostgresJournal(Journal):
         max_size: connections it may open (and worker threads it uses).
         connect_timeout: seconds opening may wait for the first connection.
         commit_timeout: seconds a group commit may take (see :class:`Journal`).
+        durability: ``"process"`` (the default): commits as the server's
+            ``synchronous_commit`` says; ``"power"``: ``synchronous_commit=on`` on every
+            connection of the journal (each commit flushed to disk before it returns).
     """
 
     def __init__(
         self,
         url: str,
         *,
+        durability: Durability = "process",
         min_size: int = 1,
         max_size: int = 4,
         connect_timeout: float = 10.0,
@@ -77,7 +86,11 @@ class PostgresJournal(Journal):
 
         super().__init__(
             PostgresBackend(
-                url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
+                url,
+                durability=durability,
+                min_size=min_size,
+                max_size=max_size,
+                connect_timeout=connect_timeout,
             ),
             commit_timeout=commit_timeout,
         )

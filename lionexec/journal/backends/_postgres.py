@@ -10,6 +10,11 @@ cancelled on the server (``connection.cancel_safe()``, bounded); a group commit 
 abandoned half-way: its waiters wait for it to end (commits are short). Opening takes a
 transaction-scoped advisory lock while migrating, so several processes may open one database
 at once.
+
+Durability (``durability=``): ``"process"`` (the default) commits as the server's
+``synchronous_commit`` says (its default, ``on``, waits for the commit to be flushed to disk;
+``off`` survives a crash of this process, not of the server); ``"power"`` sets
+``synchronous_commit=on`` on every connection of the pool, whatever the server's setting.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed 
 
 from ..errors import JournalConnectionError, JournalError
 from ._sql import SqlStore, current_version, migrate
-from .base import Backend, Store
+from .base import Backend, Durability, Store, check_durability
 
 __all__ = ["PostgresBackend", "SharedListener", "redact"]
 
@@ -89,6 +94,12 @@ class _Tx:
         return self.conn.execute(_placeholders(sql), params).rowcount
 
 
+def _fsync_commits(conn: psycopg.Connection[Any]) -> None:
+    """Each new connection of a ``durability="power"`` pool: commits wait for the disk."""
+    conn.execute("SET synchronous_commit = on")
+    conn.commit()  # (the pool takes only idle connections)
+
+
 class PostgresBackend(Backend):
     """See the module docs.
 
@@ -97,11 +108,20 @@ class PostgresBackend(Backend):
         min_size: connections the pool keeps open.
         max_size: connections it may open (and worker threads it uses).
         connect_timeout: seconds opening may wait for the first connection.
+        durability: ``"process"`` (the default) or ``"power"`` (see the module docs).
     """
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, connect_timeout: float = 10.0
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        connect_timeout: float = 10.0,
+        durability: Durability = "process",
     ) -> None:
+        #: What a committed transaction survives.
+        self.durability: Durability = check_durability(durability)
         self.url = url
         self.target = redact(url)
         self.min_size = min_size
@@ -126,6 +146,7 @@ class PostgresBackend(Backend):
             max_size=self.max_size,
             open=False,
             kwargs={"autocommit": False, "connect_timeout": max(1, int(self.connect_timeout))},
+            configure=_fsync_commits if self.durability == "power" else None,
             name="lionexec-journal",
         )
         try:

@@ -15,9 +15,10 @@ an abandoned transaction (cancelled, or past the journal's ``commit_timeout``) s
 transactions. What is durable is unchanged: a transaction is durable when its
 ``COMMIT`` returns, whether or not a checkpoint ran since.
 
-Durability: ``synchronous="NORMAL"`` (the default) in WAL mode survives a crash of the
-process (a kill, an OOM): every committed transaction is in the WAL. A power loss may lose
-the last transactions; pass ``synchronous="FULL"`` to fsync every commit.
+Durability (``durability=``): ``"process"`` (the default) is ``synchronous="NORMAL"``, which in
+WAL mode survives a crash of the process (a kill, an OOM): every committed transaction is in
+the WAL. A power loss may lose the last transactions. ``"power"`` is ``synchronous="FULL"``:
+every commit is fsync'd before it returns. ``synchronous=`` sets SQLite's own setting instead.
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ import trio
 
 from ..errors import JournalError, NotAJournalError
 from ._sql import SqlStore, current_version, migrate
-from .base import Backend, Store
+from .base import Backend, Durability, Store, check_durability
 
 __all__ = ["SqliteBackend"]
 
 T = TypeVar("T")
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+#: SQLite's ``synchronous`` setting for each durability.
+_SYNCHRONOUS: Final[dict[str, Synchronous]] = {"process": "NORMAL", "power": "FULL"}
 
 #: Seconds SQLite itself waits for the write lock before the writer looks again (whether its
 #: transaction was abandoned, whether ``busy_timeout`` is over).
@@ -251,7 +254,9 @@ class SqliteBackend(Backend):
 
     Args:
         path: the journal file.
-        synchronous: SQLite's ``synchronous`` setting (see the module docs).
+        durability: ``"process"`` (the default: ``synchronous=NORMAL``) or ``"power"``
+            (``synchronous=FULL``); see the module docs.
+        synchronous: SQLite's own ``synchronous`` setting, instead of *durability* (not both).
         busy_timeout: seconds a transaction waits for another process's write lock.
         checkpoint_commits: commits between two checkpoints (run by the checkpointer thread).
     """
@@ -260,19 +265,31 @@ class SqliteBackend(Backend):
         self,
         path: str | os.PathLike[str],
         *,
-        synchronous: Synchronous = "NORMAL",
+        durability: Durability | None = None,
+        synchronous: Synchronous | None = None,
         busy_timeout: float = 10.0,
         checkpoint_commits: int = 100,
     ) -> None:
-        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        if synchronous is None:
+            durability = check_durability("process" if durability is None else durability)
+            synchronous = _SYNCHRONOUS[durability]
+        elif durability is not None:
+            raise ValueError(
+                f"pass durability= ({durability!r}) or synchronous= ({synchronous!r}), not both"
+            )
+        elif synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(
                 f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
             )
+        else:  # OFF and NORMAL lose nothing when only the process dies (the OS has the writes)
+            durability = "power" if synchronous in ("FULL", "EXTRA") else "process"
         if not isinstance(checkpoint_commits, int) or checkpoint_commits < 1:
             raise ValueError(f"checkpoint_commits must be an int >= 1, not {checkpoint_commits!r}")
         self.path = Path(path)
         self.target = str(self.path)
-        self.synchronous = synchronous
+        #: What a committed transaction survives.
+        self.durability: Durability = durability
+        self.synchronous: Synchronous = synchronous
         self.busy_timeout = busy_timeout
         self.checkpoint_commits = checkpoint_commits
         self._conn: sqlite3.Connection | None = None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Literal, Protocol, TypeVar, get_args, runtime_checkable
 
 import attrs
 
@@ -343,3 +343,20 @@ def new_row(op: RequestOp, *, attempts: int = 0) -> CallRow:
         requested_at=op.at,
         finished_at=None,
     )
+
+
+#: What a committed transaction survives (a backend's ``durability=``). ``"process"``: a
+#: crash of the process that wrote it (killed, out of memory); a power loss or an OS crash
+#: may lose the last commits (never corrupt the journal). ``"power"``: every commit is on
+#: disk (fsync'd) before it returns.
+Durability = Literal["process", "power"]
+
+
+def check_durability(value: object) -> Durability:
+    """*value*, if it is a durability; else a :class:`ValueError` naming the choices."""
+    if value not in get_args(Durability):
+        raise ValueError(
+            f"durability must be 'process' (survive a crash of the process) or 'power' "
+            f"(survive a power loss: every commit fsync'd), not {value!r}"
+        )
+    return value  # type: ignore[return-value]
