@@ -168,7 +168,7 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(describe(e) for e in exc.exceptions)
     text = " ".join(str(exc).split()) or "(no message)"
-    if isinstance(exc, ModuleNotFoundError | UsageError):
+    if isinstance(exc, ImportError | UsageError):
         return text  # already names the package (and the extra to install)
     if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
         return text
