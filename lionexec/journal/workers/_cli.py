@@ -60,7 +60,7 @@ def build_parser(prog: str = "lionexec worker") -> argparse.ArgumentParser:
     parser.add_argument(
         "--name",
         default=None,
-        help="this worker's name, recorded with each call it answers (default: host and pid)",
+        help="this worker's name, recorded with each call it answers (default: host:pid:random)",
     )
     parser.add_argument(
         "--concurrency",
