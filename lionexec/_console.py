@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Final, NoReturn, TextIO
 
 __all__ = [
@@ -59,20 +59,28 @@ def _cell(value: object) -> str:
 
 
 def fit_table(
-    headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    width: int | None = None,
+    *,
+    keep: Collection[int] = (),
 ) -> list[str]:
     """*rows* under *headers* as aligned lines no wider than *width* (by default the
     terminal's, from :func:`shutil.get_terminal_size`).
 
     The widest columns are narrowed first; a cell cut short ends with ``…``. A column is never
     narrower than its header (nor than :data:`MIN_COLUMN`): on a terminal too narrow for the
-    headers, lines are longer than *width*.
+    headers, lines are longer than *width*. The columns of index *keep* (ids of a fixed size
+    that people copy) are never narrowed.
     """
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     cells = [[_cell(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    floors = [min(w, max(len(h), MIN_COLUMN)) for w, h in zip(widths, cells[0], strict=True)]
+    floors = [
+        w if i in keep else min(w, max(len(h), MIN_COLUMN))
+        for i, (w, h) in enumerate(zip(widths, cells[0], strict=True))
+    ]
     gaps = 2 * (len(headers) - 1)
     while sum(widths) + gaps > width:
         narrowable = [i for i in range(len(widths)) if widths[i] > floors[i]]

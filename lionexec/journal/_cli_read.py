@@ -142,7 +142,7 @@ async def _show(journal: Journal, args: argparse.Namespace, out: TextIO) -> None
     if pending:
         out.write("pending approvals:\n")
         rows = pending if limit is None else pending[:limit]
-        for text in fit_table(*_approval_table(rows)):
+        for text in fit_table(*_approval_table(rows), keep=(0,)):
             out.write(f"  {text}\n")
         _more(out, len(rows), len(pending), "pending approvals")
 
@@ -285,7 +285,7 @@ async def _approvals(journal: Journal, args: argparse.Namespace, out: TextIO) ->
     if not shown:
         out.write("no approvals match\n")
         return
-    for text in fit_table(*_approval_table(shown)):
+    for text in fit_table(*_approval_table(shown), keep=(0,)):
         out.write(text + "\n")
     _more(out, len(shown), len(approvals), "approvals")
 
