@@ -2,14 +2,20 @@
 ``demo``, ``crash``, ``ki-soak``, ``workers``, ``screenshots``.
 
 Every session builds its own virtualenv with the interpreter nox runs on, so the only thing a
-fresh machine needs is Python and ``pip install nox``.
+fresh machine needs is Python and ``pip install nox``. The sessions that run a part of the test
+suite (``crash``, ``ki-soak``, ``workers``) share one environment, ``.nox/soak-env``: its
+dependencies are installed once (again only when ``pyproject.toml`` changes) and lionexec
+itself is reinstalled (without its dependencies, a few seconds) each run. They run pytest with
+``-v -s`` and unbuffered output, so their progress shows while they run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 import shutil
+import sys
 
 import nox
 
@@ -21,6 +27,52 @@ nox.options.reuse_existing_virtualenvs = False
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
 REFERENCE = "lionagi==0.36.0"
+#: The environment the test-subset sessions share (see the module docstring).
+SOAK_ENV = pathlib.Path(".nox") / "soak-env"
+#: pytest's arguments for long runs: a line per test, the tests' own progress, no cache.
+LONG_RUN = ("-v", "-s", "-p", "no:cacheprovider")
+
+
+def _soak_python(session: nox.Session) -> str:
+    """The shared environment's python: created, its dependencies installed if
+    ``pyproject.toml`` changed since, and the current lionexec installed into it."""
+    python = SOAK_ENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    stamp = SOAK_ENV / "pyproject.sha256"
+    digest = hashlib.sha256(pathlib.Path("pyproject.toml").read_bytes()).hexdigest()
+    if not python.exists():
+        session.run(sys.executable, "-m", "venv", str(SOAK_ENV), external=True)
+        stamp.unlink(missing_ok=True)
+    if not stamp.exists() or stamp.read_text() != digest:
+        session.run(
+            str(python), "-m", "pip", "install", "-q", ".[postgres]", *TEST_DEPS, external=True
+        )
+        stamp.write_text(digest)
+    session.run(
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--force-reinstall",
+        ".",
+        external=True,
+    )
+    return str(python)
+
+
+def _pytest(session: nox.Session, *args: str, env: dict[str, str]) -> None:
+    python = _soak_python(session)
+    session.run(
+        python,
+        "-m",
+        "pytest",
+        *args,
+        *LONG_RUN,
+        *session.posargs,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        external=True,
+    )
 
 
 @nox.session
@@ -83,25 +135,17 @@ def docs(session: nox.Session) -> None:
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
-@nox.session
+@nox.session(python=False)
 def crash(session: nox.Session) -> None:
     """The journal's full crash matrix: every kill point x effect class x SQLite/PostgreSQL.
 
     Subprocesses SIGKILLed at each point, then recovery (tests/journal/test_crash.py; the
     test suite runs a sample). Needs PostgreSQL server binaries (initdb, pg_ctl).
     """
-    session.install(".[postgres]", *TEST_DEPS)
-    session.run(
-        "pytest",
-        "tests/journal/test_crash.py",
-        "-p",
-        "no:cacheprovider",
-        *session.posargs,
-        env={"LIONEXEC_CRASH_MATRIX": "full"},
-    )
+    _pytest(session, "tests/journal/test_crash.py", env={"LIONEXEC_CRASH_MATRIX": "full"})
 
 
-@nox.session(name="ki-soak")
+@nox.session(name="ki-soak", python=False)
 def ki_soak(session: nox.Session) -> None:
     """Ctrl+C soak: real SIGINTs at random instants into running batches, then the evidence.
 
@@ -110,7 +154,6 @@ def ki_soak(session: nox.Session) -> None:
     the line sweep; ``LIONEXEC_KI_SEED`` and ``LIONEXEC_KI_JOBS`` pass through. Zero
     violations allowed; the summary (``-s``) counts each verdict and where interrupts landed.
     """
-    session.install(".", *TEST_DEPS)
     env = {
         "LIONEXEC_KI_RUNS": os.environ.get("LIONEXEC_KI_RUNS", "200"),
         "LIONEXEC_KI_SWEEP_POINTS": os.environ.get("LIONEXEC_KI_SWEEP_POINTS", "2000"),
@@ -118,18 +161,10 @@ def ki_soak(session: nox.Session) -> None:
     for name in ("LIONEXEC_KI_SEED", "LIONEXEC_KI_JOBS"):
         if name in os.environ:
             env[name] = os.environ[name]
-    session.run(
-        "pytest",
-        "tests/act/test_ki_signals.py",
-        "-p",
-        "no:cacheprovider",
-        "-s",
-        *session.posargs,
-        env=env,
-    )
+    _pytest(session, "tests/act/test_ki_signals.py", env=env)
 
 
-@nox.session
+@nox.session(python=False)
 def workers(session: nox.Session) -> None:
     """Worker processes at scale: three workers and one submitter, 5,000 calls on PostgreSQL.
 
@@ -140,14 +175,9 @@ def workers(session: nox.Session) -> None:
     burst allowance); prints the throughput and the achieved rate. Needs PostgreSQL server
     binaries (initdb, pg_ctl).
     """
-    session.install(".[postgres]", *TEST_DEPS)
-    session.run(
-        "pytest",
+    _pytest(
+        session,
         "tests/workers/test_processes.py",
-        "-p",
-        "no:cacheprovider",
-        "-s",
-        *session.posargs,
         env={
             "LIONEXEC_WORKERS_N": os.environ.get("LIONEXEC_WORKERS_N", "5000"),
             "LIONEXEC_WORKERS_RATE_SECONDS": os.environ.get("LIONEXEC_WORKERS_RATE_SECONDS", "30"),

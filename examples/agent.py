@@ -31,15 +31,21 @@ from lionexec import Branch
 from lionexec.conversation.formats import FormatName as Api
 from lionexec.governance import PermissionPolicy
 from lionexec.limits import RateLimiter
-from lionexec.models import (
-    Endpoint,
-    LoopResult,
-    Model,
-    TextDelta,
-    ToolCallsProposed,
-    ToolResult,
-    run_stream,
-)
+
+try:
+    from lionexec.models import (
+        Endpoint,
+        LoopResult,
+        Model,
+        TextDelta,
+        ToolCallsProposed,
+        ToolResult,
+        run_stream,
+    )
+except ModuleNotFoundError as exc:  # the http extra: its message says what to install
+    if __name__ != "__main__":
+        raise
+    sys.exit(f"error: {exc}")
 
 if TYPE_CHECKING:
     from lionexec.models.testing import Reply
@@ -144,4 +150,7 @@ async def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1:])
+    try:
+        trio.run(main, sys.argv[1:])
+    except* ModuleNotFoundError as missing:  # an extra (the local provider needs hypercorn)
+        sys.exit(f"error: {missing.exceptions[0]}")

@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 import trio
 
+from ._console import CommandParser
 from .act import AlcallParams, BatchSummary, Branch
 from .conversation import (
     ActionRequest,
@@ -474,11 +475,26 @@ async def _read_started(process: trio.Process, expected: int) -> list[str]:
     return started
 
 
-def main(argv: Sequence[str] = ()) -> int:
-    """Entry point of ``python -m lionexec demo [--log PATH]``."""
-    parser = argparse.ArgumentParser(prog="python -m lionexec demo")
-    parser.add_argument("--log", type=Path, help="where to write the JSONL event log")
+def build_parser(prog: str = "lionexec demo") -> argparse.ArgumentParser:
+    """The parser of ``lionexec demo`` (the CLI reference is generated from it)."""
+    parser = CommandParser(
+        prog=prog,
+        description="Run the scripted demo: tool calls through a governed branch, "
+        "a journal, a crash and its recovery.",
+    )
+    parser.add_argument(
+        "--log",
+        type=Path,
+        metavar="PATH",
+        help="where to write the JSONL event log (default: a new temporary directory)",
+    )
     parser.add_argument("--durable-batch", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    """Entry point of ``lionexec demo [--log PATH]``."""
+    parser = build_parser()
     args = parser.parse_args(list(argv))
     if args.durable_batch is not None:  # the subprocess of the durable part
         trio.run(durable_batch, args.durable_batch)

@@ -41,8 +41,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
-import mcp
-import mcp.types
+
+from lionexec._extras import missing_extra
+
+try:
+    import mcp
+    import mcp.types
+except ModuleNotFoundError as exc:  # (the mcp extra)
+    raise missing_extra(exc, "mcp", "lionexec.mcp") from exc
 
 from lionexec.conversation.formats import dumps as strict_dumps
 from lionexec.errors import ConfigurationError, LionexecError, SchemaError

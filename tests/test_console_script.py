@@ -23,3 +23,24 @@ def test_the_command_runs_and_says_how_to_use_it() -> None:
     done = subprocess.run([command], capture_output=True, text=True, timeout=50)
     assert done.returncode == 2
     assert "usage:" in done.stderr and "serve" in done.stderr and "journal" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_command_lists_its_commands_and_runs_the_journal_cli(tmp_path: object) -> None:
+    command = shutil.which("lionexec", path=os.path.dirname(sys.executable))
+    assert command is not None
+    done = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0
+    for name in ("demo", "serve", "worker", "journal"):
+        assert f"    {name} " in done.stdout
+    missing = subprocess.run(
+        [command, "journal", "show", f"{tmp_path}/nothing.db"],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert missing.returncode == 1
+    assert (
+        missing.stderr
+        == f"error: no journal at {tmp_path}/nothing.db (give the path of an existing file)\n"
+    )

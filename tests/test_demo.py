@@ -87,7 +87,9 @@ def test_a_log_path_that_cannot_be_written_fails_before_the_demo_runs(
     with pytest.raises(SystemExit) as caught:
         demo.main(["--log", str(bad)])
     assert caught.value.code == 2
-    assert f"error: --log {bad}: cannot write the event log there: " in capsys.readouterr().err
+    assert f"error: lionexec demo: --log {bad}: cannot write the event log there: " in (
+        capsys.readouterr().err
+    )
     assert runs == []  # nothing ran, so nothing claims the log was written
     assert list(tmp_path.iterdir()) == []  # and nothing was created
 

@@ -1,23 +1,29 @@
-"""``python -m lionexec journal show|export|recover PATH_OR_URL``: read or recover a journal.
+"""``lionexec journal COMMAND PATH_OR_URL``: read a journal, decide its approvals, recover it.
 
-* ``show``: branches (messages, unanswered requests), calls (by outcome; the unfinished) and
-  approvals (by state; the pending).
-* ``export``: everything, as one strict JSON document on stdout; ``export --jsonl``: the
-  call log instead, one strict-JSON line per answered call, fed from the journal (see
+* ``show``: the branches (messages, calls, unanswered), the calls by outcome, the worker
+  queue by state, and the approvals by state, with the unfinished calls and pending approvals.
+* ``calls``, ``approvals``: tables that fit the terminal (``--limit`` rows, 50 by default),
+  filtered by ``--branch``, ``--status`` and ``--since``; ``--json`` prints JSON Lines instead
+  (one strict-JSON object per line, every row unless ``--limit`` says otherwise).
+* ``approve ID``, ``reject ID --reason TEXT``: decide a parked approval (by approval id or by
+  call id) through :meth:`Journal.approve <lionexec.journal.Journal.approve>` /
+  :meth:`~lionexec.journal.Journal.reject`; the call runs (or is answered ``denied``) when
+  its branch resumes.
+* ``export``: everything as one strict JSON document, streamed (memory holds a page of rows,
+  not the journal); ``export --jsonl``: the call log, one line per answered call (see
   :func:`lionexec.journal.call_records`).
-* ``recover [--tools module:attribute]``: resolve every unanswered call (see
-  :meth:`Journal.recover <lionexec.journal.Journal.recover>`); the attribute is an
-  ``ActionManager`` or a list of tools. Without ``--tools`` only calls that need no tool are
-  resolved (``unsafe`` ones); the others are listed as ``left``.
+* ``recover [--tools MODULE:ATTRIBUTE]``: give every unanswered call exactly one response
+  (see :meth:`Journal.recover <lionexec.journal.Journal.recover>`), with progress on stderr
+  when it is a terminal (or ``--progress``); without ``--tools`` only calls that need no tool
+  are resolved, and the others are named with how to pass their tools.
 
-Exit status: 0 done, 1 the journal refused (a named error on stderr), 2 bad usage.
+Exit status: 0 done, 1 the journal refused or failed (one ``error:`` line on stderr), 2 bad
+usage, 141 stdout closed early (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -25,120 +31,216 @@ from typing import Any, TextIO
 
 import trio
 
-from lionexec._jsonable import utf8_text
+from lionexec._console import CommandParser, UsageError, parse_since, run_command
 from lionexec._spec import load_attribute
 from lionexec.tools import ActionManager
 
-from ._journal import Journal
-from ._jsonl import write_jsonl
+from . import _cli_act, _cli_read
+from ._cli_read import TABLE_LIMIT
 from ._open import open_journal
-from .errors import JournalError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+CALL_STATUSES = (
+    "completed",
+    "failed",
+    "denied",
+    "invalid",
+    "cancelled",
+    "timed_out",
+    "interrupted",
+    "unfinished",
+)
+APPROVAL_STATES = ("pending", "approved", "used", "rejected", "expired")
+TARGET_HELP = "the journal: an SQLite file path or a postgresql:// URL"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lionexec journal")
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, text in (
-        ("show", "summarize the branches and calls"),
-        ("export", "print everything as strict JSON"),
-        ("recover", "give every unanswered call exactly one response"),
-    ):
-        command = commands.add_parser(name, help=text)
-        command.add_argument("target", metavar="PATH_OR_URL")
-        if name == "recover":
-            command.add_argument("--tools", metavar="MODULE:ATTRIBUTE", default=None)
-        if name == "export":
-            command.add_argument(
-                "--jsonl", action="store_true", help="one line per answered call (the call log)"
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative (0 means no limit)")
+    return value
+
+
+def _since(text: str) -> float:
+    return parse_since(text)
+
+
+def _filters(command: argparse.ArgumentParser, statuses: tuple[str, ...], what: str) -> None:
+    command.add_argument("--branch", metavar="BRANCH_ID", help=f"only the {what} of this branch")
+    command.add_argument(
+        "--status", choices=statuses, help=f"only the {what} in this state (default: all)"
+    )
+    command.add_argument(
+        "--since",
+        type=_since,
+        metavar="TIME",
+        help=f"only the {what} since TIME: an ISO time (UTC unless it names an offset) or a "
+        "duration back from now (90s, 10m, 2h, 7d)",
+    )
+    _output(command, what)
+
+
+def _output(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument(
+        "--limit",
+        type=_limit,
+        default=None,
+        metavar="N",
+        help=f"print at most N {what} (default: {TABLE_LIMIT} in a table, all with --json; "
+        "0: all)",
+    )
+    command.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON Lines for scripts: one strict-JSON object per line",
+    )
+
+
+def _target(command: argparse.ArgumentParser) -> None:
+    command.add_argument("target", metavar="PATH_OR_URL", help=TARGET_HELP)
+
+
+def build_parser(prog: str = "lionexec journal") -> argparse.ArgumentParser:
+    """The parser of ``lionexec journal`` (the CLI reference is generated from it)."""
+    parser = CommandParser(
+        prog=prog,
+        description="Read a journal, decide its parked approvals, recover its unanswered calls.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = commands.add_parser(
+        "show",
+        help="summarize branches, calls, the worker queue and approvals",
+        description="Summarize the journal: branches, calls by outcome, the worker queue by "
+        "state, approvals by state; then the unfinished calls and the pending approvals.",
+    )
+    _target(show)
+    _output(show, "branches and unfinished calls")
+
+    calls = commands.add_parser(
+        "calls",
+        help="list calls (the branches' and the worker queue's)",
+        description="List the journaled calls, oldest first: those branches ran (via "
+        "'branch') and those submitted to workers (via 'worker').",
+    )
+    _target(calls)
+    _filters(calls, CALL_STATUSES, "calls")
+    calls.add_argument(
+        "--via",
+        choices=("all", "branch", "worker"),
+        default="all",
+        help="which calls: run by branches, submitted to workers, or both (default: all)",
+    )
+
+    approvals = commands.add_parser(
+        "approvals",
+        help="list approvals (pending, decided, used)",
+        description="List the approvals of calls a policy parked, oldest first.",
+    )
+    _target(approvals)
+    _filters(approvals, APPROVAL_STATES, "approvals")
+
+    for name, verb in (("approve", "Approve"), ("reject", "Reject")):
+        decide = commands.add_parser(
+            name,
+            help=f"{name} a pending approval",
+            description=f"{verb} a pending approval, by approval id (apr_...) or by the "
+            "call id it parked. Only decides: the call runs (or is answered denied) when its "
+            "branch resumes: in the server holding it, or `lionexec journal recover --tools`.",
+        )
+        _target(decide)
+        decide.add_argument("id", metavar="ID", help="the approval id (apr_...) or the call id")
+        decide.add_argument("--by", metavar="NAME", help="who decides (recorded with it)")
+        decide.add_argument(
+            "--branch",
+            metavar="BRANCH_ID",
+            help="the branch of the call, when a call id is used in several branches",
+        )
+        if name == "reject":
+            decide.add_argument(
+                "--reason",
+                required=True,
+                metavar="TEXT",
+                help="why (the call is answered denied with it)",
             )
+
+    export = commands.add_parser(
+        "export",
+        help="print everything as strict JSON (streamed)",
+        description="Print the journal as one strict JSON document (target, branches with "
+        "their histories, calls, approvals), streamed page by page.",
+    )
+    _target(export)
+    export.add_argument(
+        "--jsonl", action="store_true", help="the call log instead: one line per answered call"
+    )
+
+    recover = commands.add_parser(
+        "recover",
+        help="give every unanswered call exactly one response",
+        description="Resolve every unanswered call by its tool's effect class: safe calls "
+        "run again (they need their tools: --tools), unsafe ones are answered interrupted.",
+    )
+    _target(recover)
+    recover.add_argument(
+        "--tools",
+        metavar="MODULE:ATTRIBUTE",
+        default=None,
+        help="the tools to re-run safe calls with: an ActionManager or a list of tools "
+        "(without it, safe calls are left unanswered)",
+    )
+    recover.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="report progress on stderr (default: when stderr is a terminal)",
+    )
+    _output(recover, "resolutions")
     return parser
 
 
-def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
+def main(
+    argv: list[str] | None = None, *, out: TextIO | None = None, prog: str = "lionexec journal"
+) -> int:
     """Run the command in *argv*; return the exit status."""
     stdout = out if out is not None else sys.stdout
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    return run_command(lambda: _main(args, stdout), out=stdout)
+
+
+def _main(args: argparse.Namespace, out: TextIO) -> int:
     target: str = args.target
     if "://" not in target and target != ":memory:":
         # Each command reads an existing journal: opening a file would write the schema into it.
         if not os.path.exists(target):
-            print(f"error: no journal at {target}", file=sys.stderr)
-            return 1
-        if os.path.isfile(target) and os.path.getsize(target) == 0:
-            print(f"error: {target} is empty, not a journal", file=sys.stderr)
-            return 1
-    try:
-        tools = _tools(args.tools) if getattr(args, "tools", None) else None
-    except (ImportError, AttributeError, ValueError, TypeError) as exc:
-        print(f"error: --tools {args.tools}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        trio.run(_run, args.command, target, tools, stdout, getattr(args, "jsonl", False))
-    except JournalError as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    return 0
+            raise FileNotFoundError(f"no journal at {target} (give the path of an existing file)")
+        if os.path.isdir(target):
+            raise IsADirectoryError(f"{target} is a directory, not a journal file")
+        if os.path.getsize(target) == 0:
+            raise FileNotFoundError(f"{target} is empty, not a journal")
+    tools = None
+    if getattr(args, "tools", None):
+        try:
+            tools = _tools(args.tools)
+        except (ImportError, AttributeError, ValueError, TypeError) as exc:
+            raise UsageError(f"--tools {args.tools}: {exc}") from exc
+    status: int = trio.run(_run, args, target, tools, out)
+    return status
 
 
-async def _run(command: str, target: str, tools: Any, out: TextIO, jsonl: bool = False) -> None:
+async def _run(args: argparse.Namespace, target: str, tools: Any, out: TextIO) -> int:
     async with open_journal(target) as journal:
-        if command == "show":
-            await _show(journal, out)
-        elif command == "export" and jsonl:
-            await write_jsonl(journal, out)
-        elif command == "export":
-            data = await journal.export()
-            out.write(json.dumps(data, allow_nan=False, indent=2, ensure_ascii=False) + "\n")
-        else:
-            report = await journal.recover(tools)
-            for r in report.resolutions:
-                outcome = r.outcome.value if r.outcome is not None else "-"
-                out.write(
-                    f"{r.branch_id} {utf8_text(r.call_id)} {utf8_text(r.function)} [{r.effect}] "
-                    f"{r.action} -> "
-                    f"{outcome} (attempts {r.attempts})\n"
-                )
-            counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts().items()))
-            out.write(f"recovered {len(report.resolutions)} calls: {counts or 'nothing to do'}\n")
-
-
-async def _show(journal: Journal, out: TextIO) -> None:
-    out.write(f"journal {journal.target}\n")
-    branch_ids = await journal.branch_ids()
-    out.write(f"branches: {len(branch_ids)}\n")
-    for branch_id in branch_ids:
-        history = await journal.history(branch_id)
-        out.write(
-            f"  {branch_id}: {len(history)} messages, {len(history.requests())} calls, "
-            f"{len(history.unanswered())} unanswered\n"
-        )
-    calls = await journal.calls()
-    outcomes = collections.Counter(c.outcome or "unfinished" for c in calls)
-    summary = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-    out.write(f"calls: {len(calls)} ({summary or 'none'})\n")
-    for call in calls:
-        if not call.done:
-            out.write(
-                f"  unfinished: {call.branch_id} {utf8_text(call.call_id)} "
-                f"{utf8_text(call.function)} "
-                f"[{call.effect}] attempts {call.attempts}\n"
-            )
-    approvals = await journal.approvals(state=None)
-    states = collections.Counter(a.state for a in approvals)
-    summary = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
-    out.write(f"approvals: {len(approvals)} ({summary or 'none'})\n")
-    for approval in approvals:
-        if approval.state == "pending":
-            out.write(
-                f"  pending: {approval.approval_id} {approval.branch_id} "
-                f"{utf8_text(approval.call_id)} {utf8_text(approval.function)} "
-                f"expires_at {approval.expires_at}\n"
-            )
+        command: str = args.command
+        if command in ("approve", "reject", "recover"):
+            return await _cli_act.run(command, journal, args, tools, out)
+        return await _cli_read.run(command, journal, args, out)
 
 
 def _tools(spec: str) -> ActionManager:

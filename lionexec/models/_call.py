@@ -18,8 +18,14 @@ from contextlib import aclosing
 from typing import Any, ClassVar, Final
 
 import attrs
-import httpx
 import trio
+
+from lionexec._extras import missing_extra
+
+try:
+    import httpx
+except ModuleNotFoundError as exc:  # (the http extra)
+    raise missing_extra(exc, "http", "lionexec.models (model calls over HTTP)") from exc
 
 from lionexec.conversation import MessageManager
 from lionexec.conversation.formats import FORMAT_ALIASES, FORMAT_NAMES, FormatName

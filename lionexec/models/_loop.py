@@ -13,8 +13,14 @@ from contextlib import aclosing
 from typing import Any, Final, Literal, TypeAlias, cast
 
 import attrs
-import httpx
 import trio
+
+from lionexec._extras import missing_extra
+
+try:
+    import httpx
+except ModuleNotFoundError as exc:  # (the http extra)
+    raise missing_extra(exc, "http", "lionexec.models (the agent loop)") from exc
 
 from lionexec.act import AlcallParams, Branch, Strategy, read_proposal
 from lionexec.conversation import (

@@ -31,9 +31,15 @@ from typing import Any, Final
 
 import attrs
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+
+from lionexec._extras import missing_extra
+
+try:
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as hypercorn_serve
+    from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+except ModuleNotFoundError as exc:  # (the server extra)
+    raise missing_extra(exc, "server", "lionexec.models.testing (the local provider)") from exc
 
 from lionexec.conversation.formats import FormatName
 from lionexec.limits import RateLimiter

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import trio
 
+from .._console import CommandParser, run_command
 from .._spec import load_attribute
 from ..tools import ActionManager
 from ._app import _hypercorn, open_app, serve
@@ -42,7 +43,7 @@ DESCRIPTION: Final = (
 def _parser(
     environ: Mapping[str, str], *, prog: str | None, tools_flag: bool
 ) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    parser = CommandParser(prog=prog, description=DESCRIPTION)
     if tools_flag:
         parser.add_argument(
             "--tools",
@@ -50,8 +51,12 @@ def _parser(
             metavar="MODULE:ATTRIBUTE",
             help="the tools to serve: a list of tools or functions (default: none)",
         )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8000, help="the port (default: 8000; 0 picks a free port)"
+    )
     parser.add_argument(
         "--token",
         default=environ.get(TOKEN_VARIABLE) or None,
@@ -211,10 +216,10 @@ def main(
         config, served = _parse(argv, None, tools, prog)
     except SystemExit as exc:
         return int(exc.code or 0)
-    try:
-        _hypercorn()
-    except ImportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    trio.run(_main, config, served, title)
-    return 0
+
+    def body() -> int:
+        _hypercorn()  # (before anything is opened: a missing extra is named, nothing else done)
+        trio.run(_main, config, served, title)
+        return 0
+
+    return run_command(body, out=sys.stdout)

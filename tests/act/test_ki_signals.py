@@ -137,8 +137,16 @@ def soak(runs: int, *, seed: int, jobs: int, duration: float) -> list[dict[str, 
         (index, rng.randrange(2**31), rng.uniform(0.0, duration + OVERSHOOT))
         for index in range(runs)
     ]
+    results: list[dict[str, Any]] = []
+    every = max(runs // 10, 1)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(lambda p: one_run(*p, duration), plan))
+        for result in pool.map(lambda p: one_run(*p, duration), plan):
+            results.append(result)
+            if len(results) % every == 0:  # progress, seen with -s (nox -s ki-soak)
+                verdicts = Counter(r["verdict"] for r in results)
+                counts = ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+                print(f"ki-soak: {len(results)}/{runs} runs: {counts}", file=sys.stderr)
+    return results
 
 
 def summary(results: list[dict[str, Any]]) -> str:

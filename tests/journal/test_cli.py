@@ -78,7 +78,9 @@ def test_show_lists_branches_and_unfinished_calls(tmp_path: Path) -> None:
     assert status == 0
     assert f"{branch}: 2 messages, 2 calls, 2 unanswered" in text
     assert "calls: 2 (unfinished 2)" in text
-    assert text.count("unfinished: ") == 2
+    assert "worker queue: 0 (none)" in text
+    assert "unfinished calls:" in text
+    assert text.count(" unfinished ") == 2
 
 
 def test_export_is_strict_json(tmp_path: Path) -> None:
@@ -96,11 +98,13 @@ def test_export_is_strict_json(tmp_path: Path) -> None:
 def test_recover_without_tools_resolves_only_what_needs_none(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     crashed_journal(path)
-    status, text = run("recover", str(path))
+    status, text = run("recover", str(path), "--json")
     assert status == 0
-    assert "unsafe [unsafe] interrupted -> interrupted (attempts 1)" in text
-    assert "safe [pure] left -> -" in text
-    assert run("show", str(path))[1].count("unfinished: ") == 1
+    lines = [json.loads(line) for line in text.splitlines()]
+    by_function = {line["function"]: line for line in lines}
+    assert by_function["unsafe"]["action"] == by_function["unsafe"]["outcome"] == "interrupted"
+    assert (by_function["safe"]["action"], by_function["safe"]["outcome"]) == ("left", None)
+    assert "calls: 2 (interrupted 1, unfinished 1)" in run("show", str(path))[1]
 
 
 def test_recover_with_tools_reruns_the_safe_call(tmp_path: Path) -> None:
@@ -108,8 +112,11 @@ def test_recover_with_tools_reruns_the_safe_call(tmp_path: Path) -> None:
     crashed_journal(path)
     status, text = run("recover", str(path), "--tools", f"{__name__}:TOOLS")
     assert status == 0, text
-    assert "safe [pure] rerun -> completed (attempts 2)" in text
     assert "recovered 2 calls: interrupted 1, rerun 1" in text
+    assert [line.split() for line in text.splitlines()[2:]] == [
+        ["interrupted", "interrupted", "unsafe", "1"],
+        ["rerun", "completed", "safe", "1"],
+    ]
     assert "unanswered" in run("show", str(path))[1]
     assert "0 unanswered" in run("show", str(path))[1]
 
@@ -159,6 +166,7 @@ def test_the_module_entry_point(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "calls: 2 (unfinished 2)" in done.stdout
+    assert done.stderr == ""
 
 
 @pytest.mark.parametrize(

@@ -23,25 +23,75 @@ from typing import Any, TextIO
 import attrs
 import trio
 
+from ..._console import CommandParser, UsageError, run_command
 from ..._spec import load_attribute
 from .._cli import _tools
 from .._open import open_journal
-from ..errors import JournalError
 from ._worker import Worker
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lionexec worker")
-    parser.add_argument("--database", required=True, metavar="URL_OR_PATH")
-    parser.add_argument("--tools", required=True, metavar="MODULE:ATTRIBUTE")
-    parser.add_argument("--limits", default=None, metavar="MODULE:ATTRIBUTE")
-    parser.add_argument("--name", default=None)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--lease", type=float, default=30.0, help="seconds (default 30)")
-    parser.add_argument("--poll", type=float, default=0.5, help="seconds (default 0.5)")
-    parser.add_argument("--grace", type=float, default=10.0, help="seconds (default 10)")
+def build_parser(prog: str = "lionexec worker") -> argparse.ArgumentParser:
+    """The parser of ``lionexec worker`` (the CLI reference is generated from it)."""
+    parser = CommandParser(
+        prog=prog,
+        description="Claim and run the calls submitted to a journal, until SIGTERM or SIGINT.",
+    )
+    parser.add_argument(
+        "--database",
+        required=True,
+        metavar="URL_OR_PATH",
+        help="the journal: a postgresql:// URL, or an SQLite path (workers on one machine)",
+    )
+    parser.add_argument(
+        "--tools",
+        required=True,
+        metavar="MODULE:ATTRIBUTE",
+        help="the tools to run calls with: an ActionManager or a list of tools",
+    )
+    parser.add_argument(
+        "--limits",
+        default=None,
+        metavar="MODULE:ATTRIBUTE",
+        help="a mapping of limit key (a tool name, 'branch:*', 'branch:<id>') to Limit, "
+        "shared by every worker of the journal (default: none)",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="this worker's name, recorded with each call it answers (default: host:pid:random)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="calls run at once (default 8)",
+    )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a claim holds before another worker may take the call over; renewed "
+        "while the call runs (default 30)",
+    )
+    parser.add_argument(
+        "--poll",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="how often to look for new calls when none is ready (default 0.5)",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM or SIGINT, how long running calls may finish before being "
+        "cancelled (default 10)",
+    )
     return parser
 
 
@@ -49,24 +99,22 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the worker of *argv* until a signal; return the exit status."""
     stdout = out if out is not None else sys.stdout
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    return run_command(lambda: _main(args, stdout), out=stdout)
+
+
+def _main(args: argparse.Namespace, out: TextIO) -> int:
     try:
         tools = _tools(args.tools)
     except (ImportError, AttributeError, ValueError, TypeError) as exc:
-        print(f"error: --tools {args.tools}: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--tools {args.tools}: {exc}") from exc
     try:
         limits = load_attribute(args.limits) if args.limits else None
     except (ImportError, AttributeError, ValueError) as exc:
-        print(f"error: --limits {args.limits}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        trio.run(_run, args, tools, limits, stdout)
-    except JournalError as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(f"--limits {args.limits}: {exc}") from exc
+    trio.run(_run, args, tools, limits, out)
     return 0
 
 

@@ -1,0 +1,187 @@
+"""The commands of ``lionexec journal`` that change a journal: ``approve``, ``reject``,
+``recover``. Decisions go through the journal's own API (:meth:`Journal.approve`,
+:meth:`Journal.reject`, :meth:`Journal.recover`): the command line only finds the approval
+and reports."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from typing import Any, TextIO
+
+import trio
+
+from lionexec._console import fit_table, progress_wanted
+from lionexec._jsonable import utf8_text
+
+from ._approvals import Approval
+from ._cli_read import TABLE_LIMIT, line
+from ._journal import Journal
+from ._report import RecoveryReport
+from ._scan import branch_stats, count_responses
+from .errors import ApprovalNotFound, JournalError
+
+__all__ = ["run"]
+
+#: Seconds between two progress reports.
+PROGRESS_EVERY = 0.5
+
+
+async def run(
+    command: str, journal: Journal, args: argparse.Namespace, tools: Any, out: TextIO
+) -> int:
+    if command == "recover":
+        return await _recover(journal, args, tools, out)
+    approval = await _find(journal, args.id, args.branch)
+    if command == "approve":
+        decided = await journal.approve(approval.approval_id, by=args.by)
+    else:
+        decided = await journal.reject(approval.approval_id, reason=args.reason, by=args.by)
+    by = f" by {decided.decided_by}" if decided.decided_by else ""
+    out.write(
+        f"{decided.state} {decided.approval_id}{by}: {utf8_text(decided.function)} call "
+        f"{utf8_text(decided.call_id)} of branch {decided.branch_id}\n"
+    )
+    what = "runs" if command == "approve" else "is answered denied"
+    out.write(
+        f"the call {what} when its branch resumes: in the server or program holding it, or "
+        f"`lionexec journal recover {journal.target} --tools MODULE:ATTRIBUTE`\n"
+    )
+    return 0
+
+
+async def _find(journal: Journal, ident: str, branch: str | None) -> Approval:
+    """The approval *ident* names: an approval id, or the call id of the call it parked."""
+    if ident.startswith("apr_"):
+        return await journal.approval(ident)
+    matches = [a for a in await journal.approvals(branch, state=None) if a.call_id == ident]
+    if not matches:
+        raise ApprovalNotFound(
+            f"no approval has id or call id {ident!r}"
+            + (f" in branch {branch}" if branch else "")
+            + ": `lionexec journal approvals PATH_OR_URL` lists them",
+            approval_id=ident,
+        )
+    if len({a.branch_id for a in matches}) > 1:
+        branches = ", ".join(sorted({a.branch_id for a in matches}))
+        raise JournalError(
+            f"call id {ident!r} was parked in several branches ({branches}): give --branch "
+            "or the approval id"
+        )
+    return matches[-1]
+
+
+async def _recover(journal: Journal, args: argparse.Namespace, tools: Any, out: TextIO) -> int:
+    err = sys.stderr
+    show_progress = progress_wanted(args.progress, err)
+    report: RecoveryReport | None = None
+    todo = before = 0
+    started = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        if show_progress:
+            todo = sum(req - resp for _, _, req, resp in await branch_stats(journal))
+            before = await count_responses(journal)
+            nursery.start_soon(_progress, journal, todo, before, err)
+        report = await journal.recover(tools)
+        nursery.cancel_scope.cancel()
+    if show_progress:
+        done = await count_responses(journal) - before
+        _report(err, done, todo, time.monotonic() - started)
+        err.write("\n" if err.isatty() else "")
+        err.flush()
+    assert report is not None
+    resolutions = report.resolutions
+    if args.json:
+        limit = args.limit or None
+        for r in resolutions[:limit]:
+            line(
+                out,
+                {
+                    "branch_id": str(r.branch_id),
+                    "call_id": r.call_id,
+                    "function": r.function,
+                    "effect": r.effect,
+                    "action": r.action,
+                    "outcome": None if r.outcome is None else r.outcome.value,
+                    "attempts": r.attempts,
+                },
+            )
+    else:
+        groups = collections.Counter(
+            (r.action, "-" if r.outcome is None else r.outcome.value, utf8_text(r.function))
+            for r in resolutions
+        )
+        out.write(f"recovered {len(resolutions)} calls: {_summary(report)}\n")
+        if groups:
+            rows = [[a, o, f, n] for (a, o, f), n in sorted(groups.items())]
+            for text in fit_table(["action", "outcome", "function", "calls"], rows):
+                out.write(f"  {text}\n")
+        left = [r for r in resolutions if r.action == "left"]
+        limit = TABLE_LIMIT if args.limit is None else (args.limit or None)
+        if left:
+            out.write("left unanswered:\n")
+            rows = [
+                [str(r.branch_id), utf8_text(r.call_id), utf8_text(r.function), r.effect]
+                for r in left[:limit]
+            ]
+            for text in fit_table(["branch", "call_id", "function", "effect"], rows):
+                out.write(f"  {text}\n")
+            if limit is not None and len(left) > limit:
+                out.write(f"  … {len(left) - limit} more: --limit 0 for all, or --json\n")
+    _hints(report, args, journal.target)
+    return 0
+
+
+def _summary(report: RecoveryReport) -> str:
+    counts = report.counts()
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to do"
+
+
+def _hints(report: RecoveryReport, args: argparse.Namespace, target: str) -> None:
+    """What to do about calls recovery could not answer (on stderr: stdout stays data)."""
+    left = [r for r in report.resolutions if r.action == "left"]
+    if left:
+        names = ", ".join(sorted({utf8_text(r.function) for r in left}))
+        if args.tools is None:
+            print(
+                f"hint: {len(left)} calls were left unanswered: they are safe to run again "
+                f"but need their tools ({names}). Pass them: `lionexec journal recover "
+                f"{target} --tools MODULE:ATTRIBUTE`, where the attribute is an "
+                "ActionManager or a list of tools (e.g. --tools myapp.tools:TOOLS)",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"hint: {len(left)} calls were left unanswered: --tools {args.tools} has no "
+                f"tool named {names}; add them there and run recover again",
+                file=sys.stderr,
+            )
+    waiting = sum(1 for r in report.resolutions if r.action == "awaiting_approval")
+    if waiting:
+        print(
+            f"hint: {waiting} calls await approval: `lionexec journal approvals {target} "
+            "--status pending` lists them; `lionexec journal approve` decides one",
+            file=sys.stderr,
+        )
+
+
+async def _progress(journal: Journal, todo: int, before: int, err: TextIO) -> None:
+    """Report the responses recovery has committed: now, then every :data:`PROGRESS_EVERY`
+    seconds until cancelled (the caller reports the last count)."""
+    started = time.monotonic()
+    while True:
+        try:
+            done = await count_responses(journal) - before
+        except JournalError:
+            done = None  # a busy database: the next report will do
+        if done is not None:
+            _report(err, done, todo, time.monotonic() - started)
+        await trio.sleep(PROGRESS_EVERY)
+
+
+def _report(err: TextIO, done: int, todo: int, elapsed: float) -> None:
+    text = f"recover: {done}/{todo} calls answered, {elapsed:.0f}s"
+    err.write(f"\r{text}" if err.isatty() else text + "\n")
+    err.flush()

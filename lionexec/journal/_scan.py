@@ -1,0 +1,334 @@
+"""Reading a journal in pages, for the command line: memory bounded by a page, not the journal.
+
+:meth:`Journal.calls` and :meth:`Journal.history` return whole lists; a journal of 100,000
+calls read that way holds them all at once. These generators read :data:`PAGE` rows per
+transaction instead (keyset pagination on the tables' order), so ``lionexec journal export``
+and ``calls`` stream. On a journal in memory (no SQL) each is one page: it is in memory anyway.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, Final
+
+from ._journal import Journal
+from .backends._sql import _CALL_COLUMNS, _call
+from .backends.base import DONE, REQUESTED, CallRow, MessageRow, Store
+from .errors import JournalError
+
+__all__ = [
+    "PAGE",
+    "branch_stats",
+    "call_pages",
+    "count_responses",
+    "message_pages",
+    "queue_counts",
+    "queue_pages",
+    "responses_of",
+]
+
+#: Rows read per transaction.
+PAGE: Final = 500
+
+_MESSAGE_COLUMNS = "branch_id, seq, message_id, kind, body, call_id"
+_QUEUE_COLUMNS = (
+    "branch_id, call_id, function, state, attempts, outcome, worker, submitted_at, finished_at"
+)
+
+
+def _sql(store: Store) -> Any:
+    return getattr(store, "tx", None)
+
+
+def _call_filter(
+    row: CallRow, branch: str | None, status: str | None, since: float | None
+) -> bool:
+    if branch is not None and row.branch_id != branch:
+        return False
+    if since is not None and row.requested_at < since:
+        return False
+    if status == "unfinished":
+        return row.state == REQUESTED
+    return status is None or (row.state == DONE and row.outcome == status)
+
+
+async def call_pages(
+    journal: Journal,
+    *,
+    branch: str | None = None,
+    status: str | None = None,
+    since: float | None = None,
+) -> AsyncGenerator[list[CallRow], None]:
+    """The journal's call rows, oldest first, :data:`PAGE` at a time.
+
+    *status*: an outcome (``completed``, ``failed``, ...) or ``unfinished``; *since*: only
+    calls requested at or after these epoch seconds.
+    """
+    after: tuple[float, str] | None = None
+    while True:
+
+        def page(store: Store, after: tuple[float, str] | None = after) -> list[CallRow]:
+            tx = _sql(store)
+            if tx is None:
+                return [
+                    r
+                    for r in store.calls(branch, False)
+                    if _call_filter(r, branch, status, since)
+                    and (after is None or (r.requested_at, r.key) > after)
+                ][:PAGE]
+            conditions: list[str] = []
+            params: list[Any] = []
+            if branch is not None:
+                conditions.append("branch_id = ?")
+                params.append(branch)
+            if status == "unfinished":
+                conditions.append("state = ?")
+                params.append(REQUESTED)
+            elif status is not None:
+                conditions.append("state = ? AND outcome = ?")
+                params += [DONE, status]
+            if since is not None:
+                conditions.append("requested_at >= ?")
+                params.append(since)
+            if after is not None:
+                conditions.append(
+                    "(requested_at > ? OR (requested_at = ? AND idempotency_key > ?))"
+                )
+                params += [after[0], after[0], after[1]]
+            where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+            rows = tx.execute(
+                f"SELECT {_CALL_COLUMNS} FROM lionexec_calls{where} "
+                f"ORDER BY requested_at, idempotency_key LIMIT {PAGE}",
+                params,
+            )
+            return [_call(row) for row in rows]
+
+        rows = await journal._run(page)
+        if rows:
+            yield rows
+        if len(rows) < PAGE:
+            return
+        after = (rows[-1].requested_at, rows[-1].key)
+
+
+async def queue_pages(
+    journal: Journal,
+    *,
+    branch: str | None = None,
+    status: str | None = None,
+    since: float | None = None,
+) -> AsyncGenerator[list[dict[str, Any]], None]:
+    """The calls submitted to workers, oldest first, :data:`PAGE` at a time, as dicts
+    (``branch_id``, ``call_id``, ``function``, ``state``, ``attempts``, ``outcome``,
+    ``worker``, ``submitted_at``, ``finished_at``). None on a journal without SQL.
+
+    *status* matches the outcome, or ``unfinished`` (not yet answered).
+    """
+    after: tuple[float, str, str] | None = None
+    names = [name.strip() for name in _QUEUE_COLUMNS.split(",")]
+    while True:
+
+        def page(
+            store: Store, after: tuple[float, str, str] | None = after
+        ) -> list[dict[str, Any]]:
+            tx = _sql(store)
+            if tx is None:
+                return []
+            conditions: list[str] = []
+            params: list[Any] = []
+            if branch is not None:
+                conditions.append("branch_id = ?")
+                params.append(branch)
+            if status == "unfinished":
+                conditions.append("state <> ?")
+                params.append(DONE)
+            elif status is not None:
+                conditions.append("outcome = ?")
+                params.append(status)
+            if since is not None:
+                conditions.append("submitted_at >= ?")
+                params.append(since)
+            if after is not None:
+                conditions.append(
+                    "(submitted_at > ? OR (submitted_at = ? AND (branch_id > ? OR "
+                    "(branch_id = ? AND call_id > ?))))"
+                )
+                params += [after[0], after[0], after[1], after[1], after[2]]
+            where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+            rows = tx.execute(
+                f"SELECT {_QUEUE_COLUMNS} FROM lionexec_queue{where} "
+                f"ORDER BY submitted_at, branch_id, call_id LIMIT {PAGE}",
+                params,
+            )
+            return [dict(zip(names, row, strict=True)) for row in rows]
+
+        rows = await journal._run(page)
+        if rows:
+            yield rows
+        if len(rows) < PAGE:
+            return
+        last = rows[-1]
+        after = (float(last["submitted_at"]), last["branch_id"], last["call_id"])
+
+
+async def queue_counts(journal: Journal) -> dict[str, int]:
+    """How many submitted calls are in each queue state (empty without SQL)."""
+
+    def count(store: Store) -> dict[str, int]:
+        tx = _sql(store)
+        if tx is None:
+            return {}
+        rows = tx.execute("SELECT state, COUNT(*) FROM lionexec_queue GROUP BY state")
+        return {str(state): int(n) for state, n in rows}
+
+    return await journal._run(count)
+
+
+async def branch_stats(journal: Journal) -> list[tuple[str, int, int, int]]:
+    """Each branch, oldest first: (branch id, messages, requests, responses)."""
+
+    def stats(store: Store) -> list[tuple[str, int, int, int]]:
+        tx = _sql(store)
+        if tx is None:
+            result = []
+            for name in store.branches():
+                rows = store.messages(name)
+                requests = sum(1 for r in rows if r.kind == "action_request")
+                responses = sum(1 for r in rows if r.kind == "action_response")
+                result.append((name, len(rows), requests, responses))
+            return result
+        counted = {
+            row[0]: (int(row[1]), int(row[2] or 0), int(row[3] or 0))
+            for row in tx.execute(
+                "SELECT branch_id, COUNT(*), "
+                "SUM(CASE WHEN kind = 'action_request' THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN kind = 'action_response' THEN 1 ELSE 0 END) "
+                "FROM lionexec_messages GROUP BY branch_id"
+            )
+        }
+        return [(name, *counted.get(name, (0, 0, 0))) for name in store.branches()]
+
+    return await journal._run(stats)
+
+
+async def count_responses(journal: Journal) -> int:
+    """How many responses the journal's histories hold (recovery's progress)."""
+
+    def count(store: Store) -> int:
+        tx = _sql(store)
+        if tx is None:
+            return sum(
+                1
+                for name in store.branches()
+                for row in store.messages(name)
+                if row.kind == "action_response"
+            )
+        rows = tx.execute("SELECT COUNT(*) FROM lionexec_messages WHERE kind = 'action_response'")
+        return int(rows[0][0])
+
+    return await journal._run(count)
+
+
+async def message_pages(
+    journal: Journal, branch_id: str
+) -> AsyncGenerator[list[MessageRow], None]:
+    """A branch's stored messages in order, :data:`PAGE` at a time."""
+    after = -1
+    while True:
+
+        def page(store: Store, after: int = after) -> list[MessageRow]:
+            tx = _sql(store)
+            if tx is None:
+                return [r for r in store.messages(branch_id) if r.seq > after][:PAGE]
+            rows = tx.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM lionexec_messages "
+                f"WHERE branch_id = ? AND seq > ? ORDER BY seq LIMIT {PAGE}",
+                (branch_id, after),
+            )
+            return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
+
+        rows = await journal._run(page)
+        if rows:
+            yield rows
+        if len(rows) < PAGE:
+            return
+        after = rows[-1].seq
+
+
+async def responses_of(
+    journal: Journal, branch_id: str, call_ids: Sequence[str]
+) -> list[MessageRow]:
+    """The stored responses of these calls of a branch (any order)."""
+    wanted = set(call_ids)
+    if not wanted:
+        return []
+
+    def read(store: Store) -> list[MessageRow]:
+        tx = _sql(store)
+        if tx is None:
+            return [
+                r
+                for r in store.messages(branch_id)
+                if r.kind == "action_response" and r.call_id in wanted
+            ]
+        found: list[MessageRow] = []
+        ids = sorted(wanted)
+        for start in range(0, len(ids), PAGE):
+            chunk = ids[start : start + PAGE]
+            marks = ", ".join("?" * len(chunk))
+            found += [
+                MessageRow(r[0], int(r[1]), r[2], r[3], r[4], r[5])
+                for r in tx.execute(
+                    f"SELECT {_MESSAGE_COLUMNS} FROM lionexec_messages WHERE branch_id = ? "
+                    f"AND kind = 'action_response' AND call_id IN ({marks})",
+                    (branch_id, *chunk),
+                )
+            ]
+        return found
+
+    return await journal._run(read)
+
+
+def record(row: MessageRow) -> dict[str, Any]:
+    """The stored record of *row*; :class:`JournalError` naming it if it is not one."""
+    try:
+        value = json.loads(row.body)
+    except ValueError as exc:
+        raise JournalError(
+            f"message {row.seq} ({row.message_id}) of branch {row.branch_id} cannot be read: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(value, dict) or not isinstance(value.get("content"), dict):
+        raise JournalError(
+            f"message {row.seq} ({row.message_id}) of branch {row.branch_id} cannot be read: "
+            "not a message record"
+        )
+    return value
+
+
+async def calls_of(journal: Journal, branch_id: str, call_ids: Sequence[str]) -> list[CallRow]:
+    """The call rows of these calls of a branch (any order)."""
+    wanted = sorted(set(call_ids))
+    if not wanted:
+        return []
+
+    def read(store: Store) -> list[CallRow]:
+        tx = _sql(store)
+        if tx is None:
+            return [r for r in store.calls(branch_id, False) if r.call_id in set(wanted)]
+        found: list[CallRow] = []
+        for start in range(0, len(wanted), PAGE):
+            chunk = wanted[start : start + PAGE]
+            marks = ", ".join("?" * len(chunk))
+            found += [
+                _call(r)
+                for r in tx.execute(
+                    f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE branch_id = ? "
+                    f"AND call_id IN ({marks}) ORDER BY requested_at, idempotency_key",
+                    (branch_id, *chunk),
+                )
+            ]
+        return found
+
+    return await journal._run(read)
