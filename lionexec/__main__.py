@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._console import CommandParser
+from ._terminal import CommandParser
 
 __all__ = ["build_parser", "main", "parsers"]
 

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 import trio
 
-from ._console import CommandParser
+from ._terminal import CommandParser
 from .act import AlcallParams, BatchSummary, Branch
 from .conversation import (
     ActionRequest,

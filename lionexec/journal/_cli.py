@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 import trio
 
-from lionexec._console import CommandParser, UsageError, parse_since, run_command
+from lionexec._terminal import CommandParser, UsageError, parse_since, run_command
 from lionexec._spec import load_attribute
 from lionexec.tools import ActionManager
 

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import trio
 
-from lionexec._console import fit_table, progress_wanted
+from lionexec._terminal import fit_table, progress_wanted
 from lionexec._jsonable import utf8_text
 
 from ._approvals import Approval

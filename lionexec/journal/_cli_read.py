@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import trio
 
 from lionexec import _unstructure
-from lionexec._console import fit_table, iso
+from lionexec._terminal import fit_table, iso
 from lionexec._jsonable import jsonable, utf8_text
 
 from ._approvals import Approval

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import trio
 
-from .._console import CommandParser, run_command
+from .._terminal import CommandParser, run_command
 from .._spec import load_attribute
 from ..tools import ActionManager
 from ._app import _hypercorn, open_app, serve

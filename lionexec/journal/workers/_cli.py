@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from ..._console import CommandParser, UsageError, run_command
+from ..._terminal import CommandParser, UsageError, run_command
 from ..._spec import load_attribute
 from .._cli import _tools
 from .._open import open_journal
