@@ -41,7 +41,9 @@ __all__ = [
     "Endpoint",
     "ModelCall",
     "build_payload",
+    "close_client",
     "estimate_tokens",
+    "open_client",
     "parse_body",
     "text_delta",
 ]
@@ -96,6 +98,28 @@ class Endpoint:
         headers.update(_format(self).auth_headers(self.api_key))
         headers.update(self.headers)
         return headers
+
+
+def open_client(endpoint: Endpoint) -> httpx.AsyncClient:
+    """A new ``httpx.AsyncClient`` for *endpoint*'s calls: its timeout, pooled connections,
+    HTTP/2 offered when ``h2`` is installed (the ``http2`` extra of httpx)."""
+    return httpx.AsyncClient(timeout=endpoint.timeout, http2=_HTTP2)
+
+
+async def close_client(client: httpx.AsyncClient) -> None:
+    """Close *client*: shielded and bounded, so cancellation never leaves it open."""
+    await _close(client)
+
+
+def _h2_available() -> bool:
+    try:
+        import h2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_HTTP2: Final = _h2_available()
 
 
 def _format(endpoint: Endpoint) -> ModelFormat:
@@ -153,7 +177,9 @@ class ModelCall(Event):
     Attributes:
         endpoint: where to send (not serialized: it holds the API key).
         payload: the request body without ``stream`` (see :func:`build_payload`).
-        client: an ``httpx.AsyncClient`` to use; ``None`` opens one for the call.
+        client: an ``httpx.AsyncClient`` to use, as it is (never closed here); ``None`` opens
+            one for this call alone and closes it after (a :class:`~lionexec.models.Model`
+            passes its one pooled client to each of its calls).
         limiter: see above.
         estimated_tokens: the token cost charged before the call (default: an estimate from
             the payload).
@@ -255,7 +281,7 @@ class _Session:
     async def __aenter__(self) -> httpx.Response:
         call = self.call
         endpoint = call.endpoint
-        self.client = client = call.client or httpx.AsyncClient(timeout=endpoint.timeout)
+        self.client = client = call.client or open_client(endpoint)
         own = call.client is None
         try:
             body = call._body(self.stream)

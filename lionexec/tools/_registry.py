@@ -118,6 +118,16 @@ class ActionManager:
             tool_schema({}, format)
         return [tool_schema(t.schema, format) for t in self._tools.values()]
 
+    def strict_reason(self, name: str) -> str | None:
+        """Why the tool called *name* is not strict though strict was its default (the part
+        of its schema a strict provider would refuse), or ``None`` (it is strict, or was built
+        with ``strict=False`` or directly with :class:`Tool`).
+
+        Raises:
+            ToolNotFoundError: no such tool.
+        """
+        return self.get(name).strict_reason
+
     @property
     def names(self) -> list[str]:
         """The registered names, in registration order."""
