@@ -29,7 +29,15 @@ from lionexec.engine import EventStatus, Processor
 from lionexec.errors import ConfigurationError
 from lionexec.limits import RateLimiter
 
-from ._call import Endpoint, ModelCall, build_payload, close_client, open_client, text_delta
+from ._call import (
+    Endpoint,
+    ModelCall,
+    RetryPolicy,
+    build_payload,
+    close_client,
+    open_client,
+    text_delta,
+)
 from ._errors import MalformedResponseError, ModelError
 from ._response import ModelResponse
 
@@ -82,6 +90,9 @@ class Model:
         limiter: a rate limiter for calls made without the processor (streamed ones, or all
             when there is no processor). Calls enqueued on a ``RateLimitedProcessor`` use its
             limiter.
+        retry: when a call is sent again after a ``5xx`` or a connection error
+            (:class:`~lionexec.models.RetryPolicy`; each attempt is in the call's
+            ``attempt_log``); ``None``: never.
     """
 
     endpoint: Endpoint
@@ -90,6 +101,7 @@ class Model:
     client: httpx.AsyncClient | None = None
     processor: Processor | None = None
     limiter: RateLimiter | None = None
+    retry: RetryPolicy | None = None
     _own_client: httpx.AsyncClient | None = attrs.field(default=None, init=False, repr=False)
 
     def http_client(self) -> httpx.AsyncClient:
@@ -135,6 +147,7 @@ class Model:
             payload=payload,
             client=self.http_client(),
             limiter=self.limiter,
+            retry=self.retry,
             streaming=streaming,
         )
 
