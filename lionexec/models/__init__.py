@@ -31,7 +31,7 @@ from ._response import ModelResponse as ModelResponse
 from ._response import Usage as Usage
 
 if TYPE_CHECKING:
-    from ._call import Endpoint, ModelCall, RetryPolicy, build_payload
+    from ._call import Endpoint, ModelCall, build_payload
     from ._loop import (
         LoopResult,
         Model,
@@ -57,7 +57,6 @@ __all__ = [
     "ProviderError",
     "RateLimitedProcessor",
     "RateLimitedStatistics",
-    "RetryPolicy",
     "RunEvent",
     "StreamTruncatedError",
     "TextDelta",
@@ -74,7 +73,6 @@ __all__ = [
 _LAZY = {
     "Endpoint": "_call",
     "ModelCall": "_call",
-    "RetryPolicy": "_call",
     "build_payload": "_call",
     "LoopResult": "_loop",
     "Model": "_loop",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import random
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, ClassVar, Final
@@ -23,6 +22,7 @@ import attrs
 import httpx
 import trio
 
+from lionexec.act import RetryPolicy
 from lionexec.conversation import MessageManager
 from lionexec.conversation.formats import FORMAT_ALIASES, FORMAT_NAMES, FormatName
 from lionexec.conversation.formats.base import _canonical
@@ -42,7 +42,6 @@ from .formats.base import _shape
 __all__ = [
     "Endpoint",
     "ModelCall",
-    "RetryPolicy",
     "build_payload",
     "close_client",
     "estimate_tokens",
@@ -125,52 +124,6 @@ def _h2_available() -> bool:
 _HTTP2: Final = _h2_available()
 
 
-def _non_negative(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ValueError(f"RetryPolicy.{attribute.name} must be a number >= 0, got {value!r}")
-
-
-@attrs.frozen
-class RetryPolicy:
-    """When a model call is sent again: after a ``5xx`` status (``500``-``599``) or a
-    connection error (refused, reset, a timeout while connecting or waiting for the status),
-    never after a ``4xx`` (a ``429`` is the rate limiter's: see :class:`ModelCall`) or once
-    the response has begun (a body or stream cut short is not retried: part of it may have
-    been yielded).
-
-    The wait before retry *n* (1, 2, ...) is the provider's ``Retry-After`` when it sent one,
-    otherwise ``min(max_wait, base * 2 ** (n - 1))`` times a random factor in ``[0.5, 1.0]``
-    (jitter, so that calls failing together do not return together).
-
-    Attributes:
-        retries: retries after the first attempt (``0``: none).
-        base: the first wait, in seconds, before jitter.
-        max_wait: no wait (before jitter) is longer.
-        deadline: seconds for the whole call, every attempt and wait included, or ``None``.
-            A retry whose wait would end past it is not made (the last error is the call's);
-            an attempt still waiting for its status when it passes is abandoned, and the call
-            fails with :class:`~lionexec.models.ModelConnectionError`. Reading the body is
-            bounded by :attr:`Endpoint.timeout`, not by the deadline.
-    """
-
-    retries: int = attrs.field(default=2, validator=_non_negative)
-    base: float = attrs.field(default=0.5, validator=_non_negative)
-    max_wait: float = attrs.field(default=8.0, validator=_non_negative)
-    deadline: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_non_negative)
-    )
-
-    def wait(self, retry: int, retry_after: float | None = None) -> float:
-        """The seconds to wait before retry number *retry* (from 1)."""
-        if retry_after is not None:
-            return retry_after
-        ceiling = min(float(self.max_wait), float(self.base) * 2.0 ** (retry - 1))
-        return ceiling * _JITTER.uniform(0.5, 1.0)
-
-
-_JITTER: Final = random.Random()
-
-
 def _format(endpoint: Endpoint) -> ModelFormat:
     """The endpoint's format (its ``api`` is a canonical name: the validator saw to it)."""
     return MODEL_FORMATS[endpoint.api]
@@ -233,8 +186,15 @@ class ModelCall(Event):
         estimated_tokens: the token cost charged before the call (default: an estimate from
             the payload).
         rate_limit_retries: retries after a ``429`` when a limiter is bound.
-        retry: when to send the call again after a ``5xx`` or a connection error
-            (:class:`RetryPolicy`); ``None``: never.
+        retry: when to send the call again after a ``5xx`` (``500``-``599``) or a
+            connection error (refused, reset, a timeout before the status), never after a
+            ``4xx`` or once the response has begun: a :class:`~lionexec.act.RetryPolicy`
+            (its ``attempts`` retries, each after its jittered exponential delay, or after the
+            provider's ``Retry-After`` when it sent one); ``None``: never.
+        deadline: seconds for the whole call, every attempt and wait included, or ``None``.
+            A retry whose wait would end past it is not made (the last error is the call's);
+            an attempt still waiting for its status when it passes is abandoned (a
+            :class:`ModelConnectionError`). The body is bounded by :attr:`Endpoint.timeout`.
         attempts: HTTP requests sent so far.
         attempt_log: one entry per HTTP request sent, in order: ``{"attempt": n,
             "status": <HTTP status or None>, "error": <error type and message, or None>,
@@ -252,6 +212,7 @@ class ModelCall(Event):
     estimated_tokens: int = attrs.field(default=attrs.Factory(_estimate, takes_self=True))
     rate_limit_retries: int = 3
     retry: RetryPolicy | None = attrs.field(default=None, metadata={NOT_SERIALIZED: True})
+    deadline: float | None = None
     attempts: int = attrs.field(default=0, init=False)
     # An init field so that the record (to_dict) carries it; a fresh event starts empty.
     attempt_log: list[dict[str, Any]] = attrs.field(factory=list)
@@ -347,8 +308,8 @@ class _Session:
             failures = 0
             policy = call.retry
             deadline = math.inf
-            if policy is not None and policy.deadline is not None:
-                deadline = trio.current_time() + policy.deadline
+            if call.deadline is not None:
+                deadline = trio.current_time() + call.deadline
             while True:
                 limiter = call.limiter
                 if limiter is not None and not call._granted:
@@ -373,7 +334,7 @@ class _Session:
                         entry["error"] = "deadline passed waiting for the response"
                         raise ModelConnectionError(
                             f"request to {endpoint.url}: the call's deadline of "
-                            f"{policy.deadline if policy else None} s passed after "
+                            f"{call.deadline} s passed after "
                             f"{call.attempts} attempts"
                         )
                 except httpx.TransportError as exc:
@@ -400,10 +361,10 @@ class _Session:
                         raise error
                     failure = error
                 failures += 1
-                if policy is None or failures > policy.retries:
+                if policy is None or failures > policy.attempts:
                     raise failure
                 retry_after = failure.retry_after if isinstance(failure, ProviderError) else None
-                wait = policy.wait(failures, retry_after)
+                wait = policy.delay(failures - 1) if retry_after is None else retry_after
                 if trio.current_time() + wait > deadline:
                     raise failure
                 entry["wait"] = wait

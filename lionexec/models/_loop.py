@@ -14,7 +14,7 @@ import attrs
 import httpx
 import trio
 
-from lionexec.act import AlcallParams, Branch, Strategy, read_proposal
+from lionexec.act import AlcallParams, Branch, RetryPolicy, Strategy, read_proposal
 from lionexec.conversation import (
     ActionOutcome,
     ActionResponse,
@@ -32,7 +32,6 @@ from lionexec.limits import RateLimiter
 from ._call import (
     Endpoint,
     ModelCall,
-    RetryPolicy,
     build_payload,
     close_client,
     open_client,
@@ -91,8 +90,10 @@ class Model:
             when there is no processor). Calls enqueued on a ``RateLimitedProcessor`` use its
             limiter.
         retry: when a call is sent again after a ``5xx`` or a connection error
-            (:class:`~lionexec.models.RetryPolicy`; each attempt is in the call's
+            (a :class:`~lionexec.act.RetryPolicy`; each attempt is in the call's
             ``attempt_log``); ``None``: never.
+        deadline: seconds for each call as a whole, retries included (see
+            :class:`ModelCall`), or ``None``.
     """
 
     endpoint: Endpoint
@@ -102,6 +103,7 @@ class Model:
     processor: Processor | None = None
     limiter: RateLimiter | None = None
     retry: RetryPolicy | None = None
+    deadline: float | None = None
     _own_client: httpx.AsyncClient | None = attrs.field(default=None, init=False, repr=False)
 
     def http_client(self) -> httpx.AsyncClient:
@@ -148,6 +150,7 @@ class Model:
             client=self.http_client(),
             limiter=self.limiter,
             retry=self.retry,
+            deadline=self.deadline,
             streaming=streaming,
         )
 
