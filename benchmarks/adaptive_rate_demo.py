@@ -74,15 +74,20 @@ async def main(seconds: float, adaptive: bool) -> None:
     first = bisect.bisect_left(ok, 1.0)
     stats = client_limiter.statistics()
     print(f"adaptive={adaptive} provider {PROVIDER_RATE}/s (burst 1), client {CLIENT_RATE}/s")
-    print(f"  {len(statuses)} requests, {statuses.count(429)} got 429 "
-          f"({100 * statuses.count(429) / len(statuses):.1f} %)")
-    print(f"  after {SETTLE:g} s: {len(settled)} requests, {settled.count(429)} got 429 "
-          f"({100 * settled.count(429) / max(1, len(settled)):.1f} %)")
+    print(
+        f"  {len(statuses)} requests, {statuses.count(429)} got 429 "
+        f"({100 * statuses.count(429) / len(statuses):.1f} %)"
+    )
+    print(
+        f"  after {SETTLE:g} s: {len(settled)} requests, {settled.count(429)} got 429 "
+        f"({100 * settled.count(429) / max(1, len(settled)):.1f} %)"
+    )
     print(f"  calls completed {completed}, lost {lost}; achieved {len(ok) / seconds:.2f}/s")
-    print(f"  most successes in any 1-s window: {worst} (budget {PROVIDER_RATE}); "
-          f"first second: {first}")
-    print(f"  client rate at the end {stats.request_rate:.2f}/s, "
-          f"{stats.rate_decreases} decreases")
+    print(
+        f"  most successes in any 1-s window: {worst} (budget {PROVIDER_RATE}); "
+        f"first second: {first}"
+    )
+    print(f"  client rate at the end {stats.request_rate:.2f}/s, {stats.rate_decreases} decreases")
 
 
 if __name__ == "__main__":

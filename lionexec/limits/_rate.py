@@ -363,6 +363,11 @@ class RateLimiter:
     ) -> float | None:
         """Learn from a provider response: pause on ``429`` and on exhausted budgets.
 
+        A budget the provider reports as smaller than this limiter's
+        (``x-ratelimit-remaining-requests`` / ``-tokens``,
+        ``anthropic-ratelimit-requests-remaining`` / ``-tokens-remaining``) lowers what it
+        grants now to that (never raises it).
+
         Honoured: ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) on a ``429``
         or ``503``; ``x-ratelimit-remaining-requests: 0`` with ``x-ratelimit-reset-requests``
         and ``x-ratelimit-remaining-tokens: 0`` with ``x-ratelimit-reset-tokens`` (durations
@@ -378,14 +383,19 @@ class RateLimiter:
             pause = retry_after_seconds(lowered)
             if pause is None and status_code == 429:
                 pause = self.period / self.requests_per_period if self.requests_per_period else 1.0
+        now = self._now(now)
         for kind in ("requests", "tokens"):
             remaining = lowered.get(f"x-ratelimit-remaining-{kind}", "").strip()
+            self._at_most(self._requests if kind == "requests" else self._tokens, remaining, now)
             if remaining in ("0", "0.0"):
                 reset = parse_duration(lowered.get(f"x-ratelimit-reset-{kind}", ""))
                 if reset is not None:
                     pause = reset if pause is None else max(pause, reset)
         for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
             remaining = lowered.get(f"anthropic-ratelimit-{kind}-remaining", "").strip()
+            if kind in ("requests", "tokens"):
+                cell = self._requests if kind == "requests" else self._tokens
+                self._at_most(cell, remaining, now)
             if remaining in ("0", "0.0"):
                 reset = _until(lowered.get(f"anthropic-ratelimit-{kind}-reset", ""))
                 if reset is not None:
@@ -393,6 +403,16 @@ class RateLimiter:
         if pause is not None:
             self.pause(pause, now=now)
         return pause
+
+    @staticmethod
+    def _at_most(cell: _Cell | None, remaining: str, now: float) -> None:
+        """Lower what *cell* would grant now to the *remaining* the provider reports (its own
+        count is the truth: other clients share it); never raise it."""
+        if cell is None or not remaining or len(remaining) > 20 or not remaining.isdigit():
+            return
+        left = int(remaining)
+        if left < cell.available(now):
+            cell.tat = max(cell.tat, now + (cell.capacity - left) * cell.interval)
 
     def _adapt(self, status_code: int, now: float | None) -> None:
         """Additive increase on a success, multiplicative decrease on a ``429``."""

@@ -137,10 +137,25 @@ def _estimate(call: ModelCall) -> int:
     return estimate_tokens(call.payload)
 
 
-def estimate_tokens(payload: Mapping[str, Any]) -> int:
-    """A cheap estimate of a request's tokens: JSON characters / 4, plus the output cap."""
+#: Output tokens charged up front for a request that names no output cap (``max_tokens``,
+#: ``max_completion_tokens``, ``max_output_tokens``): Anthropic's default cap here, and no
+#: more than the output limit of most chat models. Set the request's cap (``Model(params=
+#: {"max_tokens": ...})``) to charge what the model may really produce.
+DEFAULT_OUTPUT_TOKENS: Final = 4096
+
+
+def estimate_tokens(
+    payload: Mapping[str, Any], *, output_tokens: int = DEFAULT_OUTPUT_TOKENS
+) -> int:
+    """A request's tokens, counted so as never to fall short of what the provider charges:
+    the UTF-8 bytes of its JSON body (every token of a byte-level tokenizer covers at least
+    one byte, and the body's keys and quotes outweigh the messages' framing tokens), plus its
+    output cap, or *output_tokens* when it names none. A rate limiter charges it before the
+    call and replaces it with the usage the response reports, so the overcount is given back
+    when the call ends. (An image named only by its URL is the exception: its tokens are not
+    in the body; set :attr:`ModelCall.estimated_tokens` for such calls.)"""
     try:
-        size = len(json.dumps(payload, default=str))
+        size = len(json.dumps(payload, default=str, ensure_ascii=False).encode("utf-8", "replace"))
     except (TypeError, ValueError, RecursionError):
         size = 0
     cap = 0
@@ -148,7 +163,7 @@ def estimate_tokens(payload: Mapping[str, Any]) -> int:
         value = payload.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             cap = max(cap, value)
-    return size // 4 + 1 + cap
+    return size + 1 + (cap or output_tokens)
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -183,8 +198,10 @@ class ModelCall(Event):
             one for this call alone and closes it after (a :class:`~lionexec.models.Model`
             passes its one pooled client to each of its calls).
         limiter: see above.
-        estimated_tokens: the token cost charged before the call (default: an estimate from
-            the payload).
+        estimated_tokens: the token cost charged before the call (default:
+            :func:`estimate_tokens` of the payload, which never falls short: its bytes plus
+            its output cap, or 4096 output tokens); settled against the usage the
+            response reports.
         rate_limit_retries: retries after a ``429`` when a limiter is bound.
         retry: when to send the call again after a ``5xx`` (``500``-``599``) or a
             connection error (refused, reset, a timeout before the status), never after a

@@ -137,3 +137,22 @@ async def test_against_a_provider_enforcing_half_the_configured_rate_429s_become
         for start in (t for t in successes)
     )
     assert not math.isnan(rate(client, trio.current_time()))
+
+
+@pytest.mark.parametrize(
+    "header", ["x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining"]
+)
+def test_a_smaller_remaining_budget_the_provider_reports_lowers_what_is_granted(
+    header: str,
+) -> None:
+    limiter = RateLimiter(requests=10, period=1.0)
+    assert limiter.statistics(now=0.0).requests_available == 10
+    limiter.observe(200, {header: "2"}, now=0.0)
+    assert limiter.statistics(now=0.0).requests_available == 2
+    for ignored in ("50", "-1", "two", "9" * 40):  # never raised; unreadable values ignored
+        limiter.observe(200, {header: ignored}, now=0.0)
+    assert limiter.statistics(now=0.0).requests_available == 2
+    tokens = RateLimiter(tokens=1000, period=60.0)
+    tokens.observe(200, {"x-ratelimit-remaining-tokens": "100"}, now=0.0)
+    assert tokens.statistics(now=0.0).tokens_available == 100
+    assert tokens.try_acquire(150, now=0.0) > 0
