@@ -53,3 +53,43 @@ def test_a_budget_smaller_than_the_output_allowance_asks_for_a_cap() -> None:
         endpoint=Endpoint("http://127.0.0.1:9/v1"), payload=payload("hi", max_tokens=200)
     )
     limiter.check(capped.estimated_tokens)
+
+
+async def test_the_local_provider_enforces_tokens_and_states_its_budgets() -> None:
+    budget = RateLimiter(requests=100, period=60.0, tokens=100)
+    provider = LocalProvider(
+        [Reply("a", usage=(30, 30)), Reply("b", usage=(30, 30))], limiter=budget
+    )
+    async with trio.open_nursery() as nursery:
+        base_url = await nursery.start(provider.serve)
+        first = ModelCall(endpoint=Endpoint(base_url), payload=payload("hi", max_tokens=1))
+        await first.invoke()
+        second = ModelCall(endpoint=Endpoint(base_url), payload=payload("hi", max_tokens=1))
+        await second.invoke()  # 60 more tokens than the 40 left: refused
+        nursery.cancel_scope.cancel()
+    assert provider.log.statuses == [200, 429]
+    assert first.execution.error is None
+    error = second.execution.error
+    assert error is not None and error.headers["x-ratelimit-remaining-tokens"] == "40"
+
+
+async def test_the_anthropic_route_states_its_budgets_the_anthropic_way() -> None:
+    budget = RateLimiter(requests=5, period=60.0)
+    provider = LocalProvider([Reply("a")], limiter=budget)
+    client_side = RateLimiter(requests=50, period=60.0)
+    async with trio.open_nursery() as nursery:
+        base_url = await nursery.start(provider.serve)
+        call = ModelCall(
+            endpoint=Endpoint(base_url, api="anthropic"),
+            payload={
+                "model": "c",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+            limiter=client_side,
+        )
+        await call.invoke()
+        nursery.cancel_scope.cancel()
+    assert call.execution.error is None
+    # the provider's count (4 left) is the truth: the client's 49 came down to it
+    assert client_side.statistics().requests_available == 4
