@@ -135,16 +135,17 @@ async def main(argv: list[str]) -> None:
     api = apis[name]
     if base_url or api_key:
         endpoint = Endpoint(base_url or "https://api.openai.com/v1", api_key=api_key, api=api)
-        model = Model(endpoint=endpoint, name=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-        branch = await agent(model, question)
+        name = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+        async with Model(endpoint=endpoint, name=name) as model:  # closes its pooled client
+            branch = await agent(model, question)
     else:
         from lionexec.models.testing import LocalProvider
 
         provider = LocalProvider(script())
         async with trio.open_nursery() as nursery:
             base = await nursery.start(provider.serve)
-            model = Model(endpoint=Endpoint(base, api=api), name="local-model")
-            branch = await agent(model, question)
+            async with Model(endpoint=Endpoint(base, api=api), name="local-model") as model:
+                branch = await agent(model, question)
             nursery.cancel_scope.cancel()
     print(json.dumps(branch.messages.to_openai(), indent=2))
 

@@ -219,7 +219,12 @@ def _read_plain(envelope: object) -> Proposal:
     """:func:`read_proposal` of an envelope :func:`_plain` has returned."""
     if isinstance(envelope, ActionRequest):
         content = envelope.content
-        function, raw, call_id = content.function, content.arguments, content.call_id
+        function, call_id = content.function, content.call_id
+        raw: object = content.arguments
+        if not raw and content.raw_arguments is not None:
+            # Arguments that could not be read are stored as {} beside the text the model
+            # sent: the text says what is wrong ("not valid JSON"), not the empty object.
+            raw = content.raw_arguments
         return _proposal(function, raw, call_id, envelope, request=envelope)
     if type(envelope) is dict or isinstance(envelope, Mapping):
         kind = envelope.get("type")
@@ -465,7 +470,12 @@ def _read_arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
             return None, f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
         except _Repeated as exc:
             return None, str(exc)
-        except ValueError as exc:  # JSONDecodeError, NaN/Infinity, an int too long to read
+        except json.JSONDecodeError as exc:
+            return None, (
+                f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} "
+                f"column {exc.colno} (char {exc.pos})"
+            )
+        except ValueError as exc:  # NaN/Infinity, an int too long to read
             return None, f"arguments are not valid JSON: {exc}"
         if type(parsed) is dict:  # JSON makes new values: nobody else holds them
             problem = None if _flat(parsed) else _hostile(parsed)

@@ -10,6 +10,7 @@ feedback comes in as headers.
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import logging
 import math
@@ -76,6 +77,11 @@ class RateLimiterStatistics:
     usage_capped: int = 0
     """Times a reported usage was larger than ``max_pause``'s worth of tokens and was cut to
     it (each is logged on the ``lionexec`` logger)."""
+    request_rate: float | None = None
+    """The request rate granted now, per period: ``requests_per_period``, or less while an
+    adaptive limiter has backed off after ``429``\\ s; ``None`` for no request limit."""
+    rate_decreases: int = 0
+    """Times an adaptive limiter lowered its request rate after a ``429``."""
 
 
 @attrs.define
@@ -116,6 +122,16 @@ class RateLimiter:
             larger than this can never be granted (:class:`BudgetExceededError`).
         max_pause: the longest pause provider feedback may impose, in seconds (default 600);
             longer (or non-finite) values are cut to it.
+        adaptive: adapt the request rate to the provider's real limit (additive increase,
+            multiplicative decrease): each ``429`` seen by :meth:`observe` multiplies the rate
+            by *decrease* (at most once per request interval and pause, so that a burst of
+            ``429``\\ s for the same overload counts once), never below *min_fraction* of
+            *requests*; each success adds one request per period for every period's worth of
+            successes (a tenth of that above the rate at which the last ``429`` came), never
+            above *requests*. Every caller sharing the limiter (workers, processors, models)
+            shares the adapted rate.
+        decrease: the factor a ``429`` multiplies the rate by (``0 < decrease < 1``).
+        min_fraction: the lowest rate, as a fraction of *requests* (``0 < min_fraction <= 1``).
 
     Time is trio's clock (:func:`trio.current_time`), so ``MockClock`` drives it in tests;
     the synchronous methods take an explicit *now* for use outside a trio run (without one,
@@ -123,8 +139,13 @@ class RateLimiter:
     """
 
     __slots__ = (
+        "_adaptive",
         "_capped",
+        "_decreases",
+        "_factor",
+        "_fail_factor",
         "_granted",
+        "_last_decrease",
         "_last_now",
         "_pause_until",
         "_pauses",
@@ -149,6 +170,9 @@ class RateLimiter:
         tokens: int | None = None,
         token_burst: int | None = None,
         max_pause: float = 600.0,
+        adaptive: bool = False,
+        decrease: float = 0.5,
+        min_fraction: float = 0.05,
     ) -> None:
         check_positive("period", period, integer=False)
         check_positive("max_pause", max_pause, integer=False)
@@ -179,6 +203,16 @@ class RateLimiter:
         self._pause_until = -math.inf
         self._granted = self._refused = self._tokens_charged = self._pauses = self._capped = 0
         self._last_now = -math.inf
+        if not (0.0 < decrease < 1.0):
+            raise ConfigurationError(f"decrease must be between 0 and 1, got {decrease!r}")
+        if not (0.0 < min_fraction <= 1.0):
+            raise ConfigurationError(f"min_fraction must be in (0, 1], got {min_fraction!r}")
+        if adaptive and requests is None:
+            raise ConfigurationError("adaptive needs a request limit (requests=...)")
+        self._adaptive = (float(decrease), float(min_fraction)) if adaptive else None
+        self._factor = self._fail_factor = 1.0
+        self._last_decrease = -math.inf
+        self._decreases = 0
 
     def _now(self, now: float | None) -> float:
         """*now*, else trio's clock, else (outside trio) the last time this limiter saw."""
@@ -329,6 +363,11 @@ class RateLimiter:
     ) -> float | None:
         """Learn from a provider response: pause on ``429`` and on exhausted budgets.
 
+        A budget the provider reports as smaller than this limiter's
+        (``x-ratelimit-remaining-requests`` / ``-tokens``,
+        ``anthropic-ratelimit-requests-remaining`` / ``-tokens-remaining``) lowers what it
+        grants now to that (never raises it).
+
         Honoured: ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) on a ``429``
         or ``503``; ``x-ratelimit-remaining-requests: 0`` with ``x-ratelimit-reset-requests``
         and ``x-ratelimit-remaining-tokens: 0`` with ``x-ratelimit-reset-tokens`` (durations
@@ -338,20 +377,69 @@ class RateLimiter:
         Returns the pause applied in seconds, or ``None``. Hostile values are ignored.
         """
         lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+        self._adapt(status_code, now)
         pause: float | None = None
         if status_code in (429, 503):
             pause = retry_after_seconds(lowered)
             if pause is None and status_code == 429:
                 pause = self.period / self.requests_per_period if self.requests_per_period else 1.0
+        now = self._now(now)
         for kind in ("requests", "tokens"):
             remaining = lowered.get(f"x-ratelimit-remaining-{kind}", "").strip()
+            self._at_most(self._requests if kind == "requests" else self._tokens, remaining, now)
             if remaining in ("0", "0.0"):
                 reset = parse_duration(lowered.get(f"x-ratelimit-reset-{kind}", ""))
+                if reset is not None:
+                    pause = reset if pause is None else max(pause, reset)
+        for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
+            remaining = lowered.get(f"anthropic-ratelimit-{kind}-remaining", "").strip()
+            if kind in ("requests", "tokens"):
+                cell = self._requests if kind == "requests" else self._tokens
+                self._at_most(cell, remaining, now)
+            if remaining in ("0", "0.0"):
+                reset = _until(lowered.get(f"anthropic-ratelimit-{kind}-reset", ""))
                 if reset is not None:
                     pause = reset if pause is None else max(pause, reset)
         if pause is not None:
             self.pause(pause, now=now)
         return pause
+
+    @staticmethod
+    def _at_most(cell: _Cell | None, remaining: str, now: float) -> None:
+        """Lower what *cell* would grant now to the *remaining* the provider reports (its own
+        count is the truth: other clients share it); never raise it."""
+        if cell is None or not remaining or len(remaining) > 20 or not remaining.isdigit():
+            return
+        left = int(remaining)
+        if left < cell.available(now):
+            cell.tat = max(cell.tat, now + (cell.capacity - left) * cell.interval)
+
+    def _adapt(self, status_code: int, now: float | None) -> None:
+        """Additive increase on a success, multiplicative decrease on a ``429``."""
+        cell, adaptive = self._requests, self._adaptive
+        if adaptive is None or cell is None or self.requests_per_period is None:
+            return
+        decrease, floor = adaptive
+        rate = self.requests_per_period
+        if status_code == 429:
+            now = self._now(now)
+            # The 429s of one overload arrive together: only the first lowers the rate.
+            if now < self._last_decrease + max(cell.interval, 0.0) or now < self._pause_until:
+                return
+            if self._factor <= floor:
+                return
+            self._fail_factor = self._factor
+            self._factor = max(floor, self._factor * decrease)
+            self._last_decrease = now
+            self._decreases += 1
+        elif 200 <= status_code < 400 and self._factor < 1.0:
+            step = 1.0 / (rate * rate * self._factor)  # +1 request/period per period
+            if self._factor >= self._fail_factor:
+                step /= 10.0  # above the rate the last 429 came at: probe slowly
+            self._factor = min(1.0, self._factor + step)
+        else:
+            return
+        cell.interval = self.period / (rate * self._factor)
 
     # -- inspection -----------------------------------------------------------------------------
 
@@ -373,6 +461,12 @@ class RateLimiter:
             tokens_charged=self._tokens_charged,
             provider_pauses=self._pauses,
             usage_capped=self._capped,
+            request_rate=(
+                None
+                if self.requests_per_period is None
+                else self.requests_per_period * self._factor
+            ),
+            rate_decreases=self._decreases,
         )
 
     def _available(self, cell: _Cell, now: float) -> int:
@@ -400,6 +494,22 @@ def parse_duration(value: str) -> float | None:
         if pos != len(text) or pos == 0:
             return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _until(value: str) -> float | None:
+    """Seconds from now until the RFC 3339 time *value* (Anthropic's reset headers), ``0.0``
+    for a time past, ``None`` for anything unreadable."""
+    text = value.strip()[:64]
+    if not text:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, ClassVar, Final
@@ -27,6 +28,7 @@ try:
 except ModuleNotFoundError as exc:  # (the http extra)
     raise missing_extra(exc, "http", "lionexec.models (model calls over HTTP)") from exc
 
+from lionexec.act import RetryPolicy
 from lionexec.conversation import MessageManager
 from lionexec.conversation.formats import FORMAT_ALIASES, FORMAT_NAMES, FormatName
 from lionexec.conversation.formats.base import _canonical
@@ -47,7 +49,9 @@ __all__ = [
     "Endpoint",
     "ModelCall",
     "build_payload",
+    "close_client",
     "estimate_tokens",
+    "open_client",
     "parse_body",
     "text_delta",
 ]
@@ -104,6 +108,28 @@ class Endpoint:
         return headers
 
 
+def open_client(endpoint: Endpoint) -> httpx.AsyncClient:
+    """A new ``httpx.AsyncClient`` for *endpoint*'s calls: its timeout, pooled connections,
+    HTTP/2 offered when ``h2`` is installed (the ``http2`` extra of httpx)."""
+    return httpx.AsyncClient(timeout=endpoint.timeout, http2=_HTTP2)
+
+
+async def close_client(client: httpx.AsyncClient) -> None:
+    """Close *client*: shielded and bounded, so cancellation never leaves it open."""
+    await _close(client)
+
+
+def _h2_available() -> bool:
+    try:
+        import h2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_HTTP2: Final = _h2_available()
+
+
 def _format(endpoint: Endpoint) -> ModelFormat:
     """The endpoint's format (its ``api`` is a canonical name: the validator saw to it)."""
     return MODEL_FORMATS[endpoint.api]
@@ -117,10 +143,25 @@ def _estimate(call: ModelCall) -> int:
     return estimate_tokens(call.payload)
 
 
-def estimate_tokens(payload: Mapping[str, Any]) -> int:
-    """A cheap estimate of a request's tokens: JSON characters / 4, plus the output cap."""
+#: Output tokens charged up front for a request that names no output cap (``max_tokens``,
+#: ``max_completion_tokens``, ``max_output_tokens``): Anthropic's default cap here, and no
+#: more than the output limit of most chat models. Set the request's cap (``Model(params=
+#: {"max_tokens": ...})``) to charge what the model may really produce.
+DEFAULT_OUTPUT_TOKENS: Final = 4096
+
+
+def estimate_tokens(
+    payload: Mapping[str, Any], *, output_tokens: int = DEFAULT_OUTPUT_TOKENS
+) -> int:
+    """A request's tokens, counted so as never to fall short of what the provider charges:
+    the UTF-8 bytes of its JSON body (every token of a byte-level tokenizer covers at least
+    one byte, and the body's keys and quotes outweigh the messages' framing tokens), plus its
+    output cap, or *output_tokens* when it names none. A rate limiter charges it before the
+    call and replaces it with the usage the response reports, so the overcount is given back
+    when the call ends. (An image named only by its URL is the exception: its tokens are not
+    in the body; set :attr:`ModelCall.estimated_tokens` for such calls.)"""
     try:
-        size = len(json.dumps(payload, default=str))
+        size = len(json.dumps(payload, default=str, ensure_ascii=False).encode("utf-8", "replace"))
     except (TypeError, ValueError, RecursionError):
         size = 0
     cap = 0
@@ -128,7 +169,7 @@ def estimate_tokens(payload: Mapping[str, Any]) -> int:
         value = payload.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             cap = max(cap, value)
-    return size // 4 + 1 + cap
+    return size + 1 + (cap or output_tokens)
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -159,12 +200,28 @@ class ModelCall(Event):
     Attributes:
         endpoint: where to send (not serialized: it holds the API key).
         payload: the request body without ``stream`` (see :func:`build_payload`).
-        client: an ``httpx.AsyncClient`` to use; ``None`` opens one for the call.
+        client: an ``httpx.AsyncClient`` to use, as it is (never closed here); ``None`` opens
+            one for this call alone and closes it after (a :class:`~lionexec.models.Model`
+            passes its one pooled client to each of its calls).
         limiter: see above.
-        estimated_tokens: the token cost charged before the call (default: an estimate from
-            the payload).
+        estimated_tokens: the token cost charged before the call (default:
+            :func:`estimate_tokens` of the payload, which never falls short: its bytes plus
+            its output cap, or 4096 output tokens); settled against the usage the
+            response reports.
         rate_limit_retries: retries after a ``429`` when a limiter is bound.
+        retry: when to send the call again after a ``5xx`` (``500``-``599``) or a
+            connection error (refused, reset, a timeout before the status), never after a
+            ``4xx`` or once the response has begun: a :class:`~lionexec.act.RetryPolicy`
+            (its ``attempts`` retries, each after its jittered exponential delay, or after the
+            provider's ``Retry-After`` when it sent one); ``None``: never.
+        deadline: seconds for the whole call, every attempt and wait included, or ``None``.
+            A retry whose wait would end past it is not made (the last error is the call's);
+            an attempt still waiting for its status when it passes is abandoned (a
+            :class:`ModelConnectionError`). The body is bounded by :attr:`Endpoint.timeout`.
         attempts: HTTP requests sent so far.
+        attempt_log: one entry per HTTP request sent, in order: ``{"attempt": n,
+            "status": <HTTP status or None>, "error": <error type and message, or None>,
+            "wait": <seconds waited after it before the next attempt, or None>}``.
     """
 
     endpoint: Endpoint = attrs.field(metadata={NOT_SERIALIZED: True})
@@ -177,10 +234,15 @@ class ModelCall(Event):
     )
     estimated_tokens: int = attrs.field(default=attrs.Factory(_estimate, takes_self=True))
     rate_limit_retries: int = 3
+    retry: RetryPolicy | None = attrs.field(default=None, metadata={NOT_SERIALIZED: True})
+    deadline: float | None = None
     attempts: int = attrs.field(default=0, init=False)
+    # An init field so that the record (to_dict) carries it; a fresh event starts empty.
+    attempt_log: list[dict[str, Any]] = attrs.field(factory=list)
     _granted: bool = attrs.field(default=False, init=False, repr=False)
 
     _fresh_shared: ClassVar[frozenset[str]] = frozenset({"endpoint", "client", "limiter"})
+    _fresh_excluded: ClassVar[frozenset[str]] = Event._fresh_excluded | {"attempt_log"}
 
     @property
     def request(self) -> dict[str, Any]:
@@ -261,40 +323,75 @@ class _Session:
     async def __aenter__(self) -> httpx.Response:
         call = self.call
         endpoint = call.endpoint
-        self.client = client = call.client or httpx.AsyncClient(timeout=endpoint.timeout)
+        self.client = client = call.client or open_client(endpoint)
         own = call.client is None
         try:
             body = call._body(self.stream)
             retries = 0
+            failures = 0
+            policy = call.retry
+            deadline = math.inf
+            if call.deadline is not None:
+                deadline = trio.current_time() + call.deadline
             while True:
                 limiter = call.limiter
                 if limiter is not None and not call._granted:
                     await limiter.acquire(call.estimated_tokens)
                 call._granted = False
                 call.attempts += 1
+                entry: dict[str, Any] = {
+                    "attempt": call.attempts,
+                    "status": None,
+                    "error": None,
+                    "wait": None,
+                }
+                call.attempt_log.append(entry)
+                failure: ModelConnectionError | ProviderError
                 try:
                     request = client.build_request(
                         "POST", endpoint.url, json=body, headers=endpoint.request_headers()
                     )
-                    response = await client.send(request, stream=True)
+                    with trio.move_on_at(deadline) as scope:
+                        response = await client.send(request, stream=True)
+                    if scope.cancelled_caught:
+                        entry["error"] = "deadline passed waiting for the response"
+                        raise ModelConnectionError(
+                            f"request to {endpoint.url}: the call's deadline of "
+                            f"{call.deadline} s passed after "
+                            f"{call.attempts} attempts"
+                        )
                 except httpx.TransportError as exc:
-                    raise ModelConnectionError(
-                        f"request to {endpoint.url} failed: {exc!r}"
-                    ) from exc
-                self.response = response
-                if limiter is not None:
-                    limiter.observe(response.status_code, response.headers)
-                if response.status_code < 400:
-                    return response
-                error = await _provider_error(response)
-                await _close(response)
-                self.response = None
-                if not (error.rate_limited and limiter is not None):
-                    raise error
-                limiter.correct(call.estimated_tokens, 0)
-                if retries >= call.rate_limit_retries:
-                    raise error
-                retries += 1
+                    failure = ModelConnectionError(f"request to {endpoint.url} failed: {exc!r}")
+                    failure.__cause__ = exc
+                    entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                else:
+                    self.response = response
+                    entry["status"] = response.status_code
+                    if limiter is not None:
+                        limiter.observe(response.status_code, response.headers)
+                    if response.status_code < 400:
+                        return response
+                    error = await _provider_error(response)
+                    await _close(response)
+                    self.response = None
+                    if error.rate_limited and limiter is not None:
+                        limiter.correct(call.estimated_tokens, 0)
+                        if retries >= call.rate_limit_retries:
+                            raise error
+                        retries += 1
+                        continue
+                    if response.status_code < 500:
+                        raise error
+                    failure = error
+                failures += 1
+                if policy is None or failures > policy.attempts:
+                    raise failure
+                retry_after = failure.retry_after if isinstance(failure, ProviderError) else None
+                wait = policy.delay(failures - 1) if retry_after is None else retry_after
+                if trio.current_time() + wait > deadline:
+                    raise failure
+                entry["wait"] = wait
+                await trio.sleep(wait)
         except BaseException:
             if self.response is not None:
                 await _close(self.response)

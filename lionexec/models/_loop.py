@@ -22,7 +22,7 @@ try:
 except ModuleNotFoundError as exc:  # (the http extra)
     raise missing_extra(exc, "http", "lionexec.models (the agent loop)") from exc
 
-from lionexec.act import AlcallParams, Branch, Strategy, read_proposal
+from lionexec.act import AlcallParams, Branch, RetryPolicy, Strategy, read_proposal
 from lionexec.conversation import (
     ActionOutcome,
     ActionResponse,
@@ -37,7 +37,14 @@ from lionexec.engine import EventStatus, Processor
 from lionexec.errors import ConfigurationError
 from lionexec.limits import RateLimiter
 
-from ._call import Endpoint, ModelCall, build_payload, text_delta
+from ._call import (
+    Endpoint,
+    ModelCall,
+    build_payload,
+    close_client,
+    open_client,
+    text_delta,
+)
 from ._errors import MalformedResponseError, ModelError
 from ._response import ModelResponse
 
@@ -91,11 +98,20 @@ def _observers(value: Sequence[ModelCallObserver]) -> tuple[ModelCallObserver, .
 class Model:
     """A chat model behind an OpenAI-compatible endpoint, and how its calls are run.
 
+    **One HTTP client.** Every call of a model goes through one ``httpx.AsyncClient``, so
+    connections are pooled (and HTTP/2 is used where the server offers it and ``h2`` is
+    installed): the given :attr:`client`, used as it is and never closed by lionexec, or, by
+    default, one the model opens at its first call and closes in :meth:`aclose` (use the
+    model as ``async with Model(...) as model:``). Under trio, an opened client belongs to
+    the ``trio.run`` it was opened in: close the model before that run ends, and do not use
+    it from another run (a closed model opens a new client at its next call).
+
     Attributes:
         endpoint: where requests go (:class:`Endpoint`).
         name: the model name sent in each request.
         params: other request parameters (``temperature``, ``max_tokens``, ...).
-        client: an ``httpx.AsyncClient`` shared by the calls (``None``: one per call).
+        client: an ``httpx.AsyncClient`` shared by the calls, used as it is (``None``: the
+            model opens its own, see above).
         processor: a running processor (typically a
             :class:`~lionexec.models.RateLimitedProcessor`) to enqueue non-streamed calls on;
             its :meth:`~lionexec.engine.Processor.execute` service must be running. ``None``
@@ -107,6 +123,11 @@ class Model:
             and the loop (:func:`run`, :func:`run_stream`) make, once each call's caller
             stopped waiting for it (completed, failed or cancelled), e.g.
             :meth:`lionexec.otel.OtelSink.observe_model_call`.
+        retry: when a call is sent again after a ``5xx`` or a connection error
+            (a :class:`~lionexec.act.RetryPolicy`; each attempt is in the call's
+            ``attempt_log``); ``None``: never.
+        deadline: seconds for each call as a whole, retries included (see
+            :class:`ModelCall`), or ``None``.
     """
 
     endpoint: Endpoint
@@ -116,6 +137,34 @@ class Model:
     processor: Processor | None = None
     limiter: RateLimiter | None = None
     observers: tuple[ModelCallObserver, ...] = attrs.field(default=(), converter=_observers)
+    retry: RetryPolicy | None = None
+    deadline: float | None = None
+    _own_client: httpx.AsyncClient | None = attrs.field(default=None, init=False, repr=False)
+
+    def http_client(self) -> httpx.AsyncClient:
+        """The client this model's calls use: :attr:`client`, or the model's own (opened
+        now if it is not open: see the class docstring). Does not block."""
+        if self.client is not None:
+            return self.client
+        if self._own_client is None or self._own_client.is_closed:
+            self._own_client = open_client(self.endpoint)
+        return self._own_client
+
+    async def aclose(self) -> None:
+        """Close the client the model opened (a given :attr:`client` is left open).
+
+        Blocks while the pooled connections close (bounded and shielded: cancellation does
+        not leave them open). Calling it again does nothing; a later call opens a new client.
+        """
+        own, self._own_client = self._own_client, None
+        if own is not None:
+            await close_client(own)
+
+    async def __aenter__(self) -> Model:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def call(
         self,
@@ -133,8 +182,10 @@ class Model:
         return ModelCall(
             endpoint=self.endpoint,
             payload=payload,
-            client=self.client,
+            client=self.http_client(),
             limiter=self.limiter,
+            retry=self.retry,
+            deadline=self.deadline,
             streaming=streaming,
         )
 

@@ -17,11 +17,17 @@ request takes the next step of the script (or *default* when the script is used 
 
 With ``limiter=RateLimiter(...)`` the provider also enforces a rate limit of its own, answering
 ``429`` with ``retry-after-ms``/``Retry-After`` and ``x-ratelimit-*`` headers when it is
-exceeded. Everything it received and did is kept for assertions (:attr:`LocalProvider.log`).
+exceeded: requests, and, when the limiter has a token budget, tokens (a reply costs its
+``usage``, input and output). Every answer it grants carries the budgets left, as a real
+provider's do: ``x-ratelimit-remaining-requests`` / ``-tokens`` (and, on the Anthropic route,
+``anthropic-ratelimit-requests-remaining`` / ``-tokens-remaining`` with an RFC 3339
+``-reset`` time). Everything it received and did is kept for assertions
+(:attr:`LocalProvider.log`).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import math
@@ -226,8 +232,10 @@ class LocalProvider:
         receive: ASGIReceiveCallable,
         send: ASGISendCallable,
     ) -> None:
+        budget: dict[str, str] = {}
         if self.limiter is not None:
-            wait = self.limiter.try_acquire()
+            wait = self.limiter.try_acquire(self._cost())
+            budget = _budget_headers(self.limiter, api)
             if wait:
                 self.log.statuses.append(429)
                 headers = {
@@ -236,6 +244,7 @@ class LocalProvider:
                     "x-ratelimit-remaining-requests": "0",
                     "x-ratelimit-reset-requests": f"{wait:.3f}s",
                 }
+                headers = {**budget, **headers}
                 await _send_json(send, 429, _error("rate limit reached", "rate_limit"), headers)
                 return
         step = self.script.popleft() if self.script else self.default
@@ -257,6 +266,7 @@ class LocalProvider:
             return
         self.log.statuses.append(200)
         reply = step if isinstance(step, Reply) else step.reply
+        answer_headers = {**budget, **reply.headers}
         self._ids += 1
         ident = f"{_ANSWERS[api].prefix}-{self._ids}"
         if not stream:
@@ -288,7 +298,7 @@ class LocalProvider:
                 rest = payload[len(payload) // 2 :]
                 await send({"type": "http.response.body", "body": rest, "more_body": False})
                 return
-            await _send_json(send, 200, self._whole(api, ident, reply), reply.headers)
+            await _send_json(send, 200, self._whole(api, ident, reply), answer_headers)
             return
         chunks = self._chunks(api, ident, reply)
         await _start(
@@ -296,7 +306,7 @@ class LocalProvider:
             200,
             [
                 (b"content-type", b"text/event-stream"),
-                *((k.encode(), v.encode()) for k, v in reply.headers.items()),
+                *((k.encode(), v.encode()) for k, v in answer_headers.items()),
             ],
         )
         cut = step.after_chunks if isinstance(step, Disconnect | Stall) else len(chunks)
@@ -319,6 +329,17 @@ class LocalProvider:
             self.log.chunks_sent += 1
             self.log.sent.append(chunk)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _cost(self) -> int:
+        """The tokens the next answer costs (its usage), within the limiter's token burst."""
+        limiter = self.limiter
+        if limiter is None or limiter.token_burst is None:
+            return 0
+        step = self.script[0] if self.script else self.default
+        reply = step.reply if isinstance(step, Disconnect | Stall) else step
+        if not isinstance(reply, Reply):
+            return 0
+        return min(limiter.token_burst, sum(reply.usage))
 
     # -- bodies ---------------------------------------------------------------------------------
 
@@ -600,6 +621,21 @@ async def _wait_release(release: trio.Event | None, receive: ASGIReceiveCallable
         nursery.start_soon(wait_release)
         nursery.start_soon(wait_disconnect)
     return released
+
+
+def _budget_headers(limiter: RateLimiter, api: FormatName) -> dict[str, str]:
+    """The budgets *limiter* has left, as a provider states them on every answer."""
+    stats = limiter.statistics()
+    headers: dict[str, str] = {}
+    for kind, left in (("requests", stats.requests_available), ("tokens", stats.tokens_available)):
+        if left is None:
+            continue
+        headers[f"x-ratelimit-remaining-{kind}"] = str(left)
+        if api == "anthropic":
+            reset = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=stats.period)
+            headers[f"anthropic-ratelimit-{kind}-remaining"] = str(left)
+            headers[f"anthropic-ratelimit-{kind}-reset"] = reset.isoformat().replace("+00:00", "Z")
+    return headers
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:

@@ -21,6 +21,11 @@ from ._schema import openai_schema as openai_schema
 from ._schema import responses_schema as responses_schema
 from ._schema import tool_schema as tool_schema
 from ._schema import type_schema as type_schema
+from ._schema_types import AnthropicInputSchema as AnthropicInputSchema
+from ._schema_types import AnthropicToolSchema as AnthropicToolSchema
+from ._schema_types import ChatFunctionDefinition as ChatFunctionDefinition
+from ._schema_types import ChatToolSchema as ChatToolSchema
+from ._schema_types import ResponsesToolSchema as ResponsesToolSchema
 from ._tool import EFFECTS as EFFECTS
 from ._tool import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
 from ._tool import Effect as Effect
@@ -34,10 +39,15 @@ __all__ = [
     "SCHEMA_FORMATS",
     "TOOL_NAME_PATTERN",
     "ActionManager",
+    "AnthropicInputSchema",
+    "AnthropicToolSchema",
     "ArgumentSpec",
+    "ChatFunctionDefinition",
+    "ChatToolSchema",
     "Effect",
     "FunctionCalling",
     "Parameter",
+    "ResponsesToolSchema",
     "SchemaFormat",
     "Tool",
     "ToolLike",

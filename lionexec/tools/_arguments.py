@@ -114,6 +114,7 @@ class ArgumentSpec:
         var_keyword: bool = False,
         request_class: type | None = None,
         strict: bool = False,
+        nullable: bool = False,
         check_schema: bool = False,
         context_param: str | None = None,
         converter: cattrs.Converter | None = None,
@@ -132,6 +133,9 @@ class ArgumentSpec:
                 instead (extra keys never pass then).
             strict: a strict schema (``null`` for a parameter that may be left out means its
                 default; a call supplies exactly the required names).
+            nullable: the model was shown a strict copy of *parameters* (a tool strict by
+                default): ``null`` for a parameter that may be left out means its default,
+                and the key rule stays that of *parameters* (leaving it out still works).
             check_schema: compile *parameters* and check arguments against it first (for a
                 hand-written schema; a generated one says nothing the annotations do not).
             context_param: the name the runtime supplies.
@@ -143,7 +147,7 @@ class ArgumentSpec:
         """
         _check_request_class(None, None, request_class)
         nulls = None
-        if strict:
+        if strict or nullable:
             fields = class_parameters(request_class) if request_class else signature
             nulls = null_defaults(fields, request_class)
         required = frozenset(parameters.get("required") or ())

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 from lionexec.errors import DuplicateToolError, ToolNotFoundError
 
 from ._calling import FunctionCalling
 from ._schema import SCHEMA_FORMATS, SchemaFormat, tool_schema
+from ._schema_types import AnthropicToolSchema, ChatToolSchema, ResponsesToolSchema
 from ._tool import Tool
 
 __all__ = ["ActionManager", "ToolLike"]
@@ -103,8 +104,25 @@ class ActionManager:
         """
         return FunctionCalling.create(self.get(function), arguments)
 
-    def schemas(self, format: SchemaFormat = "openai") -> list[dict[str, Any]]:
+    @overload
+    def schemas(self, format: Literal["openai"] = "openai") -> list[ChatToolSchema]: ...
+    @overload
+    def schemas(self, format: Literal["responses"]) -> list[ResponsesToolSchema]: ...
+    @overload
+    def schemas(self, format: Literal["anthropic"]) -> list[AnthropicToolSchema]: ...
+    @overload
+    def schemas(
+        self, format: SchemaFormat
+    ) -> list[ChatToolSchema] | list[ResponsesToolSchema] | list[AnthropicToolSchema]: ...
+
+    def schemas(self, format: SchemaFormat = "openai") -> Any:
         """Every tool's schema, in registration order, as fresh copies.
+
+        Typed as the shape each SDK's ``tools=`` takes (:class:`ChatToolSchema`,
+        :class:`ResponsesToolSchema`, :class:`AnthropicToolSchema`: TypedDicts mirroring the
+        SDKs' own, no SDK imported), so the list passes to
+        ``client.chat.completions.create(tools=...)``, ``client.responses.create(tools=...)``
+        or ``client.messages.create(tools=...)`` under ``mypy --strict`` with no cast.
 
         ``"openai"``: ``{"type": "function", "function": {...}}`` (Chat Completions);
         ``"anthropic"``: ``{"name", "description", "input_schema"}``; ``"responses"``:
@@ -117,6 +135,16 @@ class ActionManager:
         if format not in SCHEMA_FORMATS:  # also when no tool is registered
             tool_schema({}, format)
         return [tool_schema(t.schema, format) for t in self._tools.values()]
+
+    def strict_reason(self, name: str) -> str | None:
+        """Why the tool called *name* is not strict though strict was its default (the part
+        of its schema a strict provider would refuse), or ``None`` (it is strict, or was built
+        with ``strict=False`` or directly with :class:`Tool`).
+
+        Raises:
+            ToolNotFoundError: no such tool.
+        """
+        return self.get(name).strict_reason
 
     @property
     def names(self) -> list[str]:

@@ -241,6 +241,10 @@ class Tool:
     #: (a sandboxed command tool's profile, say), so an approval given under one binding does
     #: not approve the same arguments under another. ``None``: the arguments alone.
     approval_binding: str | None = attrs.field(default=None, validator=_valid_binding)
+    #: Why the tool's schema is not strict though strict was the default (the part of the
+    #: schema a strict provider would refuse); ``None`` when it is strict, or was asked not
+    #: to be.
+    strict_reason: str | None = None
     _func_async: bool = attrs.field(
         init=False, repr=False, default=attrs.Factory(_is_async("func_callable"), takes_self=True)
     )
@@ -260,7 +264,7 @@ class Tool:
         description: str | None = None,
         schema: Mapping[str, Any] | None = None,
         request_class: type | None = None,
-        strict: bool = False,
+        strict: bool | None = None,
         preprocessor: Callable[..., Any] | None = None,
         preprocessor_kwargs: Mapping[str, Any] | None = None,
         postprocessor: Callable[..., Any] | None = None,
@@ -294,12 +298,18 @@ class Tool:
                 allow. A ``"strict": true`` in it makes the tool :attr:`strict`.
             request_class: an attrs class (or dataclass) describing the arguments: the schema
                 is derived from it and arguments are structured through it.
-            strict: emit a strict schema (``"strict": true``; every object closed and
-                all-required, optional parameters nullable; see :mod:`lionexec.tools._strict`):
-                the model must send exactly the declared parameters, ``null`` for one it leaves
-                out. A parameter that cannot be strict raises :class:`SchemaError`. Otherwise
-                the minimum-key rule holds: every required key present, no unknown key (unless
-                the callable takes ``**kwargs``).
+            strict: ``True``: emit a strict schema (``"strict": true``; every object closed
+                and all-required, optional parameters nullable; see
+                :mod:`lionexec.tools._strict`): the model must send exactly the declared
+                parameters, ``null`` for one it leaves out. A parameter that cannot be strict
+                raises :class:`SchemaError`. ``None`` (the default): the schema shown to the
+                model is strict whenever it can be, while the arguments keep the minimum-key
+                rule (``null`` for an optional parameter still means its default); when it
+                cannot be (a ``dict[str, T]``, an ``Any``, a tuple, ``**kwargs``, a
+                hand-written schema without ``"strict": true``), the schema is sent
+                non-strict and :attr:`strict_reason` says why. ``False``: never strict; the
+                minimum-key rule: every required key present, no unknown key (unless the
+                callable takes ``**kwargs``).
             preprocessor: ``preprocessor(arguments, **preprocessor_kwargs)`` returns the
                 arguments to call with.
             postprocessor: ``postprocessor(response, **postprocessor_kwargs)`` returns the
@@ -350,7 +360,8 @@ class Tool:
         summary, docs = parse_docstring(_doc_of(_doc_target(func)))
         explicit = _explicit_function(schema) if schema is not None else None
         name = _tool_name(func, name, explicit)
-        strict = strict or (explicit or {}).get("strict") is True  # a hand-written strict stays
+        if (explicit or {}).get("strict") is True:  # a hand-written strict stays
+            strict = True
         if description is None:
             description = (explicit or {}).get("description") or summary
 
@@ -369,19 +380,25 @@ class Tool:
             parameters = parameters_schema(class_parameters(request_class))
         else:
             parameters = parameters_schema(signature_params, additional=var_keyword)
+        strict_reason = None
+        shown = parameters
         if strict:
-            parameters = strict_parameters(parameters, tool=name)
+            parameters = shown = strict_parameters(parameters, tool=name)
+        elif strict is None:
+            shown, strict_reason = _strict_if_possible(parameters, name, explicit, var_keyword)
         if effect is None:
             effect = "idempotent" if idempotent else "unsafe"
         idempotent = idempotent or effect != "unsafe"
-        function_schema = openai_schema(name, description, parameters, strict=strict)
+        shown_strict = strict is True or shown is not parameters
+        function_schema = openai_schema(name, description, shown, strict=shown_strict)
         arguments = ArgumentSpec.from_parameters(
             name,
             parameters,
             signature=signature_params,
             var_keyword=var_keyword,
             request_class=request_class,
-            strict=strict,
+            strict=strict is True,
+            nullable=shown is not parameters,
             check_schema=explicit is not None,
             context_param=context_param,
             converter=converter,
@@ -405,6 +422,7 @@ class Tool:
                 reconcile=reconcile,
                 subject=subject,
                 subject_kind=subject_kind,
+                strict_reason=strict_reason,
             )
         # Built without the attrs initializer (it was a tenth of registering a tool, and would
         # repeat the checks made above): the callable, name, schema, spec and processors
@@ -429,6 +447,7 @@ class Tool:
             subject,
             subject_kind,
             None,
+            strict_reason,
             is_async_callable(func),
             preprocessor is not None and is_async_callable(preprocessor),
             postprocessor is not None and is_async_callable(postprocessor),
@@ -460,8 +479,10 @@ class Tool:
 
     @property
     def strict(self) -> bool:
-        """A call supplies exactly the declared arguments (``null`` for one it leaves out)."""
-        return self.arguments.strict
+        """The schema shown to the model is strict (``"strict": true``): the provider makes
+        the model send every declared argument, ``null`` for one it leaves out."""
+        function = self.schema.get("function")
+        return isinstance(function, Mapping) and function.get("strict") is True
 
     @property
     def request_class(self) -> type | None:
@@ -587,6 +608,7 @@ _build_tool: Final = builder(
     "subject",
     "subject_kind",
     "approval_binding",
+    "strict_reason",
     "_func_async",
     "_pre_async",
     "_post_async",
@@ -696,3 +718,24 @@ def _check_context_param(func: Callable[..., Any], context_param: str) -> None:
         raise ConfigurationError(
             f"context_param {context_param!r} is not a keyword parameter of {func!r}"
         )
+
+
+def _strict_if_possible(
+    parameters: dict[str, Any], name: str, explicit: object, var_keyword: bool
+) -> tuple[dict[str, Any], str | None]:
+    """The strict copy of *parameters* to show the model and ``None``, or *parameters* and why
+    they cannot be strict (a tool strict by default)."""
+    if explicit is not None:
+        return parameters, (
+            f"tool {name!r} has a hand-written schema, sent as written; "
+            'add "strict": true to it (or pass strict=True) to make it strict'
+        )
+    if var_keyword:
+        return parameters, (
+            f"tool {name!r} takes **kwargs (free argument names), which a strict schema "
+            "cannot express; pass strict=False to say so, or declare the parameters"
+        )
+    try:
+        return strict_parameters(parameters, tool=name), None
+    except SchemaError as exc:
+        return parameters, str(exc)

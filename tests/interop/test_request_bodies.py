@@ -125,7 +125,9 @@ def test_a_history_is_sent_as_its_own_exports(kit: SimpleNamespace) -> None:
     assert chat["messages"] == history.to_openai() and chat["tools"] == tools
     responses = build_payload("responses", "gpt", history, tools=tools)
     assert responses["input"] == history.to_responses()
-    assert responses["tools"] == [{"type": "function", "name": "shot", "parameters": {}}]
+    assert responses["tools"] == [
+        {"type": "function", "name": "shot", "parameters": {}, "strict": False}
+    ]
     anthropic = build_payload("anthropic", "claude", history, temperature=0)
     exported = history.to_anthropic()
     assert anthropic_request(anthropic) == exported and exported["system"] == "be brief"

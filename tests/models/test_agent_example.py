@@ -47,9 +47,9 @@ async def test_the_agent_on_a_given_endpoint() -> None:
     provider = LocalProvider(agent.script())
     async with trio.open_nursery() as nursery:
         base = await nursery.start(provider.serve)
-        model = Model(endpoint=Endpoint(base, api="responses"), name="m")
         out: list[str] = []
-        branch = await agent.agent(model, "q", out=out)
+        async with Model(endpoint=Endpoint(base, api="responses"), name="m") as model:
+            branch = await agent.agent(model, "q", out=out)
         nursery.cancel_scope.cancel()
     assert_consistent(branch)
     assert any("denied" in line for line in out)

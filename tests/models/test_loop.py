@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -49,10 +49,30 @@ def new_branch(*tools: Callable[..., Any]) -> Branch:
     return branch
 
 
+#: Models made by model_for, closed after each test (each holds a pooled client).
+_OPEN: list[Model] = []
+
+
+@pytest.fixture
+async def provider(nursery: trio.Nursery) -> AsyncIterator[LocalProvider]:
+    """The conftest's provider; the models made for it are closed after the test (an
+    autouse async fixture would not run under pytest-trio)."""
+    local = LocalProvider()
+    await nursery.start(local.serve)
+    try:
+        yield local
+    finally:
+        with trio.CancelScope(shield=True):
+            while _OPEN:
+                await _OPEN.pop().aclose()
+
+
 def model_for(provider: LocalProvider, **kwargs: Any) -> Model:
     assert provider.base_url is not None
     api = kwargs.pop("api", "chat")
-    return Model(endpoint=Endpoint(provider.base_url, api=api), name="local-model", **kwargs)
+    model = Model(endpoint=Endpoint(provider.base_url, api=api), name="local-model", **kwargs)
+    _OPEN.append(model)
+    return model
 
 
 def assert_exports_validate(branch: Branch) -> None:

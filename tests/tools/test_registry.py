@@ -93,7 +93,7 @@ def test_registry_has_no_invocation_path() -> None:
 
 
 def test_schemas_in_openai_and_anthropic_shapes() -> None:
-    manager = ActionManager([search, read_file])
+    manager = ActionManager([search, Tool.from_function(read_file, strict=False)])
     openai = manager.schemas()
     assert [s["function"]["name"] for s in openai] == ["search", "read_file"]
     assert openai[0] == manager.get("search").schema
@@ -112,7 +112,7 @@ def test_schemas_in_openai_and_anthropic_shapes() -> None:
 
 @pytest.mark.parametrize("format", ["openai", "anthropic", "responses"])
 def test_schemas_are_deep_copies(format: Any) -> None:
-    manager = ActionManager([search, read_file])
+    manager = ActionManager([Tool.from_function(search, strict=False), read_file])
     before = manager.schemas(format)
     mutated = manager.schemas(format)
     for schema in mutated:

@@ -207,6 +207,8 @@ def _anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
         spec = {"name": function.get("name"), "input_schema": function.get("parameters") or {}}
         if function.get("description"):
             spec["description"] = function["description"]
+        if function.get("strict") is True:
+            spec["strict"] = True
         return spec
     return dict(tool)
 
@@ -248,7 +250,8 @@ class _AnthropicModelFormat:
         return _anthropic_messages(messages)
 
     def tool(self, tool: Mapping[str, Any]) -> dict[str, Any]:
-        """A function tool as ``{"name", "input_schema", "description"?}``."""
+        """A function tool as ``{"name", "input_schema", "description"?, "strict"?}``
+        (``"strict": true`` kept from a strict function)."""
         return _anthropic_tool(tool)
 
     def defaults(self) -> dict[str, Any]:

@@ -140,7 +140,9 @@ def _responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
 def _responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     function = tool.get("function")
     if tool.get("type") == "function" and isinstance(function, Mapping):
-        return {"type": "function", **function}
+        # The Responses API reads a missing "strict" as true (and then refuses optional
+        # parameters), and the SDK's FunctionToolParam requires the key: always state it.
+        return {"type": "function", **function, "strict": function.get("strict") is True}
     return dict(tool)
 
 
@@ -181,7 +183,8 @@ class _ResponsesModelFormat:
         return {"input": _responses_input(messages)}
 
     def tool(self, tool: Mapping[str, Any]) -> dict[str, Any]:
-        """A function tool flattened: ``{"type": "function", "name", ...}``."""
+        """A function tool flattened: ``{"type": "function", "name", ..., "strict"}``, with
+        ``strict`` always stated (the API reads a missing one as ``true``)."""
         return _responses_tool(tool)
 
     def defaults(self) -> dict[str, Any]:
