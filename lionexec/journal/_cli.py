@@ -31,8 +31,8 @@ from typing import Any, TextIO
 
 import trio
 
-from lionexec._terminal import CommandParser, UsageError, parse_since, run_command
 from lionexec._spec import load_attribute
+from lionexec._terminal import CommandParser, UsageError, parse_since, run_command
 from lionexec.tools import ActionManager
 
 from . import _cli_act, _cli_read

@@ -13,8 +13,8 @@ from typing import Any, TextIO
 
 import trio
 
-from lionexec._terminal import fit_table, progress_wanted
 from lionexec._jsonable import utf8_text
+from lionexec._terminal import fit_table, progress_wanted
 
 from ._approvals import Approval
 from ._cli_read import TABLE_LIMIT, line

@@ -16,8 +16,8 @@ from typing import Any, TextIO
 import trio
 
 from lionexec import _unstructure
-from lionexec._terminal import fit_table, iso
 from lionexec._jsonable import jsonable, utf8_text
+from lionexec._terminal import fit_table, iso
 
 from ._approvals import Approval
 from ._history import JournaledCall

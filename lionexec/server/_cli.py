@@ -20,8 +20,8 @@ from typing import Any, Final
 
 import trio
 
-from .._terminal import CommandParser, run_command
 from .._spec import load_attribute
+from .._terminal import CommandParser, run_command
 from ..tools import ActionManager
 from ._app import _hypercorn, open_app, serve
 from ._config import ServerConfig

@@ -23,8 +23,8 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from ..._terminal import CommandParser, UsageError, run_command
 from ..._spec import load_attribute
+from ..._terminal import CommandParser, UsageError, run_command
 from .._cli import _tools
 from .._open import open_journal
 from ._worker import Worker
