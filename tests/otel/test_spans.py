@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -219,6 +220,15 @@ async def provider(nursery: trio.Nursery) -> LocalProvider:
     return local
 
 
+@pytest.fixture
+async def models() -> AsyncIterator[list[Model]]:
+    """Models a test opened, closed after it (each pools one HTTP client)."""
+    opened: list[Model] = []
+    yield opened
+    for model in opened:
+        await model.aclose()
+
+
 def model_for(provider: LocalProvider, sink: OtelSink, api: Any = "chat") -> Model:
     assert provider.base_url is not None
     return Model(
@@ -229,10 +239,11 @@ def model_for(provider: LocalProvider, sink: OtelSink, api: Any = "chat") -> Mod
 
 
 async def test_a_model_call_is_a_chat_span_with_usage(
-    traced: Traced, provider: LocalProvider
+    traced: Traced, provider: LocalProvider, models: list[Model]
 ) -> None:
     provider.add(Reply(text="hi", usage=(21, 7)))
     model = model_for(provider, traced.sink)
+    models.append(model)
     with traced.tracer.start_as_current_span("handler") as handler:
         response = await model.complete([{"role": "user", "content": "hello"}])
     await traced.sink.flush()
@@ -255,10 +266,11 @@ async def test_a_model_call_is_a_chat_span_with_usage(
 
 
 async def test_an_anthropic_model_call_names_its_provider(
-    traced: Traced, provider: LocalProvider
+    traced: Traced, provider: LocalProvider, models: list[Model]
 ) -> None:
     provider.add(Reply(text="hi", usage=(3, 4)))
     model = model_for(provider, traced.sink, api="anthropic")
+    models.append(model)
     await model.complete([{"role": "user", "content": "hello"}])
     await traced.sink.flush()
     [span] = traced.spans("chat")
@@ -267,10 +279,11 @@ async def test_an_anthropic_model_call_names_its_provider(
 
 
 async def test_a_failed_model_call_is_an_error_span(
-    traced: Traced, provider: LocalProvider
+    traced: Traced, provider: LocalProvider, models: list[Model]
 ) -> None:
     provider.add(Fail(status=500, message="overloaded"))
     model = model_for(provider, traced.sink)
+    models.append(model)
     with pytest.raises(ProviderError):
         await model.complete([{"role": "user", "content": "hello"}])
     await traced.sink.flush()
@@ -281,10 +294,11 @@ async def test_a_failed_model_call_is_an_error_span(
 
 
 async def test_the_loop_traces_model_turns_and_tool_calls_under_the_caller(
-    traced: Traced, provider: LocalProvider
+    traced: Traced, provider: LocalProvider, models: list[Model]
 ) -> None:
     provider.add(Reply(tool_calls=[("add", {"a": 2, "b": 3})]), Reply(text="5"))
     model = model_for(provider, traced.sink)
+    models.append(model)
     async with traced.branch() as branch:
         with traced.tracer.start_as_current_span("agent") as agent:
             result = await run(branch, model, "what is 2 + 3?")
@@ -298,13 +312,16 @@ async def test_the_loop_traces_model_turns_and_tool_calls_under_the_caller(
             assert span.parent.span_id == agent.get_span_context().span_id
 
 
-async def test_a_streamed_model_turn_is_traced(traced: Traced, provider: LocalProvider) -> None:
+async def test_a_streamed_model_turn_is_traced(
+    traced: Traced, provider: LocalProvider, models: list[Model]
+) -> None:
     from contextlib import aclosing
 
     from lionexec.models import run_stream
 
     provider.add(Reply(text="streamed answer", usage=(5, 6)))
     model = model_for(provider, traced.sink)
+    models.append(model)
     branch = Branch()
     async with aclosing(run_stream(branch, model, "hi")) as events:
         async for _ in events:
@@ -316,7 +333,7 @@ async def test_a_streamed_model_turn_is_traced(traced: Traced, provider: LocalPr
 
 
 async def test_an_observer_that_raises_changes_nothing(
-    provider: LocalProvider, caplog: pytest.LogCaptureFixture
+    provider: LocalProvider, caplog: pytest.LogCaptureFixture, models: list[Model]
 ) -> None:
     def broken(call: Any, context: Any) -> None:
         raise ValueError("observer bug")
@@ -324,6 +341,7 @@ async def test_an_observer_that_raises_changes_nothing(
     provider.add(Reply(text="fine"))
     assert provider.base_url is not None
     model = Model(endpoint=Endpoint(provider.base_url), name="m", observers=[broken])
+    models.append(model)
     response = await model.complete([{"role": "user", "content": "hello"}])
     assert response.text == "fine"
     assert "observer bug" in caplog.text
