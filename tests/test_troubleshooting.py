@@ -468,8 +468,8 @@ async def _model_connection(tmp: Path) -> str:
     with trio.socket.socket() as sock:  # a port nothing listens on
         await sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    model = Model(endpoint=Endpoint(f"http://127.0.0.1:{port}/v1"), name="m")
-    return await araised(lambda: model.complete([{"role": "user", "content": "hi"}]))
+    async with Model(endpoint=Endpoint(f"http://127.0.0.1:{port}/v1"), name="m") as model:
+        return await araised(lambda: model.complete([{"role": "user", "content": "hi"}]))
 
 
 @trigger("ts-provider-error")
@@ -480,8 +480,8 @@ async def _provider_error(tmp: Path) -> str:
     provider = LocalProvider([Fail(status=401, message="invalid api key")])
     async with trio.open_nursery() as nursery:
         base_url = await nursery.start(provider.serve)
-        model = Model(endpoint=Endpoint(base_url), name="m")
-        text = await araised(lambda: model.complete([{"role": "user", "content": "hi"}]))
+        async with Model(endpoint=Endpoint(base_url), name="m") as model:
+            text = await araised(lambda: model.complete([{"role": "user", "content": "hi"}]))
         nursery.cancel_scope.cancel()
     return text
 
