@@ -1,8 +1,12 @@
-"""The ``"command"`` subject kind: a shell command line, tokenised with :mod:`shlex` and
-analysed so that deny rules see every program the line would run (through the wrappers,
-shells and command strings the tables of :mod:`._programs` list), while allow and escalate
-rules match the line as written. See :class:`~lionexec.governance.PermissionPolicy` for the
-rules this implements.
+"""The ``"command"`` subject kind: a shell command line, tokenised as :mod:`shlex` reads it
+(POSIX rules) and analysed so that deny rules see every program the line would run (through
+the wrappers, shells and command strings the tables of :mod:`._programs` list), while allow
+and escalate rules match the line as written. See
+:class:`~lionexec.governance.PermissionPolicy` for the rules this implements.
+
+The analysis gives deny rules hints, never confinement, and runs on the trio thread: its
+work is bounded (steps, characters parsed, characters given to deny rules; see
+:class:`_Command`), and a line over a bound is refused, which denies it.
 """
 
 from __future__ import annotations
@@ -334,7 +338,8 @@ def _analyse_words(argv: list[str], result: _Command, *, guessed: bool = False) 
             raise _Refused(f"names a program with a control character: {_quote(argv[start])}")
         basenamed[start] = _basename(argv[start])
         result.program_form(argv, start)
-    result.deny_form(" ".join(basenamed))
+    if basenamed != argv or (id(argv), 0) not in result.forms_seen:  # (else that same form)
+        result.deny_form(" ".join(basenamed))
 
 
 def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
