@@ -8,6 +8,7 @@ and a line too costly to read is not one they have read), never allowed.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 
 import pytest
@@ -70,10 +71,8 @@ def test_the_work_on_a_hostile_line_stays_within_the_budget(name: str) -> None:
     line = WORST[name]
     assert len(line) <= LIMIT
     work = _Command()
-    try:
+    with contextlib.suppress(_Refused):
         _analyse(line, work)
-    except _Refused:
-        pass
     # (the counters stop at the first step over a budget)
     assert work.steps <= _command._MAX_STEPS + 1
     assert work.parsed <= _command._MAX_PARSED + LIMIT
@@ -95,7 +94,7 @@ def test_steps_grow_linearly_with_the_line(program: str, unit: str) -> None:
         return work.steps
 
     small, large = steps(200), steps(400)
-    assert 200 <= small and large <= 2 * small + 2
+    assert small >= 200 and large <= 2 * small + 2
 
 
 def test_a_program_read_by_two_wrappers_is_given_to_deny_rules_once() -> None:
