@@ -174,6 +174,7 @@ def _words(command: str, result: _Command) -> Iterator[tuple[str, int]]:
     match = _TOKEN.match
     while i < n:
         m = match(command, i)  # (blanks, then one token or nothing)
+        assert m is not None  # (every part of the pattern is optional)
         end = m.end()
         newline, punct, bare, rest = m.group("newline", "punct", "bare", "rest")
         if newline is None and punct is None and bare is None and rest is None:
