@@ -120,7 +120,7 @@ class CallTransaction:
         scope: CallScope,
         proposal: Proposal,
         request: ActionRequest,
-        params: AlcallParams,
+        params: AlcallParams[bool],
     ) -> None:
         self.scope = scope
         self.proposal = proposal
