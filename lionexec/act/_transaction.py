@@ -65,6 +65,7 @@ from ._copies import VERBOSE_LIMIT, copy_error, detached, detached_message, summ
 from ._delivery import tell_callbacks, tell_callbacks_shielded
 from ._envelope import Proposal
 from ._log import build_log_record
+from ._results import not_json, unserializable_result
 from ._scope import CallScope, idempotency_key
 from ._unanswered import announce_interrupted, interruption
 from .sinks.base import WriteAhead
@@ -462,10 +463,7 @@ class CallTransaction:
                     return
             execution = event.execution  # (not the Event properties: a call each, per read)
             if execution.status is _COMPLETED:
-                # one private snapshot, shared by the history and the log record: what the
-                # tool does later with the object it returned changes neither
-                output = execution.response = snapshot(execution.response)
-                self.finish(_OUTCOME_COMPLETED, output=output)
+                self._finish_completed(event)
                 return
             error = execution.error
             assert isinstance(error, BaseException)
@@ -512,6 +510,24 @@ class CallTransaction:
         self.response = response
 
     @trio.lowlevel.enable_ki_protection
+    def _finish_completed(self, event: FunctionCalling) -> None:
+        """Record the completed *event*: ``completed`` with one private snapshot of its output,
+        shared by the history and the log record (what the tool does later with the object it
+        returned changes neither); ``failed``, naming the tool and the type, if the output
+        is not JSON data (see :mod:`._results`). KI-protected, like :meth:`finish`."""
+        execution = event.execution
+        output = execution.response = snapshot(execution.response)
+        problem = not_json(output)
+        if problem is None:
+            self.finish(_OUTCOME_COMPLETED, output=output)
+            return
+        exc = unserializable_result(self.proposal.function, problem)
+        execution.response = None
+        self.failure = exc
+        _settle(event, _FAILED, exc)
+        self.finish(_OUTCOME_FAILED, error=ErrorInfo.from_exception(exc))
+
+    @trio.lowlevel.enable_ki_protection
     def _cut_short(self, outcome: ActionOutcome, error: ErrorInfo) -> None:
         """Record a call stopped from outside (cancelled, or over its whole-call deadline).
 
@@ -523,8 +539,7 @@ class CallTransaction:
         """
         event = self.event
         if event is not None and event.status is _COMPLETED:
-            output = event.execution.response = snapshot(event.response)
-            self.finish(_OUTCOME_COMPLETED, output=output)
+            self._finish_completed(event)
             return
         if event is not None and event.status is _FAILED:
             failed = event.execution.error
