@@ -75,7 +75,7 @@ async def test_the_failure_is_raised_when_errors_are_not_suppressed() -> None:
 
     branch = Branch()
     branch.register_tools(price)
-    with pytest.raises(TypeError, match="tool 'price' returned a decimal.Decimal"):
+    with pytest.raises(TypeError, match=r"tool 'price' returned a decimal\.Decimal"):
         await branch.act(call("price"), suppress_errors=False)
     [response] = branch.messages.responses()
     assert response.outcome is ActionOutcome.FAILED
