@@ -502,6 +502,7 @@ class Tool:
             self.preprocessor_kwargs,
             inline=self.inline,
             limiter=self.limiter,
+            name=self.name,
         )
 
     async def call(self, arguments: Mapping[str, Any]) -> Any:
@@ -513,6 +514,7 @@ class Tool:
             arguments,
             inline=self.inline,
             limiter=self.limiter,
+            name=self.name,
         )
 
     async def postprocess(self, response: Any) -> Any:
@@ -525,6 +527,7 @@ class Tool:
             self.postprocessor_kwargs,
             inline=self.inline,
             limiter=self.limiter,
+            name=self.name,
         )
 
     # -- records ----------------------------------------------------------------------------
