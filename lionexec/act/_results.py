@@ -8,10 +8,12 @@ be lost after a restart. So the call fails instead, recorded, naming the tool, t
 where in the result it is. A tool converts such values itself, or in its ``postprocessor``
 (``Tool.from_function(..., postprocessor=...)``), which is the encoder a tool registers.
 
-The types :func:`~lionexec._jsonable.jsonable` renders as JSON by documented rules are taken
-as the data they render to: attrs classes and dataclasses (their public fields), pydantic-style
-models (``model_dump()``), enums (their value), UUIDs and paths (their text), dates and times
-(ISO 8601), tuples (arrays), and subclasses of str, int and float.
+Content parts (images, files and text parts, and the bytes of an image or a PDF: see
+:mod:`lionexec.conversation._parts`) are rendered as each provider's blocks, and taken as
+they are. The types :func:`~lionexec._jsonable.jsonable` renders as JSON by documented rules
+are taken as the data they render to: attrs classes and dataclasses (their public fields),
+pydantic-style models (``model_dump()``), enums (their value), UUIDs and paths (their text),
+dates and times (ISO 8601), tuples (arrays), and subclasses of str, int and float.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Final
 import attrs
 
 from lionexec._jsonable import MAX_DEPTH
+from lionexec.conversation._parts import content_parts
 
 __all__ = ["not_json", "unserializable_result"]
 
@@ -47,6 +50,8 @@ def not_json(value: object) -> str | None:
         small = value.bit_length() < _SMALL_INT_BITS  # type: ignore[attr-defined]
         return None if small else _check(value)
     try:
+        if content_parts(value) is not None:  # images, files, text parts: rendered as blocks
+            return None
         return _check(value)
     except _KeyProblem as exc:
         return str(exc)
