@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import nullcontext
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 import attrs
 import trio
@@ -25,6 +25,16 @@ __all__ = ["DEFAULT_PARAMS", "AlcallParams", "alcall"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+if TYPE_CHECKING:  # (a TypeVar default: typing has it from Python 3.13)
+    from typing_extensions import TypeVar as _DefaultedTypeVar
+
+    #: Whether a batch's raised failures are kept in their slots, as a type: ``act()``'s
+    #: result holds exceptions only for ``AlcallParams(return_exceptions=True)``.
+    ReturnExceptions = _DefaultedTypeVar(
+        "ReturnExceptions", bound=bool, default=Literal[False], covariant=True
+    )
+else:
+    ReturnExceptions = TypeVar("ReturnExceptions", bound=bool, covariant=True)
 
 
 def _optional_positive(name: str, *, allow_zero: bool = False) -> Callable[[Any, Any, Any], None]:
@@ -54,8 +64,13 @@ def _max_concurrent(_instance: Any, _attribute: Any, value: Any) -> None:
 
 
 @attrs.frozen(kw_only=True)
-class AlcallParams:
+class AlcallParams(Generic[ReturnExceptions]):
     """How a batch of calls is run.
+
+    Generic in :attr:`return_exceptions` for type checkers only: ``AlcallParams(...)`` is an
+    ``AlcallParams[Literal[False]]`` unless ``return_exceptions`` is passed, and
+    ``Branch.act`` is typed ``list[ActionResponse]`` for it (``list[ActionResponse |
+    Exception]`` otherwise).
 
     Attributes:
         max_concurrent: at most this many calls run at once (a ``trio.CapacityLimiter``);
@@ -97,7 +112,7 @@ class AlcallParams:
         default=0.0, validator=_optional_positive("retry_jitter", allow_zero=True)
     )
     force_retry: bool = False
-    return_exceptions: bool = False
+    return_exceptions: ReturnExceptions = False  # type: ignore[assignment]  # (the default's type)
     #: The retry schedule these parameters describe.
     retry: RetryPolicy = attrs.field(init=False, repr=False, eq=False)
 
@@ -117,13 +132,13 @@ class AlcallParams:
 
 
 #: The parameters of a batch that passes none (shared: the object is immutable).
-DEFAULT_PARAMS: Final = AlcallParams()
+DEFAULT_PARAMS: Final[AlcallParams[Literal[False]]] = AlcallParams()
 
 
 async def alcall(
     func: Callable[[T], Awaitable[R]] | Callable[[T], R],
     inputs: Iterable[T],
-    params: AlcallParams | None = None,
+    params: AlcallParams[bool] | None = None,
 ) -> list[R | Exception]:
     """Apply *func* to every input concurrently under *params*; results in input order.
 

@@ -399,7 +399,7 @@ class Branch:
         strategy: Strategy = ...,
         verbose_action: bool = ...,
         suppress_errors: bool = ...,
-        call_params: None = ...,
+        call_params: AlcallParams[Literal[False]] | None = ...,
         limiter: trio.CapacityLimiter | None = ...,
     ) -> list[ActionResponse]: ...
 
@@ -411,7 +411,7 @@ class Branch:
         strategy: Strategy = ...,
         verbose_action: bool = ...,
         suppress_errors: bool = ...,
-        call_params: AlcallParams,
+        call_params: AlcallParams[bool],
         limiter: trio.CapacityLimiter | None = ...,
     ) -> list[ActionResponse | Exception]: ...
 
@@ -422,7 +422,7 @@ class Branch:
         strategy: Strategy = "concurrent",
         verbose_action: bool = False,
         suppress_errors: bool = True,
-        call_params: AlcallParams | None = None,
+        call_params: AlcallParams[bool] | None = None,
         limiter: trio.CapacityLimiter | None = None,
     ) -> list[ActionResponse] | list[ActionResponse | Exception]:
         """Run proposed tool calls and return their recorded responses, in input order.
@@ -448,7 +448,9 @@ class Branch:
         *suppress_errors* says. With ``suppress_errors=False`` a failed call's original exception
         is raised after the history is written; in a concurrent batch that cancels the calls still
         running (each is recorded ``cancelled``) unless ``call_params.return_exceptions`` keeps the
-        exception in its slot instead (hence the return type with *call_params*).
+        exception in its slot instead: the result is typed ``list[ActionResponse]`` unless
+        *call_params* may say ``return_exceptions=True`` (``list[ActionResponse | Exception]``
+        then).
 
         *limiter*, a ``trio.CapacityLimiter`` shared with other batches (other conversations
         of a server, say), caps how many calls run at once across all of them; each call holds

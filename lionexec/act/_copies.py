@@ -46,28 +46,45 @@ def copy_error(error: _E) -> _E:
     """A copy of a recorded exception for a hook or an observer: its own ``args``,
     attributes and notes, each a private copy (``copy.copy`` alone shares the ``__notes__``
     list and every mutable attribute, such as a ``details`` dict), the chain and traceback as
-    they are. An exception that cannot be copied (its copy raises, is not an exception, or
-    refuses those attributes) is passed as it is."""
+    they are. An exception that :func:`copy.copy` cannot copy (its copy raises, or is not an
+    exception) is rebuilt without its ``__init__`` (same class, private copies of its
+    ``args`` and attributes); one that cannot be rebuilt either is stood in for by a
+    :class:`RuntimeError` naming it: never the recorded exception itself."""
     if not isinstance(error, BaseException):
         return error
     try:
         copied = copy.copy(error)
         if not isinstance(copied, BaseException):  # a __copy__ or __reduce__ of its own
-            return error
-        copied.args = snapshot(error.args)
-        attributes = getattr(copied, "__dict__", None)
-        if type(attributes) is dict:
-            for name, value in attributes.items():
-                if name != "__notes__":
-                    attributes[name] = snapshot(value)
-        notes = getattr(error, "__notes__", None)
-        if type(notes) is list:
-            copied.__notes__ = list(notes)
-        copied.__cause__, copied.__context__ = error.__cause__, error.__context__
-        copied.__suppress_context__ = error.__suppress_context__
-        copied.__traceback__ = error.__traceback__
+            raise TypeError("not an exception")
+        return _detach(error, copied)  # type: ignore[return-value]
     except Exception:
-        return error
+        pass
+    try:  # rebuilt: BaseException.__new__ sets args and runs no __init__ of the class
+        rebuilt = BaseException.__new__(type(error), *error.args)
+        attributes = getattr(error, "__dict__", None)
+        if type(attributes) is dict:
+            rebuilt.__dict__.update(attributes)
+        return _detach(error, rebuilt)  # type: ignore[return-value]
+    except Exception:
+        stand_in = RuntimeError(f"{type(error).__name__}: {summarize(error)}")
+        stand_in.__cause__, stand_in.__traceback__ = error.__cause__, error.__traceback__
+        return stand_in  # type: ignore[return-value]
+
+
+def _detach(error: BaseException, copied: BaseException) -> BaseException:
+    """*copied* (a shallow copy of *error*) given private copies of what it shares."""
+    copied.args = snapshot(error.args)
+    attributes = getattr(copied, "__dict__", None)
+    if type(attributes) is dict:
+        for name, value in attributes.items():
+            if name != "__notes__":
+                attributes[name] = snapshot(value)
+    notes = getattr(error, "__notes__", None)
+    if type(notes) is list:
+        copied.__notes__ = list(notes)
+    copied.__cause__, copied.__context__ = error.__cause__, error.__context__
+    copied.__suppress_context__ = error.__suppress_context__
+    copied.__traceback__ = error.__traceback__
     return copied
 
 

@@ -62,8 +62,10 @@ from lionexec.tools import FunctionCalling, Tool
 
 from ._alcall import AlcallParams
 from ._copies import VERBOSE_LIMIT, copy_error, detached, detached_message, summarize
+from ._delivery import tell_callbacks, tell_callbacks_shielded
 from ._envelope import Proposal
 from ._log import build_log_record
+from ._results import not_json, unserializable_result
 from ._scope import CallScope, idempotency_key
 from ._unanswered import announce_interrupted, interruption
 from .sinks.base import WriteAhead
@@ -119,7 +121,7 @@ class CallTransaction:
         scope: CallScope,
         proposal: Proposal,
         request: ActionRequest,
-        params: AlcallParams,
+        params: AlcallParams[bool],
     ) -> None:
         self.scope = scope
         self.proposal = proposal
@@ -515,10 +517,7 @@ class CallTransaction:
                     return
             execution = event.execution  # (not the Event properties: a call each, per read)
             if execution.status is _COMPLETED:
-                # one private snapshot, shared by the history and the log record: what the
-                # tool does later with the object it returned changes neither
-                output = execution.response = snapshot(execution.response)
-                self.finish(_OUTCOME_COMPLETED, output=output)
+                self._finish_completed(event)
                 return
             error = execution.error
             assert isinstance(error, BaseException)
@@ -565,6 +564,24 @@ class CallTransaction:
         self.response = response
 
     @trio.lowlevel.enable_ki_protection
+    def _finish_completed(self, event: FunctionCalling) -> None:
+        """Record the completed *event*: ``completed`` with one private snapshot of its output,
+        shared by the history and the log record (what the tool does later with the object it
+        returned changes neither); ``failed``, naming the tool and the type, if the output
+        is not JSON data (see :mod:`._results`). KI-protected, like :meth:`finish`."""
+        execution = event.execution
+        output = execution.response = snapshot(execution.response)
+        problem = not_json(output)
+        if problem is None:
+            self.finish(_OUTCOME_COMPLETED, output=output)
+            return
+        exc = unserializable_result(self.proposal.function, problem)
+        execution.response = None
+        self.failure = exc
+        _settle(event, _FAILED, exc)
+        self.finish(_OUTCOME_FAILED, error=ErrorInfo.from_exception(exc))
+
+    @trio.lowlevel.enable_ki_protection
     def _cut_short(self, outcome: ActionOutcome, error: ErrorInfo) -> None:
         """Record a call stopped from outside (cancelled, or over its whole-call deadline).
 
@@ -576,8 +593,7 @@ class CallTransaction:
         """
         event = self.event
         if event is not None and event.status is _COMPLETED:
-            output = event.execution.response = snapshot(event.response)
-            self.finish(_OUTCOME_COMPLETED, output=output)
+            self._finish_completed(event)
             return
         if event is not None and event.status is _FAILED:
             failed = event.execution.error
@@ -667,9 +683,13 @@ class CallTransaction:
 
     # -- after evidence -----------------------------------------------------------------------
 
-    async def announce(self) -> None:
+    async def announce(self, deadline: float | None = None) -> None:
         """Hooks, observer and message callbacks, after the record is complete. Never raises
         an ``Exception``.
+
+        The ``on_message_added`` callbacks hear of the call even if a cancellation comes
+        first (in a hook, say): shielded, by *deadline* (that of the announcement of a call
+        being cancelled) or within the branch's ``cancel_grace``; then it propagates.
 
         Each gets a copy (or a text summary) of what was recorded, never the record itself.
         Their failures are reported on the branch's failure log (once each); so is one of
@@ -682,57 +702,58 @@ class CallTransaction:
         call_id = self.proposal.call_id
         seams = scope.seams
         emit_hook = seams.emit
-        if event is not None:
-            proposal, execution = self.proposal, event.execution
-            # The hook's keyword arguments are built inside the try, so their failure is
-            # reported too; synchronous handlers run without a coroutine (see emit_now).
-            if execution.status is _COMPLETED:
-                if _TOOL_POST in hooks.points:
+        history = scope.history
+        try:
+            if event is not None:
+                proposal, execution = self.proposal, event.execution
+                # The hook's keyword arguments are built inside the try, so their failure is
+                # reported too; synchronous handlers run without a coroutine (see emit_now).
+                if execution.status is _COMPLETED:
+                    if _TOOL_POST in hooks.points:
+                        try:
+                            failures = seams.emit_now(
+                                _TOOL_POST,
+                                {
+                                    "tool_name": proposal.function,
+                                    "call_id": call_id,
+                                    "result": summarize(execution.response),
+                                    "duration": execution.duration,
+                                },
+                            )
+                            if type(failures) is not list:
+                                await failures
+                        except Exception as exc:
+                            self._failed(_WHERE_POST, exc, emit_hook)
+                elif _TOOL_ERROR in hooks.points:
                     try:
                         failures = seams.emit_now(
-                            _TOOL_POST,
+                            _TOOL_ERROR,
                             {
                                 "tool_name": proposal.function,
                                 "call_id": call_id,
-                                "result": summarize(execution.response),
+                                "error": copy_error(execution.error),
+                                "status": execution.status,
                                 "duration": execution.duration,
                             },
                         )
                         if type(failures) is not list:
                             await failures
                     except Exception as exc:
-                        self._failed(_WHERE_POST, exc, emit_hook)
-            elif _TOOL_ERROR in hooks.points:
-                try:
-                    failures = seams.emit_now(
-                        _TOOL_ERROR,
-                        {
-                            "tool_name": proposal.function,
-                            "call_id": call_id,
-                            "error": copy_error(execution.error),
-                            "status": execution.status,
-                            "duration": execution.duration,
-                        },
-                    )
-                    if type(failures) is not list:
-                        await failures
-                except Exception as exc:
-                    self._failed(_WHERE_ERROR, exc, emit_hook)
-            if scope.observer is not None:
-                try:
-                    keep_event, emit_event = seams.keep_event, seams.emit_event
-                    assert keep_event is not None and emit_event is not None
-                    if not keep_event(event, detached):
-                        await emit_event(detached(event), call_id=call_id)
-                except Exception as exc:
-                    self._failed("observer", exc, seams.emit_event)
-        history = scope.history
+                        self._failed(_WHERE_ERROR, exc, emit_hook)
+                if scope.observer is not None:
+                    try:
+                        keep_event, emit_event = seams.keep_event, seams.emit_event
+                        assert keep_event is not None and emit_event is not None
+                        if not keep_event(event, detached):
+                            await emit_event(detached(event), call_id=call_id)
+                    except Exception as exc:
+                        self._failed("observer", exc, seams.emit_event)
+        except BaseException:  # cancelled in a hook: the callbacks still hear of the call
+            if history.on_message_added:
+                await self._tell_callbacks(deadline, shielded=True)
+            raise
         if history.on_message_added:
-            await self._seam(
-                "message_callback",
-                history.notify,
-                lambda: history.notify(detached_message(request), detached_message(response)),
-            )
+            await self._tell_callbacks(deadline)
         if _MESSAGE_ADD in hooks.points:
             await self._seam(
                 _WHERE_MESSAGE_ADD,
@@ -744,6 +765,21 @@ class CallTransaction:
                 emit_hook,
                 lambda: emit_hook(_MESSAGE_ADD, message=detached_message(response)),
             )
+
+    async def _tell_callbacks(self, deadline: float | None, *, shielded: bool = False) -> None:
+        """Tell the history's ``on_message_added`` callbacks of the recorded request and
+        response (copies): each callback each message once, even if a cancellation comes
+        (see :mod:`._delivery`); *shielded* while one is in flight already."""
+        scope = self.scope
+        response = self.response
+        assert response is not None
+        try:
+            messages = (detached_message(self.request), detached_message(response))
+        except Exception as exc:  # (copying never raises; a last guard)
+            self._failed("message_callback", exc, detached_message)
+            return
+        tell = tell_callbacks_shielded if shielded else tell_callbacks
+        await tell(scope.history, messages, self.proposal.call_id, scope.cancel_grace, deadline)
 
     async def _seam(
         self, where: str, culprit: object, emit: Callable[[], Awaitable[object]]

@@ -86,6 +86,6 @@ async def announce_interrupted(scope: CallScope, transactions: list[CallTransact
         cancel_scope.deadline = trio.current_time() + scope.cancel_grace
         for transaction in transactions:
             try:
-                await transaction.announce()
+                await transaction.announce(cancel_scope.deadline)
             except Exception as exc:  # (announce reports its seams' failures: a last guard)
                 scope.failures.failed("announce", exc, call_id=transaction.call_id)

@@ -207,9 +207,12 @@ class PermissionPolicy:
         or ``:`` (pathname and tilde expansion), that no deny rule matched, is denied
         unless an allow rule *without wildcards* names the whole string exactly. A line that
         cannot be parsed (an unbalanced quote), is empty, nests more than 32 programs, is
-        longer than 64 KiB, or is too costly to analyse (the line and the strings nested in
-        it add up to more than 256 Ki characters, or the commands it may run, each read with
-        the rest of its words, to more than 8 Mi) is denied.
+        longer than 64 KiB, or is too costly to analyse (over 4,096 words and operators,
+        counting the strings nested in it; the line and those strings adding up to more than
+        256 Ki characters; or the commands it may run, each read with the rest of its words,
+        to more than 1 Mi) is denied, whatever the allow and escalate rules say: the
+        analysis is a hint for deny rules, never confinement, and a line it did not read
+        is not one they cleared. One check costs a few milliseconds at most.
     ``"text"``
         A glob over the whole string (:func:`fnmatch.translate`: ``*`` matches anything). As
         for commands, a subject containing a shell control operator (:data:`SHELL_CONTROL`)

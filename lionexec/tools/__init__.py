@@ -13,6 +13,7 @@ from ._runner import DEFAULT_TOOL_THREADS as DEFAULT_TOOL_THREADS
 from ._runner import current_tool_limiter as current_tool_limiter
 from ._runner import is_async_callable as is_async_callable
 from ._runner import run_callable as run_callable
+from ._runner import set_inline_warning as set_inline_warning
 from ._schema import SCHEMA_FORMATS as SCHEMA_FORMATS
 from ._schema import Parameter as Parameter
 from ._schema import SchemaFormat as SchemaFormat
@@ -60,6 +61,7 @@ __all__ = [
     "parse_docstring",
     "responses_schema",
     "run_callable",
+    "set_inline_warning",
     "tool_schema",
     "type_schema",
 ]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -19,7 +22,15 @@ __all__ = [
     "current_tool_limiter",
     "is_async_callable",
     "run_callable",
+    "set_inline_warning",
 ]
+
+_log = logging.getLogger("lionexec")
+#: Seconds an inline callable may hold the trio thread before it is reported (None: never).
+_inline_warning: float | None = 0.05
+#: The callables reported so far (by name), each once; bounded, then no more are reported.
+_reported: set[str] = set()
+_MAX_REPORTED: Final = 10_000
 
 #: Worker threads all tools of one trio run may occupy at once, unless a tool brings its own
 #: limiter. Matches trio's own default thread limit.
@@ -69,11 +80,15 @@ async def run_callable(
     *,
     inline: bool = False,
     limiter: trio.CapacityLimiter | None = None,
+    name: str | None = None,
 ) -> Any:
     """Call *fn* per the sync policy (see the module); return its result, awaited if awaitable.
 
     Async-declared callables run on the trio thread; sync ones in a worker thread under
-    *limiter* (by default :func:`current_tool_limiter`), or on the trio thread when *inline*.
+    *limiter* (by default :func:`current_tool_limiter`), or on the trio thread when *inline*:
+    one that holds the thread longer than :func:`set_inline_warning` allows (50 ms by
+    default) is reported once, a warning on the ``lionexec`` logger naming it (*name*, a
+    tool's name, else its qualified name) and how long it held the loop.
     A cancelled offload is abandoned at once: the thread keeps its limiter token until it
     really returns, and its result is dropped.
     """
@@ -82,7 +97,11 @@ async def run_callable(
         result = fn(*args, **kwargs)
     elif inline:
         await trio.lowlevel.checkpoint()  # trio's rule: a public coroutine always yields
+        started = time.perf_counter()  # (the thread's real time: trio's clock may be a mock)
         result = fn(*args, **kwargs)
+        held = time.perf_counter() - started
+        if _inline_warning is not None and held > _inline_warning:
+            _report_inline(fn, name, held)
     else:
         (result,) = await trio.to_thread.run_sync(
             functools.partial(_boxed, fn, args, kwargs),
@@ -92,6 +111,45 @@ async def run_callable(
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def set_inline_warning(seconds: float | None) -> float | None:
+    """Report an inline sync callable (``Tool(inline=True)``) that holds the trio thread
+    longer than *seconds* (``None``: never report); returns the previous setting.
+
+    The report is a warning on the ``lionexec`` logger naming the tool and how long one call
+    held the event loop, once per tool per process: everything else on the loop (timeouts,
+    cancellation, other calls) waited that long. Such a tool should run in a worker thread
+    (drop ``inline``) or be made async. The default is 0.05 (50 ms). Process-wide; never
+    blocks.
+    """
+    global _inline_warning
+    if seconds is not None and (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
+        raise ValueError(f"seconds must be a finite number >= 0 or None, got {seconds!r}")
+    previous, _inline_warning = _inline_warning, seconds
+    return previous
+
+
+def _report_inline(fn: Callable[..., Any], name: str | None, held: float) -> None:
+    """Warn, once per callable, that *fn* held the trio thread *held* seconds."""
+    if name is None:
+        name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    if name in _reported or len(_reported) >= _MAX_REPORTED:
+        return
+    _reported.add(name)
+    _log.warning(
+        "inline tool %r held the trio thread for %.3f s (over %.3f s): everything else on "
+        "the event loop waited; drop inline=True (a worker thread runs it) or make it async "
+        "(reported once per tool)",
+        name,
+        held,
+        _inline_warning,
+    )
 
 
 def _boxed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any]:

@@ -536,6 +536,7 @@ class Tool:
             self.preprocessor_kwargs,
             inline=self.inline,
             limiter=self.limiter,
+            name=self.name,
         )
 
     async def call(self, arguments: Mapping[str, Any]) -> Any:
@@ -547,6 +548,7 @@ class Tool:
             arguments,
             inline=self.inline,
             limiter=self.limiter,
+            name=self.name,
         )
 
     async def postprocess(self, response: Any) -> Any:
@@ -559,6 +561,7 @@ class Tool:
             self.postprocessor_kwargs,
             inline=self.inline,
             limiter=self.limiter,
+            name=self.name,
         )
 
     # -- records ----------------------------------------------------------------------------

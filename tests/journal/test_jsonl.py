@@ -59,7 +59,8 @@ async def test_every_answered_call_is_one_strict_line_in_commit_order(tmp_path: 
     assert {r["call_id"] for r in lines[:3]} == {"a", "b", "c"}
     assert lines[3]["call_id"] == "d"
     by_id = {r["call_id"]: r for r in lines}
-    assert by_id["a"]["output"] == "NaN" and by_id["a"]["outcome"] == "completed"
+    assert by_id["a"]["output"] is None and by_id["a"]["outcome"] == "failed"  # NaN: not JSON
+    assert "tool 'nan' returned the float nan" in by_id["a"]["error"]["message"]
     assert by_id["a"]["effect"] == "pure" and by_id["a"]["idempotency_key"]
     assert by_id["b"]["error"] == {"type": "RuntimeError", "message": "boom"}
     assert by_id["c"]["outcome"] == "invalid"

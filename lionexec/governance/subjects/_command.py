@@ -1,8 +1,12 @@
-"""The ``"command"`` subject kind: a shell command line, tokenised with :mod:`shlex` and
-analysed so that deny rules see every program the line would run (through the wrappers,
-shells and command strings the tables of :mod:`._programs` list), while allow and escalate
-rules match the line as written. See :class:`~lionexec.governance.PermissionPolicy` for the
-rules this implements.
+"""The ``"command"`` subject kind: a shell command line, tokenised as :mod:`shlex` reads it
+(POSIX rules) and analysed so that deny rules see every program the line would run (through
+the wrappers, shells and command strings the tables of :mod:`._programs` list), while allow
+and escalate rules match the line as written. See
+:class:`~lionexec.governance.PermissionPolicy` for the rules this implements.
+
+The analysis gives deny rules hints, never confinement, and runs on the trio thread: its
+work is bounded (steps, characters parsed, characters given to deny rules; see
+:class:`_Command`), and a line over a bound is refused, which denies it.
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final
 
@@ -98,41 +101,26 @@ def _basename(word: str) -> str:
     return posixpath.basename(word.rstrip("/")) or word
 
 
+#: What a shell does not expand in a line: a quoted string or an escaped character.
+_QUOTED: Final = re.compile(r"""'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.""", re.DOTALL)
+#: An expansion a shell applies outside quotes: a glob character, or a tilde starting a word
+#: (or after ``=`` or ``:`` in one: bash expands ``x=~/a`` and ``PATH=a:~/b`` too).
+_EXPANSION: Final = re.compile(r"[*?\[]|(?:^|(?<=[ \t=:]))~")
+
+
 def _unquoted_expansion(command: str) -> str | None:
     """The expansion a shell would apply outside quotes (pathname or tilde), if any.
 
     Only called on a line without ``$``, backticks or control operators, and that parsed.
+    Each quoted string and escaped character is read as one plain character (``x``), so
+    what remains is what the shell expands; two regular expression passes, linear.
     """
-    quote = ""
-    escaped = False
-    word_start = True
-    after_equals = False  # bash expands ~ after = or : in a word too (x=~/a, PATH=a:~/b)
-    for c in command:
-        if escaped:
-            escaped, word_start = False, False
-        elif quote == "'":
-            quote = "" if c == "'" else quote
-        elif quote == '"':
-            if c == "\\":
-                escaped = True
-            elif c == '"':
-                quote = ""
-        elif c == "\\":
-            escaped = True
-        elif c in "'\"":
-            quote, word_start = c, False
-        elif c in " \t":
-            word_start = True
-        elif c in "*?[":
-            return "an unquoted glob (pathname expansion)"
-        elif c == "~" and (word_start or after_equals):
-            return "a tilde expansion"
-        else:
-            word_start = False
-            after_equals = c in "=:"
-            continue
-        after_equals = False
-    return None
+    found = _EXPANSION.search(_QUOTED.sub("x", command))
+    if found is None:
+        return None
+    if found.group() == "~":
+        return "a tilde expansion"
+    return "an unquoted glob (pathname expansion)"
 
 
 def _program(word: str) -> str:
@@ -145,70 +133,74 @@ def _program(word: str) -> str:
 #: shlex's blanks, and the characters :func:`_tokens` makes control operators of.
 _BLANKS: Final = " \t\r\n"
 _PUNCTUATION: Final = "();<>|&"
+#: One token of a command line as shlex reads it (POSIX rules, ``punctuation_chars``,
+#: ``whitespace_split``, no comments), after any blanks: a newline, a run of control-operator
+#: characters or a word, made of bare runs, single-quoted strings, double-quoted strings (where a
+#: backslash escapes only ``"`` and ``\\``) and backslash escapes. Possessive quantifiers:
+#: each character is read once, so a line is tokenised in linear time, by the regular
+#: expression engine rather than character by character in Python.
+_TOKEN: Final = re.compile(
+    r"""[ \t\r]*+(?:(?P<newline>\n)"""
+    r"""|(?P<punct>[();<>|&]++)"""
+    r"""|(?P<bare>[^ \t\r\n();<>|&'"\\]++)?+"""
+    r"""(?P<rest>(?:[^ \t\r\n();<>|&'"\\]++|'[^']*+'|"(?:[^"\\]++|\\.)*+"|\\.)++)?+)""",
+    re.DOTALL,
+)
+#: One piece of a word that is not bare (see :data:`_TOKEN`), to decode it.
+_PIECE: Final = re.compile(r"""([^'"\\]++)|'([^']*+)'|"((?:[^"\\]++|\\.)*+)"|\\(.)""", re.DOTALL)
+_DOUBLE_QUOTED_ESCAPE: Final = re.compile(r'\\(["\\])')
 
 
-def _words(command: str) -> Iterator[tuple[str, int]]:
-    """The words of *command* as :func:`_tokens` reads them (shlex's POSIX rules), each with
-    how many of its first characters were written bare (not quoted, not escaped); and, for
-    each newline outside quotes (which shlex reads as a blank, but ends a command as ``;``
-    does), ``(";", -1)``."""
+def _decode(written: str) -> str:
+    """The word *written* (quoted or escaped somewhere) as shlex reads it."""
+    out: list[str] = []
+    for bare, single, double, escaped in _PIECE.findall(written):
+        if double:
+            out.append(_DOUBLE_QUOTED_ESCAPE.sub(r"\1", double))
+        else:
+            out.append(bare or single or escaped)
+    return "".join(out)
+
+
+def _words(command: str, result: _Command) -> Iterator[tuple[str, int]]:
+    """The words of *command* as shlex reads them (POSIX rules), each with how many of its
+    first characters were written bare (not quoted, not escaped), and the control operators
+    (``(token, 0)``); for each newline outside quotes (which shlex reads as a blank, but
+    ends a command as ``;`` does), ``(";", -1)``. Each token counts as a step of *result*.
+
+    Raises :class:`_Refused` for an unbalanced quote or a trailing backslash.
+    """
     i, n = 0, len(command)
+    match = _TOKEN.match
     while i < n:
-        if command[i] in _BLANKS:
-            if command[i] == "\n":
-                yield ";", -1
-            i += 1
-            continue
-        if command[i] in _PUNCTUATION:
-            start = i
-            while i < n and command[i] in _PUNCTUATION:
-                i += 1
-            yield command[start:i], 0
-            continue
-        chars: list[str] = []
-        bare: int | None = None  # set at the first quote or escape
-        while i < n and command[i] not in _BLANKS and command[i] not in _PUNCTUATION:
-            c = command[i]
-            if bare is None and c in "'\"\\":
-                bare = len(chars)
-            if c == "'":
-                end = command.index("'", i + 1)
-                chars.append(command[i + 1 : end])
-                i = end + 1
-            elif c == '"':
-                i += 1
-                while command[i] != '"':
-                    if command[i] == "\\" and command[i + 1] in '"\\':
-                        i += 1
-                    chars.append(command[i])
-                    i += 1
-                i += 1
-            elif c == "\\":
-                chars.append(command[i + 1])
-                i += 2
-            else:
-                chars.append(c)
-                i += 1
-        word = "".join(chars)
-        yield word, len(word) if bare is None else bare
+        m = match(command, i)  # (blanks, then one token or nothing)
+        assert m is not None  # (every part of the pattern is optional)
+        end = m.end()
+        newline, punct, bare, rest = m.group("newline", "punct", "bare", "rest")
+        if newline is None and punct is None and bare is None and rest is None:
+            if end == n:  # trailing blanks
+                return
+            what = "No escaped character" if command[end] == "\\" else "No closing quotation"
+            raise _Refused(f"cannot be parsed ({what})")
+        i = end
+        result.step()
+        if newline is not None:
+            yield ";", -1
+        elif punct is not None:
+            yield punct, 0
+        elif rest is None:
+            yield bare, len(bare)
+        else:
+            bare = bare or ""
+            yield bare + _decode(rest), len(bare)
 
 
-def _tokens(command: str) -> list[str]:
+def _tokens(command: str, result: _Command) -> list[str]:
     """The words of *command* (control operators apart), each shell assignment an
     :class:`_Assignment`."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        tokens = list(lexer)
-        words = list(_words(command))
-    except (ValueError, IndexError) as exc:
-        raise _Refused(f"cannot be parsed ({exc})") from None
-    if [word for word, bare in words if bare >= 0] != tokens:  # pragma: no cover - alike
-        raise _Refused("cannot be parsed (its quoting reads two ways)")
     return [
         _Assignment(word) if (m := _ASSIGNMENT.match(word)) and m.end() <= bare else word
-        for word, bare in words
+        for word, bare in _words(command, result)
     ]
 
 
@@ -237,9 +229,13 @@ _MAX_SUSPECTS: Final = 128
 #: times the work of the longest line, however the strings nest.
 _MAX_PARSED: Final = 4 * _MAX_COMMAND
 #: A line whose analysis would give deny rules more characters than this to read (each
-#: program the line may run is read with the rest of its words: a copy) is denied: as many
-#: as one wrapper's suspects in the longest line, however many wrappers there are.
-_MAX_FORMS: Final = _MAX_SUSPECTS * _MAX_COMMAND
+#: program the line may run is read with the rest of its words: a copy) is denied: eight
+#: times the longest line, so that every deny rule reads a bounded multiple of the line.
+_MAX_FORMS: Final = 16 * _MAX_COMMAND
+#: A line whose analysis would take more steps than this (a step is a token read, or a word
+#: a wrapper's options are read over: the line, then each nested string, each in Python) is
+#: denied: this bounds one check at a few milliseconds of the trio thread.
+_MAX_STEPS: Final = 4_096
 
 
 @attrs.define
@@ -258,11 +254,25 @@ class _Command:
     parsed: int = 0
     #: characters of denied_forms so far (bounded by _MAX_FORMS)
     formed: int = 0
+    #: tokens read and words visited so far (bounded by _MAX_STEPS)
+    steps: int = 0
+    #: (id of an argv, index) of each program form given to deny rules so far, and those argvs
+    forms_seen: set[tuple[int, int]] = attrs.field(factory=set)
+    argvs: list[list[str]] = attrs.field(factory=list)
 
     def deeper(self) -> None:
         self.depth += 1
         if self.depth > _MAX_LAYERS:
             raise _Refused("nests commands too deeply")
+
+    def step(self, count: int = 1) -> None:
+        """Count *count* steps of the analysis (tokens read, words visited)."""
+        self.steps += count
+        if self.steps > _MAX_STEPS:
+            raise _Refused(
+                f"is too costly to analyse (over {_MAX_STEPS} words and operators, "
+                "counting the strings nested in it)"
+            )
 
     def parse(self, text: str) -> None:
         """Count *text* as parsed."""
@@ -272,6 +282,17 @@ class _Command:
                 "is too costly to analyse (it and the strings nested in it add up to more "
                 f"than {_MAX_PARSED} characters)"
             )
+
+    def program_form(self, argv: list[str], start: int) -> None:
+        """Have deny rules read ``argv[start]`` (by its basename) run with the words after
+        it, once: a wrapper's suspects and the programs found after its options are often
+        the same words, and each form is a copy of the rest of the line."""
+        key = (id(argv), start)
+        if key in self.forms_seen:
+            return
+        self.forms_seen.add(key)
+        self.argvs.append(argv)  # (alive until the analysis ends: its id stays its own)
+        self.deny_form(" ".join([_basename(argv[start]), *argv[start + 1 :]]))
 
     def deny_form(self, form: str) -> None:
         """Have deny rules read *form*."""
@@ -294,7 +315,7 @@ def _nested(command: str, result: _Command) -> None:
 def _analyse(command: str, into: _Command | None = None, nested: bool = False) -> _Command:
     result = _Command() if into is None else into
     result.parse(command)
-    for argv in _simple_commands(_tokens(command)):
+    for argv in _simple_commands(_tokens(command, result)):
         _analyse_words(argv, result)
         if not nested:
             result.written.append(_WORD_BREAK.join(argv))
@@ -317,8 +338,9 @@ def _analyse_words(argv: list[str], result: _Command, *, guessed: bool = False) 
         if _CONTROL_CHARACTER.search(argv[start]) and not (guessed and start == 0):
             raise _Refused(f"names a program with a control character: {_quote(argv[start])}")
         basenamed[start] = _basename(argv[start])
-        result.deny_form(" ".join([basenamed[start], *argv[start + 1 :]]))
-    result.deny_form(" ".join(basenamed))
+        result.program_form(argv, start)
+    if basenamed != argv or (id(argv), 0) not in result.forms_seen:  # (else that same form)
+        result.deny_form(" ".join(basenamed))
 
 
 def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
@@ -360,6 +382,7 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
         i = first
         options = True  # until "--"
         while i < len(argv):
+            result.step()
             word = argv[i]
             split = _split_string(argv, i) if options and name == "env" else None
             if split is not None:  # env -S STRING: its words are env's arguments again
@@ -367,7 +390,7 @@ def _command_positions(argv: list[str], result: _Command) -> Iterator[int]:
                 value, rest = split
                 result.deeper()
                 result.parse(value)
-                _analyse_words(["env", *_env_split(value), *rest], result)
+                _analyse_words(["env", *_env_split(value), *argv[rest:]], result)
                 return
             if options and word == "--":
                 options = False
@@ -407,6 +430,7 @@ def _git_config_commands(words: list[str], result: _Command) -> None:
     see :data:`_GIT_COMMAND_SUFFIXES`) as a command line."""
     i = 0
     while i < len(words):
+        result.step()
         word = words[i]
         if word == "-c" or (word.startswith("-c") and len(word) > 2):
             setting = words[i + 1] if word == "-c" and i + 1 < len(words) else word[2:]
@@ -435,7 +459,7 @@ def _suspects(argv: list[str], first: int, program: int, result: _Command) -> No
         raise _Refused(f"has a wrapper with more than {_MAX_SUSPECTS} words of options")
     for j in range(first, stop):
         if j != program:
-            result.deny_form(" ".join([_basename(argv[j]), *argv[j + 1 :]]))
+            result.program_form(argv, j)
 
 
 def _each_word(argv: list[str], first: int, result: _Command) -> None:
@@ -462,6 +486,7 @@ def _command_strings(words: list[str], letter: str, result: _Command, name: str)
     depends on the options."""
     strings: list[str] = []
     every = not letter
+    result.step(len(words))
     for word in words:
         value = _long_value(word, _COMMAND_OPTIONS)
         if value is not None:
@@ -494,21 +519,25 @@ def _abbreviates(option: str, options: Iterable[str]) -> bool:
     return len(option) >= 3 and any(full.startswith(option) for full in options)
 
 
-def _split_string(argv: list[str], i: int) -> tuple[str, list[str]] | None:
-    """``(string, the words after it)`` if ``argv[i]`` is env's ``-S``/``--split-string``
-    (also ``-S`` inside a cluster of short options, ``-iS...``, or ``--split=...``)."""
+def _split_string(argv: list[str], i: int) -> tuple[str, int] | None:
+    """``(string, the index of the words after it)`` if ``argv[i]`` is env's
+    ``-S``/``--split-string`` (also ``-S`` inside a cluster of short options, ``-iS...``, or
+    ``--split=...``). (Indexes, not copies: this is asked of each of env's words.)"""
     word = argv[i]
-    nxt, after = (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2 :]
     if word.startswith("--"):
         option = word.split("=", 1)[0]
         if not _abbreviates(option, ("--split-string",)):
             return None
-        return (word.split("=", 1)[1], argv[i + 1 :]) if "=" in word else (nxt, after)
+        if "=" in word:
+            return word.split("=", 1)[1], i + 1
+        return (argv[i + 1] if i + 1 < len(argv) else ""), i + 2
     if not word.startswith("-"):
         return None
     for k, letter in enumerate(word[1:], start=2):
         if letter == "S":
-            return (word[k:], argv[i + 1 :]) if k < len(word) else (nxt, after)
+            if k < len(word):
+                return word[k:], i + 1
+            return (argv[i + 1] if i + 1 < len(argv) else ""), i + 2
         if f"-{letter}" in _ENV_VALUES:
             return None  # the rest of the word is that option's value
     return None

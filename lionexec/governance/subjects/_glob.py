@@ -26,6 +26,9 @@ class _WholePattern:
     # ignoring case, with a ? or [...]: the glob (else the regex is of the folded pattern, for
     # the folded subject)
     folded: _FoldedGlob | None = None
+    # "*TEXT*" with no other wildcard: TEXT (folded, ignoring case), found by a substring
+    # search: a regular expression would try TEXT at each position of a long subject
+    contains: str | None = None
 
 
 def _whole_pattern(source: str, body: str, ignore_case: bool, text: str) -> _WholePattern:
@@ -33,13 +36,17 @@ def _whole_pattern(source: str, body: str, ignore_case: bool, text: str) -> _Who
     *text* (*body* as the kind compares it)."""
     anything = body in ("*", "**")
     folded = None
+    inner = text[1:-1]
+    contains = None
+    if len(text) > 2 and text[0] == text[-1] == "*" and not re.search(r"[*?\[]", inner):
+        contains = inner.casefold() if ignore_case else inner
     if not ignore_case:
         regex = re.compile(fnmatch.translate(text), re.DOTALL)
     else:  # by case folding, as a path segment (re.IGNORECASE does not take ß for ss)
         regex = re.compile(fnmatch.translate(text.casefold()), re.DOTALL)
         if "?" in text or "[" in text:  # one character as written: its folding may be longer
             folded = _FoldedGlob.of(text)
-    return _WholePattern(source, ignore_case, regex, anything, folded)
+    return _WholePattern(source, ignore_case, regex, anything, folded, contains)
 
 
 def _segment_regex(glob: str) -> str:
@@ -225,6 +232,8 @@ class _Subject:
 
 
 def _fullmatch(pattern: _WholePattern, subject: _Subject) -> bool:
+    if pattern.contains is not None:
+        return pattern.contains in (subject.folded if pattern.ignore_case else subject.text)
     if pattern.folded is not None:
         return pattern.folded.fullmatch(subject.folded)
     text = subject.folded if pattern.ignore_case else subject.text
