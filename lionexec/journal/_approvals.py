@@ -12,7 +12,7 @@ handler of its own gets one from the journal (:class:`ApprovalGate`, installed b
   the matching rule). ``act()`` answers the call with an unrecorded response of outcome
   ``awaiting_approval`` naming the approval; the request stays unanswered in the history;
 * **allows** it, if its approval was consumed for this very call here (``approved`` →
-  ``used``, one compare-and-set statement) and the digests match;
+  ``used``: claimed by a resume, or one compare-and-set statement) and the digests match;
 * **refuses** it otherwise (:class:`~lionexec.journal.ApprovalClosed` naming the approval and
   its state; the call is ``denied`` with that reason).
 
@@ -25,11 +25,15 @@ An approval's states::
 
 Deciding (:meth:`Journal.approve`, :meth:`Journal.reject`) changes only the approval's row:
 any process or machine on the same database may do it. **Resuming**
-(:meth:`Journal.resume`, also run by :meth:`Journal.recover`) is done by the process that holds
-the branch: an ``approved`` call is proposed again to its branch (the whole transaction:
-validation, gate, policy, hooks) after its approval moved to ``used`` in one statement, so two
-processes resuming at once run it once; a ``rejected`` or ``expired`` one is answered
-``denied`` with the reason.
+(:meth:`Journal.resume`, also run by :meth:`Journal.recover`) claims a branch's decided
+approvals in one transaction (:func:`_claim`): nothing while another resume holds the branch
+(one of its ``used`` approvals has an unanswered call), else its ``approved`` ones move to
+``used``. The claimed calls are proposed again to their branch (the whole transaction:
+validation, gate, policy, hooks); the ``rejected`` or ``expired`` ones are answered
+``denied`` with the reason. So resumes in any number of processes or journal objects run
+each call once; one that took nothing reports its calls ``resumed_elsewhere``. A claim whose
+run did not start is given back (``approved`` again): at once by the resume that fails, or by
+recovery after it died (:func:`release_unstarted`).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from ._keys import (
     stored_json,
 )
 from ._report import Resolution, registry_of
+from .backends._sql import lock_branches
 from .backends.base import (
     APPROVAL_STATES,
     APPROVED,
@@ -85,7 +90,7 @@ from .errors import ApprovalClosed, ApprovalError, ApprovalNotFound, JournalErro
 if TYPE_CHECKING:
     from lionexec.act import Branch
 
-__all__ = ["Approval", "ApprovalDesk", "ApprovalGate", "BranchOpener"]
+__all__ = ["Approval", "ApprovalDesk", "ApprovalGate", "BranchOpener", "release_unstarted"]
 
 #: Approvals consumed in this process and not yet presented to the policy, at most.
 _MEMO = 4096
@@ -540,28 +545,129 @@ async def apply_decided(
             continue
         # One resume of a branch at a time in this journal: two at once would both open
         # (and enter) the one branch object the journal holds, or use it while the other
-        # leaves it.
+        # leaves it. (Resumes in other journals or processes are kept out by the claim.)
         async with _resuming(desk, branch_id):
-            sink = desk.engine.live_sink(branch_id)
-            if sink is not None and sink.branch is not None:
-                resolutions += await _resume_branch(desk, sink.branch, approvals)
-                continue
-            history = await desk.engine.history(branch_id)
-            if not any(_unanswered(history, row) for row in approvals):
-                continue
-            if registry is None and any(row.state == APPROVED for row in approvals):
-                approvals = [row for row in approvals if row.state != APPROVED]
-                if not approvals:
-                    continue
+            resolutions += await _resume_one(desk, registry, branch_id, approvals, branch_kwargs)
+    if not rows:
+        await trio.lowlevel.checkpoint()
+    return resolutions
+
+
+@attrs.frozen
+class _Claim:
+    """What one resume of a branch took (:func:`_claim`): the approved calls it runs (their
+    approvals now ``used``), the rejected or expired calls it answers, and the calls another
+    resumer holds or has answered (with that answer's outcome, if there is one yet)."""
+
+    run: list[ApprovalRow]
+    deny: list[ApprovalRow]
+    elsewhere: list[tuple[ApprovalRow, str | None]]
+
+
+def _claim(
+    store: Store, branch_id: str, call_ids: frozenset[str], runnable: bool, now: float
+) -> _Claim:
+    """Claim branch *branch_id*'s decided approvals of *call_ids* for one resume (one
+    transaction; see the module docs).
+
+    The branch is held while any of its ``used`` approvals has an unanswered call: a resume
+    in another process (or journal object) runs it, and a second writer of the branch would
+    be refused at its first commit. Nothing is taken then. Otherwise every ``approved`` one
+    whose call is unanswered moves to ``used`` (with *runnable*: this resume has the tools),
+    and the unanswered rejected or expired ones are answered by this resume.
+    """
+    if getattr(store, "bulk", False):  # PostgreSQL: claims of one branch take turns
+        lock_branches(store.tx, [branch_id])  # type: ignore[attr-defined]
+    rows = store.approvals(branch_id, None)
+    answered = store.known_call_ids(branch_id, [row.call_id for row in rows], answered=True)
+    mine = [row for row in rows if row.call_id in call_ids]
+    held = any(row.state == USED and row.call_id not in answered for row in rows)
+    run: list[ApprovalRow] = []
+    deny: list[ApprovalRow] = []
+    elsewhere: list[ApprovalRow] = []
+    for row in mine:
+        if row.call_id in answered:
+            if row.state == USED:  # resumed (and answered) by another since this one looked
+                elsewhere.append(row)
+        elif held:
+            elsewhere.append(row)
+        elif row.state == APPROVED and runnable:
+            if _use(store, row, now) is not None:
+                run.append(row)
+        elif row.state in (REJECTED, EXPIRED):
+            deny.append(row)
+    return _Claim(run, deny, [(row, _outcome_of(store, row)) for row in elsewhere])
+
+
+def _outcome_of(store: Store, row: ApprovalRow) -> str | None:
+    """The outcome the journal holds for *row*'s call (``None``: not answered yet)."""
+    for call in store.calls(row.branch_id, False):
+        if call.call_id == row.call_id and call.outcome is not None:
+            return call.outcome
+    return None
+
+
+async def _resume_one(
+    desk: ApprovalDesk,
+    registry: ActionManager | None,
+    branch_id: str,
+    approvals: list[ApprovalRow],
+    branch_kwargs: dict[str, Any],
+) -> list[Resolution]:
+    """Claim and apply *approvals* (decided ones of branch *branch_id*); report each."""
+    sink = desk.engine.live_sink(branch_id)
+    live = sink is not None and sink.branch is not None
+    calls = frozenset(row.call_id for row in approvals)
+    claim = await desk.engine.run(
+        partial(
+            _claim,
+            branch_id=branch_id,
+            call_ids=calls,
+            runnable=live or registry is not None,
+            now=desk.clock(),
+        ),
+        cancellable=False,
+    )
+    resolutions = [_elsewhere(registry, row, outcome) for row, outcome in claim.elsewhere]
+    if not claim.run and not claim.deny:
+        return resolutions
+    branch: Branch | None = None
+    try:
+        if live:
+            assert sink is not None and sink.branch is not None
+            branch = sink.branch
+            resolutions += await _resume_branch(desk, branch, claim.run, claim.deny)
+        else:
             kwargs = dict(branch_kwargs)
             if registry is not None:
                 kwargs["registry"] = registry
             branch = await desk.open_branch(branch_id, **kwargs)
             async with branch:
-                resolutions += await _resume_branch(desk, branch, approvals)
-    if not rows:
-        await trio.lowlevel.checkpoint()
+                resolutions += await _resume_branch(desk, branch, claim.run, claim.deny)
+    except BaseException:
+        # The claims of calls that did not run here are given back (approved again), so that
+        # a later resume runs them; those answered here stay used.
+        history = None if branch is None else branch.messages
+        unrun = [row for row in claim.run if history is None or _unanswered(history, row)]
+        if unrun:
+            await _approve_again(desk, unrun)
+        raise
     return resolutions
+
+
+def _elsewhere(
+    registry: ActionManager | None, row: ApprovalRow, outcome: str | None
+) -> Resolution:
+    known = registry is not None and row.function in registry
+    return Resolution(
+        branch_id=row.branch_id,
+        call_id=row.call_id,
+        function=row.function,
+        effect=registry.get(row.function).effect if registry is not None and known else "unsafe",
+        action="resumed_elsewhere",
+        outcome=None if outcome is None else ActionOutcome(outcome),
+        attempts=0,
+    )
 
 
 #: The branches (a journal's approvals, branch id) a resume is resuming in this context: the
@@ -605,19 +711,21 @@ def _unanswered(history: Any, row: ApprovalRow) -> bool:
 
 
 async def _resume_branch(
-    desk: ApprovalDesk, branch: Branch, approvals: list[ApprovalRow]
+    desk: ApprovalDesk, branch: Branch, run: list[ApprovalRow], deny: list[ApprovalRow]
 ) -> list[Resolution]:
-
+    """Run the claimed approved calls *run* (their approvals ``used``) through *branch* and
+    answer the rejected or expired *deny* ``denied``. Raises if *branch* is not running."""
     history = branch.messages
     resolutions: list[Resolution] = []
-    run: list[tuple[ApprovalRow, ActionRequest]] = []
-    for row in approvals:
+    if run and not all(feed.serving for feed in branch._feeds):
+        raise JournalError(
+            f"branch {branch.name} is open in {desk.engine.name} but not running: enter it "
+            "(`async with branch:`) before resuming its approved calls (nothing was used)"
+        )
+    for row in deny:
         request = history.request_for_call_id(row.call_id)
         if request is None or history.response_for(request) is not None:
             continue  # answered already (resolved before, or answered another way)
-        if row.state == APPROVED:
-            run.append((row, request))
-            continue
         if row.state == REJECTED:
             error = ErrorInfo(
                 "ApprovalRejected",
@@ -640,20 +748,19 @@ async def _resume_branch(
         )
         history.record_action(request, response)
         resolutions.append(_resolution(branch, row, row.state, ActionOutcome.DENIED, 0))
-    if run and not all(feed.serving for feed in branch._feeds):
-        raise JournalError(
-            f"branch {branch.name} is open in {desk.engine.name} but not running: enter it "
-            "(`async with branch:`) before resuming its approved calls (nothing was used)"
-        )
     started: list[tuple[ApprovalRow, ActionRequest]] = []
+    unused: list[ApprovalRow] = []
+    for row in run:
+        request = history.request_for_call_id(row.call_id)
+        if request is None or history.response_for(request) is not None:
+            unused.append(row)  # answered in this branch, not yet committed: not run here
+        else:
+            started.append((row, request))
+    if unused:
+        await _approve_again(desk, unused)
+    for row, _ in started:
+        desk.consumed_here[row.approval_id] = None
     try:
-        for row, request in run:
-            used = await desk.engine.run(
-                partial(_use, approval=row, now=desk.clock()), cancellable=False
-            )
-            if used is not None:  # another process resumed it first otherwise
-                desk.consumed_here[row.approval_id] = None
-                started.append((row, request))
         if started:
             responses = await branch.act([request for _, request in started])
             for (row, _), response in zip(started, responses, strict=True):
@@ -662,13 +769,6 @@ async def _resume_branch(
                         branch, row, "approved", response.outcome, response.content.attempts
                     )
                 )
-    except BaseException:
-        # Approvals used for calls left unanswered here (a later use or the act failed) are
-        # approved again, so that a later resume runs them; answered ones stay used.
-        unrun = [row for row, request in started if history.response_for(request) is None]
-        if unrun:
-            await _approve_again(desk, unrun)
-        raise
     finally:
         for row, _ in started:
             desk.consumed_here.pop(row.approval_id, None)
@@ -680,6 +780,25 @@ def _unuse(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | Non
     return store.set_approval(
         approval.approval_id, USED, APPROVED, now, approval.decided_by, approval.reason
     )
+
+
+def release_unstarted(store: Store) -> int:
+    """Give back (``used`` → ``approved``) every claim whose call never started: unanswered,
+    and never reached its write-ahead (no call row). Run by recovery, which runs when no
+    other process runs calls: such a claim's resume died before its run began. Returns how
+    many were given back."""
+    by_branch: dict[str, list[ApprovalRow]] = {}
+    for row in store.approvals(None, USED):
+        by_branch.setdefault(row.branch_id, []).append(row)
+    released = 0
+    for branch_id, rows in by_branch.items():
+        answered = store.known_call_ids(branch_id, [row.call_id for row in rows], answered=True)
+        started = {call.call_id for call in store.calls(branch_id, False)}
+        for row in rows:
+            if row.call_id not in answered and row.call_id not in started:
+                at = row.decided_at if row.decided_at is not None else row.created_at
+                released += _unuse(store, row, at) is not None
+    return released
 
 
 async def _approve_again(desk: ApprovalDesk, rows: list[ApprovalRow]) -> None:

@@ -23,6 +23,7 @@ Action = Literal[
     "rejected",
     "expired",
     "awaiting_approval",
+    "resumed_elsewhere",
     "queued",
     "from_queue",
 ]
@@ -40,9 +41,12 @@ class Resolution:
         action: ``rerun``, ``interrupted``, ``reconciled``, ``not_started``, or ``left``
             (no tool was given to re-run it); for a call parked for approval
             (:meth:`Journal.resume <lionexec.journal.Journal.resume>`): ``approved`` (run
-            now), ``rejected`` or ``expired`` (answered ``denied``), or ``awaiting_approval``
-            (left waiting); for a call submitted to workers (:meth:`Journal.submit`):
-            ``queued`` (left to them) or ``from_queue`` (the workers' answer recorded).
+            now), ``rejected`` or ``expired`` (answered ``denied``), ``awaiting_approval``
+            (left waiting), or ``resumed_elsewhere`` (another resume, in another process or
+            journal object, holds the call: nothing was run or recorded here; *outcome* is
+            the call's outcome if it was answered by then, else ``None``); for a call
+            submitted to workers (:meth:`Journal.submit`): ``queued`` (left to them) or
+            ``from_queue`` (the workers' answer recorded).
         outcome: the outcome of its response (``None`` when left).
         attempts: the attempts its response counts.
     """
