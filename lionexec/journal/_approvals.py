@@ -26,14 +26,15 @@ An approval's states::
 Deciding (:meth:`Journal.approve`, :meth:`Journal.reject`) changes only the approval's row:
 any process or machine on the same database may do it. **Resuming**
 (:meth:`Journal.resume`, also run by :meth:`Journal.recover`) claims a branch's decided
-approvals in one transaction (:func:`_claim`): nothing while another resume holds the branch
-(one of its ``used`` approvals has an unanswered call), else its ``approved`` ones move to
-``used``. The claimed calls are proposed again to their branch (the whole transaction:
-validation, gate, policy, hooks); the ``rejected`` or ``expired`` ones are answered
-``denied`` with the reason. So resumes in any number of processes or journal objects run
-each call once; one that took nothing reports its calls ``resumed_elsewhere``. A claim whose
-run did not start is given back (``approved`` again): at once by the resume that fails, or by
-recovery after it died (:func:`release_unstarted`).
+approvals in one transaction (:func:`~lionexec.journal._claims.claim_branch`): nothing while
+another resume holds the branch (one of its ``used`` approvals has an unanswered call), else
+its ``approved`` ones move to ``used``, and its ``rejected`` or ``expired`` ones are answered
+``denied`` with the reason (in that transaction). The claimed calls are proposed again to
+their branch (the whole transaction: validation, gate, policy, hooks). So resumes in any
+number of processes or journal objects run each call once; one that took nothing reports its
+calls ``resumed_elsewhere``. A claim whose run did not start is given back (``approved``
+again): at once by the resume that fails, or by recovery after it died
+(:func:`~lionexec.journal._claims.release_unstarted`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ import trio
 
 from lionexec._failures import call_user
 from lionexec._jsonable import is_unicode, utf8_text
-from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
+from lionexec.conversation import ActionOutcome, ActionRequest
 from lionexec.governance import (
     AwaitingApproval,
     CallContext,
@@ -63,6 +64,7 @@ from lionexec.governance import (
 )
 from lionexec.tools import ActionManager, Tool
 
+from ._claims import claim_branch, denial, unuse
 from ._commit import CommitEngine
 from ._keys import (
     branch_uuid,
@@ -74,7 +76,6 @@ from ._keys import (
     stored_json,
 )
 from ._report import Resolution, registry_of
-from .backends._sql import lock_branches
 from .backends.base import (
     APPROVAL_STATES,
     APPROVED,
@@ -90,7 +91,7 @@ from .errors import ApprovalClosed, ApprovalError, ApprovalNotFound, JournalErro
 if TYPE_CHECKING:
     from lionexec.act import Branch
 
-__all__ = ["Approval", "ApprovalDesk", "ApprovalGate", "BranchOpener", "release_unstarted"]
+__all__ = ["Approval", "ApprovalDesk", "ApprovalGate", "BranchOpener"]
 
 #: Approvals consumed in this process and not yet presented to the policy, at most.
 _MEMO = 4096
@@ -522,10 +523,21 @@ async def apply_decided(
     now = desk.clock()
 
     def decided(store: Store) -> list[ApprovalRow]:
+        """The decided approvals whose calls are unanswered (a rejected or expired one stays
+        so once its call was answered ``denied``: it is not listed again)."""
         store.expire_approvals(now)
         rows = [
             row for state in (APPROVED, REJECTED, EXPIRED) for row in store.approvals(None, state)
         ]
+        by_branch: dict[str, list[str]] = {}
+        for row in rows:
+            by_branch.setdefault(row.branch_id, []).append(row.call_id)
+        answered = {
+            (branch_id, call_id)
+            for branch_id, call_ids in by_branch.items()
+            for call_id in store.known_call_ids(branch_id, call_ids, answered=True)
+        }
+        rows = [row for row in rows if (row.branch_id, row.call_id) not in answered]
         return sorted(rows, key=lambda row: (row.created_at, row.approval_id))
 
     rows = await desk.engine.run(decided)
@@ -553,60 +565,6 @@ async def apply_decided(
     return resolutions
 
 
-@attrs.frozen
-class _Claim:
-    """What one resume of a branch took (:func:`_claim`): the approved calls it runs (their
-    approvals now ``used``), the rejected or expired calls it answers, and the calls another
-    resumer holds or has answered (with that answer's outcome, if there is one yet)."""
-
-    run: list[ApprovalRow]
-    deny: list[ApprovalRow]
-    elsewhere: list[tuple[ApprovalRow, str | None]]
-
-
-def _claim(
-    store: Store, branch_id: str, call_ids: frozenset[str], runnable: bool, now: float
-) -> _Claim:
-    """Claim branch *branch_id*'s decided approvals of *call_ids* for one resume (one
-    transaction; see the module docs).
-
-    The branch is held while any of its ``used`` approvals has an unanswered call: a resume
-    in another process (or journal object) runs it, and a second writer of the branch would
-    be refused at its first commit. Nothing is taken then. Otherwise every ``approved`` one
-    whose call is unanswered moves to ``used`` (with *runnable*: this resume has the tools),
-    and the unanswered rejected or expired ones are answered by this resume.
-    """
-    if getattr(store, "bulk", False):  # PostgreSQL: claims of one branch take turns
-        lock_branches(store.tx, [branch_id])  # type: ignore[attr-defined]
-    rows = store.approvals(branch_id, None)
-    answered = store.known_call_ids(branch_id, [row.call_id for row in rows], answered=True)
-    mine = [row for row in rows if row.call_id in call_ids]
-    held = any(row.state == USED and row.call_id not in answered for row in rows)
-    run: list[ApprovalRow] = []
-    deny: list[ApprovalRow] = []
-    elsewhere: list[ApprovalRow] = []
-    for row in mine:
-        if row.call_id in answered:
-            if row.state == USED:  # resumed (and answered) by another since this one looked
-                elsewhere.append(row)
-        elif held:
-            elsewhere.append(row)
-        elif row.state == APPROVED and runnable:
-            if _use(store, row, now) is not None:
-                run.append(row)
-        elif row.state in (REJECTED, EXPIRED):
-            deny.append(row)
-    return _Claim(run, deny, [(row, _outcome_of(store, row)) for row in elsewhere])
-
-
-def _outcome_of(store: Store, row: ApprovalRow) -> str | None:
-    """The outcome the journal holds for *row*'s call (``None``: not answered yet)."""
-    for call in store.calls(row.branch_id, False):
-        if call.call_id == row.call_id and call.outcome is not None:
-            return call.outcome
-    return None
-
-
 async def _resume_one(
     desk: ApprovalDesk,
     registry: ActionManager | None,
@@ -620,15 +578,22 @@ async def _resume_one(
     calls = frozenset(row.call_id for row in approvals)
     claim = await desk.engine.run(
         partial(
-            _claim,
+            claim_branch,
             branch_id=branch_id,
             call_ids=calls,
             runnable=live or registry is not None,
+            live=live,
             now=desk.clock(),
         ),
         cancellable=False,
     )
-    resolutions = [_elsewhere(registry, row, outcome) for row, outcome in claim.elsewhere]
+    resolutions = [
+        _reported(registry, row, row.state, ActionOutcome.DENIED) for row in claim.denied
+    ]
+    resolutions += [
+        _reported(registry, row, "resumed_elsewhere", None if outcome is None else outcome)
+        for row, outcome in claim.elsewhere
+    ]
     if not claim.run and not claim.deny:
         return resolutions
     branch: Branch | None = None
@@ -655,16 +620,17 @@ async def _resume_one(
     return resolutions
 
 
-def _elsewhere(
-    registry: ActionManager | None, row: ApprovalRow, outcome: str | None
+def _reported(
+    registry: ActionManager | None, row: ApprovalRow, action: Any, outcome: str | None
 ) -> Resolution:
+    """The resolution of a call not run by this resume (its effect class from *registry*)."""
     known = registry is not None and row.function in registry
     return Resolution(
         branch_id=row.branch_id,
         call_id=row.call_id,
         function=row.function,
         effect=registry.get(row.function).effect if registry is not None and known else "unsafe",
-        action="resumed_elsewhere",
+        action=action,
         outcome=None if outcome is None else ActionOutcome(outcome),
         attempts=0,
     )
@@ -699,12 +665,6 @@ async def _resuming(desk: ApprovalDesk, branch_id: str) -> AsyncIterator[None]:
             del desk.resuming[branch_id]
 
 
-def _use(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
-    return store.set_approval(
-        approval.approval_id, APPROVED, USED, now, approval.decided_by, approval.reason
-    )
-
-
 def _unanswered(history: Any, row: ApprovalRow) -> bool:
     request = history.request_for_call_id(row.call_id)
     return request is not None and history.response_for(request) is None
@@ -726,26 +686,7 @@ async def _resume_branch(
         request = history.request_for_call_id(row.call_id)
         if request is None or history.response_for(request) is not None:
             continue  # answered already (resolved before, or answered another way)
-        if row.state == REJECTED:
-            error = ErrorInfo(
-                "ApprovalRejected",
-                f"approval {row.approval_id} was rejected"
-                + (f" by {row.decided_by}" if row.decided_by else "")
-                + (f": {row.reason}" if row.reason else ""),
-            )
-        else:
-            error = ErrorInfo(
-                "ApprovalExpired",
-                f"approval {row.approval_id} expired before it was decided ({row.escalation})",
-            )
-        response = ActionResponse.create(
-            request,
-            error=error,
-            outcome=ActionOutcome.DENIED,
-            attempts=0,
-            sender=request.function,
-            recipient=branch.name,
-        )
+        response = denial(request, row, branch.name)
         history.record_action(request, response)
         resolutions.append(_resolution(branch, row, row.state, ActionOutcome.DENIED, 0))
     started: list[tuple[ApprovalRow, ActionRequest]] = []
@@ -776,31 +717,6 @@ async def _resume_branch(
     return resolutions
 
 
-def _unuse(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
-    return store.set_approval(
-        approval.approval_id, USED, APPROVED, now, approval.decided_by, approval.reason
-    )
-
-
-def release_unstarted(store: Store) -> int:
-    """Give back (``used`` → ``approved``) every claim whose call never started: unanswered,
-    and never reached its write-ahead (no call row). Run by recovery, which runs when no
-    other process runs calls: such a claim's resume died before its run began. Returns how
-    many were given back."""
-    by_branch: dict[str, list[ApprovalRow]] = {}
-    for row in store.approvals(None, USED):
-        by_branch.setdefault(row.branch_id, []).append(row)
-    released = 0
-    for branch_id, rows in by_branch.items():
-        answered = store.known_call_ids(branch_id, [row.call_id for row in rows], answered=True)
-        started = {call.call_id for call in store.calls(branch_id, False)}
-        for row in rows:
-            if row.call_id not in answered and row.call_id not in started:
-                at = row.decided_at if row.decided_at is not None else row.created_at
-                released += _unuse(store, row, at) is not None
-    return released
-
-
 async def _approve_again(desk: ApprovalDesk, rows: list[ApprovalRow]) -> None:
     """Move *rows* back from ``used`` to ``approved`` (compare-and-set each); best effort.
 
@@ -815,7 +731,7 @@ async def _approve_again(desk: ApprovalDesk, rows: list[ApprovalRow]) -> None:
         for row in rows:
             try:
                 at = row.decided_at if row.decided_at is not None else desk.clock()
-                await desk.engine.run(partial(_unuse, approval=row, now=at))
+                await desk.engine.run(partial(unuse, approval=row, now=at))
             except Exception:  # the journal is down: the approval stays used
                 return
 

@@ -41,7 +41,8 @@ from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, 
 from lionexec.governance import CallContext
 from lionexec.tools import ActionManager, Tool, is_async_callable, run_callable
 
-from ._approvals import ApprovalDesk, release_unstarted
+from ._approvals import ApprovalDesk
+from ._claims import release_unstarted
 from ._keys import stored_json
 from ._report import Action, RecoveryReport, Resolution, registry_of
 from .backends.base import USED, ApprovalRow, CallRow, Store

@@ -173,3 +173,63 @@ def test_a_resumer_killed_after_its_claim_leaves_the_calls_to_run_once(
         list(where)
     )
     trio.run(journal_state, durable.target, where)
+
+
+@pytest.mark.timeout(120)
+def test_rejected_calls_resumed_at_once_are_denied_once(
+    durable: JournalFactory, tmp_path: Path
+) -> None:
+    """Two resumers used to both answer a rejected call: the second writer of the branch was
+    refused, and its resume raised. The claim answers it, once."""
+    effects_file = tmp_path / "effects"
+    target = durable.target
+
+    async def park_and_reject() -> list[str]:
+        async with open_journal(target) as journal:
+            branch = await journal.branch(policy=POLICY)
+            branch.register_tools([pay_tool(str(effects_file))])
+            async with branch:
+                await branch.act(
+                    [
+                        {"function": "pay", "arguments": {"invoice": f"r{i}"}, "call_id": f"r{i}"}
+                        for i in range(5)
+                    ]
+                )
+            for approval in await journal.approvals():
+                await journal.reject(approval.approval_id, reason="not now", by="bob")
+            return [a.call_id for a in await journal.approvals(state="rejected")]
+
+    calls = trio.run(park_and_reject)
+    reports: list[Any] = [None] * RESUMERS
+
+    def run(i: int) -> None:
+        reports[i] = trio.run(resume, target, str(effects_file))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(RESUMERS)]
+    for thread in threads:
+        thread.start()
+    (tmp_path / "effects.go").touch()
+    for thread in threads:
+        thread.join(100)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not effects_file.exists()  # nothing ran
+    assert [r for r in reports if isinstance(r, dict)] == []  # no resume raised
+    answered_by: collections.Counter[str] = collections.Counter()
+    for report in reports:
+        for call_id, action, outcome in report:
+            assert outcome == "denied"
+            assert action in ("rejected", "resumed_elsewhere")
+            answered_by[call_id] += action == "rejected"
+    assert answered_by == collections.Counter(calls)
+
+    async def history() -> None:
+        async with open_journal(target) as journal:
+            [branch_id] = await journal.branch_ids()
+            messages = await journal.history(branch_id)
+            assert messages.unanswered() == []
+            assert len(messages.responses()) == len(calls)
+            for response in messages.responses():
+                assert response.outcome is ActionOutcome.DENIED
+                assert response.error is not None and "not now" in response.error.message
+
+    trio.run(history)

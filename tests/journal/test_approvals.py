@@ -481,7 +481,7 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
     journals: JournalFactory,
 ) -> None:
     from lionexec.journal import JournalConnectionError
-    from lionexec.journal._approvals import _claim
+    from lionexec.journal._claims import claim_branch
 
     ledger = Ledger()
     second = {"function": "pay", "arguments": {"invoice": "B2", "amount": 3}, "call_id": "call_b"}
@@ -498,7 +498,7 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
 
         async def down_after_the_claim(fn: Any, *, cancellable: bool = True) -> Any:
             # the approvals claimed, the journal goes away as the branch is read to run them
-            if getattr(fn, "func", None) is _claim:
+            if getattr(fn, "func", None) is claim_branch:
                 after_claim.append(fn)
             elif len(after_claim) == 1:
                 after_claim.append(fn)
