@@ -64,7 +64,7 @@ from lionexec.governance import (
 )
 from lionexec.tools import ActionManager, Tool
 
-from ._claims import claim_branch, denial, unuse
+from ._claims import claim_branch, denial, unuse_unstarted
 from ._commit import CommitEngine
 from ._keys import (
     branch_uuid,
@@ -718,11 +718,12 @@ async def _resume_branch(
 
 
 async def _approve_again(desk: ApprovalDesk, rows: list[ApprovalRow]) -> None:
-    """Move *rows* back from ``used`` to ``approved`` (compare-and-set each); best effort.
+    """Move *rows* back from ``used`` to ``approved`` (compare-and-set each), but those whose
+    call reached its write-ahead after all; best effort.
 
     Shielded from cancellation, bounded by the journal's ``commit_timeout`` (at most 30 s
     of trio's clock without one): a journal that fails or does not answer leaves them
-    ``used`` (recovery resolves their calls by effect class, as after a crash).
+    ``used`` (recovery gives them back, as after a crash).
     """
     timeout = desk.engine.commit_timeout
     bound = timeout if timeout is not None else 30.0
@@ -731,7 +732,7 @@ async def _approve_again(desk: ApprovalDesk, rows: list[ApprovalRow]) -> None:
         for row in rows:
             try:
                 at = row.decided_at if row.decided_at is not None else desk.clock()
-                await desk.engine.run(partial(unuse, approval=row, now=at))
+                await desk.engine.run(partial(unuse_unstarted, approval=row, now=at))
             except Exception:  # the journal is down: the approval stays used
                 return
 

@@ -33,6 +33,7 @@ __all__ = [
     "outcomes",
     "release_unstarted",
     "unuse",
+    "unuse_unstarted",
     "use",
 ]
 
@@ -184,6 +185,14 @@ def unuse(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None
     return store.set_approval(
         approval.approval_id, USED, APPROVED, now, approval.decided_by, approval.reason
     )
+
+
+def unuse_unstarted(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
+    """:func:`unuse` *approval* unless its call reached its write-ahead (it has a call row:
+    it may have run, so its approval stays used and recovery judges it by effect class)."""
+    if any(call.call_id == approval.call_id for call in store.calls(approval.branch_id, False)):
+        return None
+    return unuse(store, approval, now)
 
 
 def release_unstarted(store: Store) -> int:
