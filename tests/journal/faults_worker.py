@@ -6,6 +6,8 @@ Usage: ``python faults_worker.py MODE PATH [COUNT]``
   itself: the write-ahead log stays as it was, none of it checkpointed;
 * ``fill``: commits instructions of 4 KiB until the journal refuses one, then prints the
   error as one JSON line (``{"type": ..., "message": ...}``; ``{}`` if none came);
+* ``write_until``: commits instructions of up to 5 KiB (one branch) until the file
+  ``PATH.stop`` exists (a live write-ahead log, growing and restarting);
 * ``open_full``: makes a journal at PATH and closes it, fills its filesystem (a file
   written until ``ENOSPC``), then opens the journal and prints how it went, the same way.
 
@@ -65,6 +67,17 @@ async def fill(path: str) -> None:
     report(None)
 
 
+async def write_until(path: str) -> None:
+    stop = trio.Path(path + ".stop")
+    async with SqliteJournal(path, checkpoint_commits=20) as journal:
+        branch = await journal.branch()
+        i = 0
+        while not await stop.exists():
+            branch.messages.add_message(Instruction(content="w" * (100 + i % 5000)))
+            await journal.flush()
+            i += 1
+
+
 async def open_full(path: str) -> None:
     async with SqliteJournal(path) as journal:
         branch = await journal.branch()
@@ -96,6 +109,8 @@ def main() -> None:
         trio.run(commit_then_die, path, int(sys.argv[3]))
     elif mode == "fill":
         trio.run(fill, path)
+    elif mode == "write_until":
+        trio.run(write_until, path)
     else:
         trio.run(open_full, path)
 

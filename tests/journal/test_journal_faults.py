@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import trio
 
 from lionexec.journal import JournalError, NotAJournalError, SqliteJournal
 
@@ -140,6 +141,33 @@ async def test_a_torn_last_frame_is_what_a_crash_leaves_and_opens(
     path = copy_of(killed_journal, tmp_path / "torn")
     damage(path, frame_at(path, frames(path), 24 + 100))
     assert await instructions(path) == COMMITS - 1  # the last commit is lost, as SQLite does
+
+
+@pytest.mark.timeout(120)
+async def test_a_log_another_process_is_writing_is_not_mistaken_for_a_damaged_one(
+    tmp_path: Path,
+) -> None:
+    """Read while it is written (appended to, restarted by checkpoints), a live log looks
+    like one with a damaged frame followed by commits; it is only SQLite's to replay when no
+    connection has it open."""
+    path = tmp_path / "journal.db"
+    writer = await trio.lowlevel.open_process(
+        [sys.executable, str(WORKER), "write_until", str(path)], env=ENV
+    )
+    try:
+        with trio.fail_after(60):
+            # (another process makes the file: no trio.Event reaches across processes)
+            while not await trio.Path(f"{path}-wal").exists():  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            for _ in range(40):
+                async with SqliteJournal(path) as journal:  # never NotAJournalError
+                    assert len(await journal.branch_ids()) <= 1
+        assert writer.returncode is None  # (it was writing all along)
+    finally:
+        await trio.Path(f"{path}.stop").touch()
+        with trio.fail_after(60):
+            await writer.wait()
+    assert writer.returncode == 0
 
 
 # -- a full disk ------------------------------------------------------------------------------

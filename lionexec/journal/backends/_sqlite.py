@@ -133,6 +133,20 @@ def wal_damage(wal: Path) -> tuple[int, int, int, int] | None:
     return bad, frames, lost, commits
 
 
+def _in_use(shm: Path) -> bool:
+    """Whether a connection (of any process, this one's included) has the journal of the
+    shared-memory file *shm* open: SQLite holds a lock on it then (read from Linux's
+    ``/proc/locks``, which is only read: a descriptor of the file opened and closed here would
+    drop this process's own SQLite locks on it). ``False`` where it cannot be told."""
+    try:
+        stat = shm.stat()
+        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    key = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    return any(key in line.split() for line in locks.splitlines())
+
+
 #: Bytes a write may add to a file at once (a WAL frame of the largest page, rounded up).
 _WRITE_SLACK: Final = 1 << 17
 
@@ -461,6 +475,10 @@ class SqliteBackend(Backend):
                 return
         except OSError:
             return  # none (the journal was closed cleanly, or is new)
+        if _in_use(Path(f"{self.path}-shm")):
+            # Another connection has the journal open (its log is live, and being written):
+            # SQLite replays a log only when the first connection opens it.
+            return
         found = wal_damage(wal)
         if found is None:
             return
