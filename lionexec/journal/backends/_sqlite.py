@@ -70,10 +70,9 @@ _WAL_MAGIC: Final = {0x377F0682: "<", 0x377F0683: ">"}
 
 def _wal_checksum(data: bytes, s0: int, s1: int, order: str) -> tuple[int, int]:
     """SQLite's WAL checksum of *data* (a multiple of 8 bytes), continued from (*s0*, *s1*)."""
-    words = struct.unpack(f"{order}{len(data) // 4}I", data)
-    for i in range(0, len(words), 2):
-        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
-        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    for first, second in struct.iter_unpack(order + "2I", data):
+        s0 = (s0 + first + s1) & 0xFFFFFFFF
+        s1 = (s1 + second + s0) & 0xFFFFFFFF
     return s0, s1
 
 
