@@ -75,7 +75,7 @@ from ._keys import (
     storable_key,
     stored_json,
 )
-from ._report import Resolution, registry_of
+from ._report import Resolution, as_journal_error, registry_of
 from .backends.base import (
     APPROVAL_STATES,
     APPROVED,
@@ -609,13 +609,17 @@ async def _resume_one(
             branch = await desk.open_branch(branch_id, **kwargs)
             async with branch:
                 resolutions += await _resume_branch(desk, branch, claim.run, claim.deny)
-    except BaseException:
+    except BaseException as exc:
         # The claims of calls that did not run here are given back (approved again), so that
         # a later resume runs them; those answered here stay used.
         history = None if branch is None else branch.messages
         unrun = [row for row in claim.run if history is None or _unanswered(history, row)]
         if unrun:
             await _approve_again(desk, unrun)
+        if isinstance(exc, BaseExceptionGroup):  # the branch failed to commit as it closed
+            error = as_journal_error(exc)
+            if error is not None:
+                raise error from exc
         raise
     return resolutions
 

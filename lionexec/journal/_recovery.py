@@ -44,7 +44,7 @@ from lionexec.tools import ActionManager, Tool, is_async_callable, run_callable
 from ._approvals import ApprovalDesk
 from ._claims import release_unstarted
 from ._keys import stored_json
-from ._report import Action, RecoveryReport, Resolution, registry_of
+from ._report import Action, RecoveryReport, Resolution, as_journal_error, registry_of
 from .backends.base import USED, ApprovalRow, CallRow, Store
 from .workers import _queue as queue
 
@@ -169,6 +169,11 @@ async def _recover_pass(
         async with branch:
             found, left = await _recover_branch(branch, rows, registry, approvals, queued, keyless)
             resolutions.extend(found)
+    except BaseExceptionGroup as group:
+        error = as_journal_error(group)
+        if error is None:
+            raise
+        raise error from group
     finally:
         for approval_id in used:
             desk.consumed_here.pop(approval_id, None)

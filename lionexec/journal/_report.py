@@ -10,7 +10,9 @@ import attrs
 from lionexec.conversation import ActionOutcome
 from lionexec.tools import ActionManager, Tool
 
-__all__ = ["Action", "RecoveryReport", "Resolution", "registry_of"]
+from .errors import JournalError
+
+__all__ = ["Action", "RecoveryReport", "Resolution", "as_journal_error", "registry_of"]
 
 #: What recovery (or resuming) did with one call: see :class:`Resolution`.
 Action = Literal[
@@ -83,3 +85,24 @@ def registry_of(
     registry = ActionManager()
     registry.register_tools(list(tools))
     return registry
+
+
+def as_journal_error(group: BaseExceptionGroup[Any]) -> JournalError | None:
+    """The first of *group*'s errors if every one is a
+    :class:`~lionexec.journal.JournalError` (a branch that recovery or a resume opened
+    failed to commit as it closed: a journal fault, raised as itself), else ``None``."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    if leaves and all(isinstance(leaf, JournalError) for leaf in leaves):
+        first = leaves[0]
+        assert isinstance(first, JournalError)
+        return first
+    return None

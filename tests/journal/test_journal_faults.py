@@ -233,3 +233,84 @@ def test_opening_a_journal_on_a_full_disk_says_the_disk_is_full(how: str, tmp_pa
     assert "disk full" in error["message"], error
     assert str(folder / "journal.db") in error["message"]
     assert issubclass(JournalError, Exception)
+
+
+# -- damaged rows ------------------------------------------------------------------------------
+
+
+def delete_messages(path: Path, *positions: int) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.executemany("DELETE FROM lionexec_messages WHERE seq = ?", [(p,) for p in positions])
+    conn.close()
+
+
+async def test_a_message_missing_from_a_branch_is_named(tmp_path: Path) -> None:
+    """A position removed outside lionexec: recovery wrote its answer where a message already
+    was, and failed with an error about "another writer" wrapped in an exception group."""
+    from lionexec.conversation import Instruction
+    from lionexec.tools import Tool
+
+    def work(n: int) -> int:
+        return n * 2
+
+    path = tmp_path / "journal.db"
+    async with SqliteJournal(path) as journal:
+        branch = await journal.branch()
+        branch.register_tools([Tool.from_function(work, effect="unsafe")])
+        branch.messages.add_message(Instruction(content="hi"))
+        async with branch:
+            await branch.act([{"function": "work", "arguments": {"n": i}} for i in range(3)])
+    delete_messages(path, 0, 4)  # the instruction, and the response of the first call
+    async with SqliteJournal(path) as journal:
+        with pytest.raises(
+            JournalError, match=rf"branch {branch.id} has no message at position 0"
+        ):
+            await journal.history(branch.id)
+        with pytest.raises(
+            JournalError, match="no message at position 0 .the next one stored is at 1"
+        ):
+            await journal.recover([Tool.from_function(work, effect="unsafe")])
+
+
+async def test_a_branch_recovery_cannot_commit_fails_with_the_journal_error(
+    tmp_path: Path,
+) -> None:
+    """Another writer took the branch's next position while recovery ran a reconcile hook: the
+    journal's error, as itself (not an exception group)."""
+    from lionexec.conversation import Instruction
+    from lionexec.journal import Applied
+    from lionexec.tools import Tool
+
+    path = tmp_path / "journal.db"
+    dying: list[SqliteJournal] = []
+    intruder: list[SqliteJournal] = []
+
+    async def work(n: int) -> int:
+        if dying:
+            await dying.pop().aclose()  # the process "dies" in the tool
+        return n * 2
+
+    async def reconcile(ctx: object) -> Applied:
+        # a second writer of the branch, meanwhile
+        other = intruder[0]
+        branch = await other.branch(branch_id)
+        branch.messages.add_message(Instruction(content="me too"))
+        await other.flush()
+        return Applied(14)
+
+    def tool() -> Tool:
+        return Tool.from_function(work, effect="unsafe", reconcile=reconcile)
+
+    journal = SqliteJournal(path)
+    await journal.open()
+    dying.append(journal)
+    branch = await journal.branch()
+    branch_id = branch.id
+    branch.register_tools([tool()])
+    with pytest.raises(BaseException):  # noqa: B017, PT011 (the journal went away mid-call)
+        async with branch:
+            await branch.act({"function": "work", "arguments": {"n": 7}})
+    async with SqliteJournal(path) as other, SqliteJournal(path) as recovering:
+        intruder.append(other)
+        with pytest.raises(JournalError, match="another writer holds this branch"):
+            await recovering.recover([tool()])
