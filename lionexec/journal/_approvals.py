@@ -591,8 +591,7 @@ async def _resume_one(
         _reported(registry, row, row.state, ActionOutcome.DENIED) for row in claim.denied
     ]
     resolutions += [
-        _reported(registry, row, "resumed_elsewhere", None if outcome is None else outcome)
-        for row, outcome in claim.elsewhere
+        _reported(registry, row, "resumed_elsewhere", outcome) for row, outcome in claim.elsewhere
     ]
     if not claim.run and not claim.deny:
         return resolutions
