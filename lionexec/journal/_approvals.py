@@ -14,7 +14,7 @@ handler of its own gets one from the journal (:class:`ApprovalGate`, installed b
   the call with an unrecorded response of outcome ``awaiting_approval`` naming the
   approval; the request stays unanswered in the history;
 * **allows** it, if its approval was consumed for this very call here (``approved`` →
-  ``used``, one compare-and-set statement) and the digests match;
+  ``used``: claimed by a resume, or one compare-and-set statement) and the digests match;
 * **refuses** it otherwise (:class:`~lionexec.journal.ApprovalClosed` naming the approval and
   its state; the call is ``denied`` with that reason).
 
@@ -27,11 +27,16 @@ An approval's states::
 
 Deciding (:meth:`Journal.approve`, :meth:`Journal.reject`) changes only the approval's row:
 any process or machine on the same database may do it. **Resuming**
-(:meth:`Journal.resume`, also run by :meth:`Journal.recover`) is done by the process that holds
-the branch: an ``approved`` call is proposed again to its branch (the whole transaction:
-validation, gate, policy, hooks) after its approval moved to ``used`` in one statement, so two
-processes resuming at once run it once; a ``rejected`` or ``expired`` one is answered
-``denied`` with the reason.
+(:meth:`Journal.resume`, also run by :meth:`Journal.recover`) claims a branch's decided
+approvals in one transaction (:func:`~lionexec.journal._claims.claim_branch`): nothing while
+another resume holds the branch (one of its ``used`` approvals has an unanswered call), else
+its ``approved`` ones move to ``used``, and its ``rejected`` or ``expired`` ones are answered
+``denied`` with the reason (in that transaction). The claimed calls are proposed again to
+their branch (the whole transaction: validation, gate, policy, hooks). So resumes in any
+number of processes or journal objects run each call once; one that took nothing reports its
+calls ``resumed_elsewhere``. A claim whose run did not start is given back (``approved``
+again): at once by the resume that fails, or by recovery after it died
+(:func:`~lionexec.journal._claims.release_unstarted`).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ import trio
 
 from lionexec._failures import call_user
 from lionexec._jsonable import is_unicode, utf8_text
-from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
+from lionexec.conversation import ActionOutcome, ActionRequest
 from lionexec.governance import (
     AwaitingApproval,
     CallContext,
@@ -61,6 +66,7 @@ from lionexec.governance import (
 )
 from lionexec.tools import ActionManager, Tool
 
+from ._claims import claim_branch, denial, unuse_unstarted
 from ._commit import CommitEngine
 from ._keys import (
     branch_uuid,
@@ -71,7 +77,7 @@ from ._keys import (
     storable_key,
     stored_json,
 )
-from ._report import Resolution, registry_of
+from ._report import Resolution, as_journal_error, registry_of
 from .backends.base import (
     APPROVAL_STATES,
     APPROVED,
@@ -523,10 +529,21 @@ async def apply_decided(
     now = desk.clock()
 
     def decided(store: Store) -> list[ApprovalRow]:
+        """The decided approvals whose calls are unanswered (a rejected or expired one stays
+        so once its call was answered ``denied``: it is not listed again)."""
         store.expire_approvals(now)
         rows = [
             row for state in (APPROVED, REJECTED, EXPIRED) for row in store.approvals(None, state)
         ]
+        by_branch: dict[str, list[str]] = {}
+        for row in rows:
+            by_branch.setdefault(row.branch_id, []).append(row.call_id)
+        answered = {
+            (branch_id, call_id)
+            for branch_id, call_ids in by_branch.items()
+            for call_id in store.known_call_ids(branch_id, call_ids, answered=True)
+        }
+        rows = [row for row in rows if (row.branch_id, row.call_id) not in answered]
         return sorted(rows, key=lambda row: (row.created_at, row.approval_id))
 
     rows = await desk.engine.run(decided)
@@ -546,28 +563,86 @@ async def apply_decided(
             continue
         # One resume of a branch at a time in this journal: two at once would both open
         # (and enter) the one branch object the journal holds, or use it while the other
-        # leaves it.
+        # leaves it. (Resumes in other journals or processes are kept out by the claim.)
         async with _resuming(desk, branch_id):
-            sink = desk.engine.live_sink(branch_id)
-            if sink is not None and sink.branch is not None:
-                resolutions += await _resume_branch(desk, sink.branch, approvals)
-                continue
-            history = await desk.engine.history(branch_id)
-            if not any(_unanswered(history, row) for row in approvals):
-                continue
-            if registry is None and any(row.state == APPROVED for row in approvals):
-                approvals = [row for row in approvals if row.state != APPROVED]
-                if not approvals:
-                    continue
+            resolutions += await _resume_one(desk, registry, branch_id, approvals, branch_kwargs)
+    if not rows:
+        await trio.lowlevel.checkpoint()
+    return resolutions
+
+
+async def _resume_one(
+    desk: ApprovalDesk,
+    registry: ActionManager | None,
+    branch_id: str,
+    approvals: list[ApprovalRow],
+    branch_kwargs: dict[str, Any],
+) -> list[Resolution]:
+    """Claim and apply *approvals* (decided ones of branch *branch_id*); report each."""
+    sink = desk.engine.live_sink(branch_id)
+    live = sink is not None and sink.branch is not None
+    calls = frozenset(row.call_id for row in approvals)
+    claim = await desk.engine.run(
+        partial(
+            claim_branch,
+            branch_id=branch_id,
+            call_ids=calls,
+            runnable=live or registry is not None,
+            live=live,
+            now=desk.clock(),
+        ),
+        cancellable=False,
+    )
+    resolutions = [
+        _reported(registry, row, row.state, ActionOutcome.DENIED) for row in claim.denied
+    ]
+    resolutions += [
+        _reported(registry, row, "resumed_elsewhere", outcome) for row, outcome in claim.elsewhere
+    ]
+    if not claim.run and not claim.deny:
+        return resolutions
+    branch: Branch | None = None
+    try:
+        if live:
+            assert sink is not None and sink.branch is not None
+            branch = sink.branch
+            resolutions += await _resume_branch(desk, branch, claim.run, claim.deny)
+        else:
             kwargs = dict(branch_kwargs)
             if registry is not None:
                 kwargs["registry"] = registry
             branch = await desk.open_branch(branch_id, **kwargs)
             async with branch:
-                resolutions += await _resume_branch(desk, branch, approvals)
-    if not rows:
-        await trio.lowlevel.checkpoint()
+                resolutions += await _resume_branch(desk, branch, claim.run, claim.deny)
+    except BaseException as exc:
+        # The claims of calls that did not run here are given back (approved again), so that
+        # a later resume runs them; those answered here stay used.
+        history = None if branch is None else branch.messages
+        unrun = [row for row in claim.run if history is None or _unanswered(history, row)]
+        if unrun:
+            await _approve_again(desk, unrun)
+        if isinstance(exc, BaseExceptionGroup):  # the branch failed to commit as it closed
+            error = as_journal_error(exc)
+            if error is not None:
+                raise error from exc
+        raise
     return resolutions
+
+
+def _reported(
+    registry: ActionManager | None, row: ApprovalRow, action: Any, outcome: str | None
+) -> Resolution:
+    """The resolution of a call not run by this resume (its effect class from *registry*)."""
+    known = registry is not None and row.function in registry
+    return Resolution(
+        branch_id=row.branch_id,
+        call_id=row.call_id,
+        function=row.function,
+        effect=registry.get(row.function).effect if registry is not None and known else "unsafe",
+        action=action,
+        outcome=None if outcome is None else ActionOutcome(outcome),
+        attempts=0,
+    )
 
 
 #: The branches (a journal's approvals, branch id) a resume is resuming in this context: the
@@ -599,67 +674,43 @@ async def _resuming(desk: ApprovalDesk, branch_id: str) -> AsyncIterator[None]:
             del desk.resuming[branch_id]
 
 
-def _use(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
-    return store.set_approval(
-        approval.approval_id, APPROVED, USED, now, approval.decided_by, approval.reason
-    )
-
-
 def _unanswered(history: Any, row: ApprovalRow) -> bool:
     request = history.request_for_call_id(row.call_id)
     return request is not None and history.response_for(request) is None
 
 
 async def _resume_branch(
-    desk: ApprovalDesk, branch: Branch, approvals: list[ApprovalRow]
+    desk: ApprovalDesk, branch: Branch, run: list[ApprovalRow], deny: list[ApprovalRow]
 ) -> list[Resolution]:
-
+    """Run the claimed approved calls *run* (their approvals ``used``) through *branch* and
+    answer the rejected or expired *deny* ``denied``. Raises if *branch* is not running."""
     history = branch.messages
     resolutions: list[Resolution] = []
-    run: list[tuple[ApprovalRow, ActionRequest]] = []
-    for row in approvals:
-        request = history.request_for_call_id(row.call_id)
-        if request is None or history.response_for(request) is not None:
-            continue  # answered already (resolved before, or answered another way)
-        if row.state == APPROVED:
-            run.append((row, request))
-            continue
-        if row.state == REJECTED:
-            error = ErrorInfo(
-                "ApprovalRejected",
-                f"approval {row.approval_id} was rejected"
-                + (f" by {row.decided_by}" if row.decided_by else "")
-                + (f": {row.reason}" if row.reason else ""),
-            )
-        else:
-            error = ErrorInfo(
-                "ApprovalExpired",
-                f"approval {row.approval_id} expired before it was decided ({row.escalation})",
-            )
-        response = ActionResponse.create(
-            request,
-            error=error,
-            outcome=ActionOutcome.DENIED,
-            attempts=0,
-            sender=request.function,
-            recipient=branch.name,
-        )
-        history.record_action(request, response)
-        resolutions.append(_resolution(branch, row, row.state, ActionOutcome.DENIED, 0))
     if run and not all(feed.serving for feed in branch._feeds):
         raise JournalError(
             f"branch {branch.name} is open in {desk.engine.name} but not running: enter it "
             "(`async with branch:`) before resuming its approved calls (nothing was used)"
         )
+    for row in deny:
+        request = history.request_for_call_id(row.call_id)
+        if request is None or history.response_for(request) is not None:
+            continue  # answered already (resolved before, or answered another way)
+        response = denial(request, row, branch.name)
+        history.record_action(request, response)
+        resolutions.append(_resolution(branch, row, row.state, ActionOutcome.DENIED, 0))
     started: list[tuple[ApprovalRow, ActionRequest]] = []
+    unused: list[ApprovalRow] = []
+    for row in run:
+        request = history.request_for_call_id(row.call_id)
+        if request is None or history.response_for(request) is not None:
+            unused.append(row)  # answered in this branch, not yet committed: not run here
+        else:
+            started.append((row, request))
+    if unused:
+        await _approve_again(desk, unused)
+    for row, _ in started:
+        desk.consumed_here[row.approval_id] = None
     try:
-        for row, request in run:
-            used = await desk.engine.run(
-                partial(_use, approval=row, now=desk.clock()), cancellable=False
-            )
-            if used is not None:  # another process resumed it first otherwise
-                desk.consumed_here[row.approval_id] = None
-                started.append((row, request))
         if started:
             responses = await branch.act([request for _, request in started])
             for (row, _), response in zip(started, responses, strict=True):
@@ -668,13 +719,6 @@ async def _resume_branch(
                         branch, row, "approved", response.outcome, response.content.attempts
                     )
                 )
-    except BaseException:
-        # Approvals used for calls left unanswered here (a later use or the act failed) are
-        # approved again, so that a later resume runs them; answered ones stay used.
-        unrun = [row for row, request in started if history.response_for(request) is None]
-        if unrun:
-            await _approve_again(desk, unrun)
-        raise
     finally:
         for row, _ in started:
             desk.consumed_here.pop(row.approval_id, None)
@@ -682,18 +726,13 @@ async def _resume_branch(
     return resolutions
 
 
-def _unuse(store: Store, approval: ApprovalRow, now: float) -> ApprovalRow | None:
-    return store.set_approval(
-        approval.approval_id, USED, APPROVED, now, approval.decided_by, approval.reason
-    )
-
-
 async def _approve_again(desk: ApprovalDesk, rows: list[ApprovalRow]) -> None:
-    """Move *rows* back from ``used`` to ``approved`` (compare-and-set each); best effort.
+    """Move *rows* back from ``used`` to ``approved`` (compare-and-set each), but those whose
+    call reached its write-ahead after all; best effort.
 
     Shielded from cancellation, bounded by the journal's ``commit_timeout`` (at most 30 s
     of trio's clock without one): a journal that fails or does not answer leaves them
-    ``used`` (recovery resolves their calls by effect class, as after a crash).
+    ``used`` (recovery gives them back, as after a crash).
     """
     timeout = desk.engine.commit_timeout
     bound = timeout if timeout is not None else 30.0
@@ -702,7 +741,7 @@ async def _approve_again(desk: ApprovalDesk, rows: list[ApprovalRow]) -> None:
         for row in rows:
             try:
                 at = row.decided_at if row.decided_at is not None else desk.clock()
-                await desk.engine.run(partial(_unuse, approval=row, now=at))
+                await desk.engine.run(partial(unuse_unstarted, approval=row, now=at))
             except Exception:  # the journal is down: the approval stays used
                 return
 

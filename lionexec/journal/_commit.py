@@ -215,9 +215,21 @@ class CommitEngine:
         if not sinks:
             await trio.lowlevel.checkpoint()
             return
+        # The sinks share the group commit: one that fails fails them all, with one error.
+        # It is raised as itself (a JournalError naming the journal), not in a group.
+        errors: list[Exception] = []
+
+        async def flush(sink: JournalSink) -> None:
+            try:
+                await sink.flush()
+            except Exception as exc:
+                errors.append(exc)
+
         async with trio.open_nursery() as nursery:
             for sink in sinks:
-                nursery.start_soon(sink.flush)
+                nursery.start_soon(flush, sink)
+        if errors:
+            raise errors[0]
 
     # -- the group commit ---------------------------------------------------------------------
 

@@ -94,9 +94,18 @@ def recorded_content(row: CallRow) -> ActionResponseContent:
 
 
 def load_history(branch_id: str, rows: Sequence[MessageRow]) -> MessageManager:
-    """Rebuild a history from its rows (responses link their requests again)."""
+    """Rebuild a history from its rows (responses link their requests again).
+
+    The rows hold positions 0, 1, 2, ... (a branch's messages are written in order, never
+    removed); a position missing raises :class:`~lionexec.journal.JournalError` naming it.
+    """
     history = MessageManager()
-    for row in rows:
+    for position, row in enumerate(rows):
+        if row.seq != position:
+            raise JournalError(
+                f"branch {branch_id} has no message at position {position} (the next one "
+                f"stored is at {row.seq}): the journal was changed or damaged outside lionexec"
+            )
         try:
             message = _unstructure.converter.structure(json.loads(row.body), Message)
             history.add_message(message)

@@ -253,17 +253,20 @@ class Journal:
     ) -> list[Resolution]:
         """Apply every decided approval whose call is still unanswered; return what was done.
 
-        Expired approvals are marked first. An ``approved`` call moves its approval to
-        ``used`` (one compare-and-set: a call resumed by two processes at once runs once),
-        then is proposed again to its branch through the whole transaction; a ``rejected`` or
+        Expired approvals are marked first. An ``approved`` call's approval is claimed
+        (moved to ``used`` in one transaction per branch: resumes in any number of processes
+        or journal objects at once run each call once; the one that took nothing reports it
+        ``resumed_elsewhere``, with its outcome if it has one; a claim whose run does not
+        start is given back), then is proposed again to its branch through the whole
+        transaction; a ``rejected`` or
         ``expired`` one is answered ``denied`` with the reason, once. A branch open in this
         journal is used as it is (it must be running); another is opened with
         ``registry=`` *tools* and *branch_kwargs* (give the same ``policy=``: it is asked
         again, and its approval allows the call). Without *tools*, approved calls of branches
         not open here are left for later. Returns
-        :class:`~lionexec.journal.Resolution` records with action ``approved``, ``rejected``
-        or ``expired``. *only_branch*: only that branch's approvals (a server resuming the
-        conversation it holds, not others).
+        :class:`~lionexec.journal.Resolution` records with action ``approved``, ``rejected``,
+        ``expired`` or ``resumed_elsewhere``. *only_branch*: only that branch's approvals (a
+        server resuming the conversation it holds, not others).
 
         One resume of a branch runs at a time in this journal; another waits for it. A
         resume called by a tool that a resume is running skips the branches that resume

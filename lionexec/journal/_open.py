@@ -29,6 +29,11 @@ class SqliteJournal(Journal):
         busy_timeout: seconds a transaction waits for another process's write lock.
         checkpoint_commits: commits between two WAL checkpoints.
         commit_timeout: seconds a group commit may take (see :class:`Journal`).
+
+    Opening refuses a write-ahead log (``PATH-wal``) that SQLite would replay only in part
+    (a damaged frame followed by committed transactions): a
+    :class:`~lionexec.journal.NotAJournalError` naming it and what would be lost. A full disk
+    is a :class:`~lionexec.journal.JournalError` saying ``disk full``, at open and at commit.
     """
 
     def __init__(

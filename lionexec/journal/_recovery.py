@@ -42,8 +42,9 @@ from lionexec.governance import CallContext
 from lionexec.tools import ActionManager, Tool, is_async_callable, run_callable
 
 from ._approvals import ApprovalDesk
+from ._claims import release_unstarted
 from ._keys import stored_json
-from ._report import Action, RecoveryReport, Resolution, registry_of
+from ._report import Action, RecoveryReport, Resolution, as_journal_error, registry_of
 from .backends.base import USED, ApprovalRow, CallRow, Store
 from .workers import _queue as queue
 
@@ -88,10 +89,16 @@ async def recover(
     Calls parked for approval are not lost either: decided approvals are applied first
     (:meth:`Journal.resume`); calls still waiting are reported ``awaiting_approval`` and
     left unanswered. A call whose approval was used (it was resumed) and that has no outcome
-    is recovered like any other call, its approval allowing a re-run of a safe tool.
+    is recovered like any other call, its approval allowing a re-run of a safe tool; but one
+    whose resume died before the call's write-ahead (it never started) has its approval
+    given back and is resumed: it runs once now, whatever its effect class.
     """
     registry = registry_of(tools)
+    # A resume that died between claiming approvals and the write-ahead of their runs left
+    # them used for calls that never started: they are approved again, and run now.
+    await desk.engine.run(release_unstarted, cancellable=False)
     resolutions: list[Resolution] = list(await desk.resume(registry, **branch_kwargs))
+    held = any(r.action == "resumed_elsewhere" for r in resolutions)
     # Two passes: a safe call that holds no key of its own (it never reached its write-ahead,
     # or it waited for a key another call held) is re-run once every branch's calls that
     # hold keys are resolved: its key's holder may be a lost call of a later branch.
@@ -102,6 +109,17 @@ async def recover(
             later.append(branch_id)
     for branch_id in later:
         await _recover_pass(desk, branch_id, registry, branch_kwargs, resolutions, True)
+    if held:
+        # A branch was held by a call of a dead resume, recovered above: its other approved
+        # calls run now; what this report said of them before is replaced.
+        again = await desk.resume(registry, **branch_kwargs)
+        done = {(r.branch_id, r.call_id) for r in again}
+        resolutions = [
+            r
+            for r in resolutions
+            if (r.branch_id, r.call_id) not in done
+            or r.action not in ("resumed_elsewhere", "awaiting_approval")
+        ] + list(again)
     return RecoveryReport(tuple(resolutions))
 
 
@@ -151,6 +169,11 @@ async def _recover_pass(
         async with branch:
             found, left = await _recover_branch(branch, rows, registry, approvals, queued, keyless)
             resolutions.extend(found)
+    except BaseExceptionGroup as group:
+        error = as_journal_error(group)
+        if error is None:
+            raise
+        raise error from group
     finally:
         for approval_id in used:
             desk.consumed_here.pop(approval_id, None)

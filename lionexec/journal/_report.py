@@ -10,7 +10,9 @@ import attrs
 from lionexec.conversation import ActionOutcome
 from lionexec.tools import ActionManager, Tool
 
-__all__ = ["Action", "RecoveryReport", "Resolution", "registry_of"]
+from .errors import JournalError
+
+__all__ = ["Action", "RecoveryReport", "Resolution", "as_journal_error", "registry_of"]
 
 #: What recovery (or resuming) did with one call: see :class:`Resolution`.
 Action = Literal[
@@ -23,6 +25,7 @@ Action = Literal[
     "rejected",
     "expired",
     "awaiting_approval",
+    "resumed_elsewhere",
     "queued",
     "from_queue",
 ]
@@ -40,9 +43,12 @@ class Resolution:
         action: ``rerun``, ``interrupted``, ``reconciled``, ``not_started``, or ``left``
             (no tool was given to re-run it); for a call parked for approval
             (:meth:`Journal.resume <lionexec.journal.Journal.resume>`): ``approved`` (run
-            now), ``rejected`` or ``expired`` (answered ``denied``), or ``awaiting_approval``
-            (left waiting); for a call submitted to workers (:meth:`Journal.submit`):
-            ``queued`` (left to them) or ``from_queue`` (the workers' answer recorded).
+            now), ``rejected`` or ``expired`` (answered ``denied``), ``awaiting_approval``
+            (left waiting), or ``resumed_elsewhere`` (another resume, in another process or
+            journal object, holds the call: nothing was run or recorded here; *outcome* is
+            the call's outcome if it was answered by then, else ``None``); for a call
+            submitted to workers (:meth:`Journal.submit`): ``queued`` (left to them) or
+            ``from_queue`` (the workers' answer recorded).
         outcome: the outcome of its response (``None`` when left).
         attempts: the attempts its response counts.
     """
@@ -79,3 +85,24 @@ def registry_of(
     registry = ActionManager()
     registry.register_tools(list(tools))
     return registry
+
+
+def as_journal_error(group: BaseExceptionGroup[Any]) -> JournalError | None:
+    """The first of *group*'s errors if every one is a
+    :class:`~lionexec.journal.JournalError` (a branch that recovery or a resume opened
+    failed to commit as it closed: a journal fault, raised as itself), else ``None``."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    if leaves and all(isinstance(leaf, JournalError) for leaf in leaves):
+        first = leaves[0]
+        assert isinstance(first, JournalError)
+        return first
+    return None

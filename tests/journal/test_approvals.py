@@ -15,6 +15,7 @@ from lionexec.tools import Tool
 
 from .conftest import JournalFactory
 
+COMPLETED = ActionOutcome.COMPLETED
 POLICY = PermissionPolicy(mode="rules", allow={"look": ["*"]}, escalate={"pay": ["*"]})
 
 
@@ -214,20 +215,19 @@ async def test_two_processes_resuming_at_once_run_the_call_once(journals: Journa
 
     async def resume() -> None:
         async with journals.new() as journal:
-            try:
-                results.append(await journal.resume(ledger.tools(), policy=POLICY))
-            except Exception as exc:  # the second writer of one branch may be refused
-                results.append(exc)
+            results.append(await journal.resume(ledger.tools(), policy=POLICY))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(resume)
         nursery.start_soon(resume)
     assert ledger.paid == [("A1", 7)]
-    assert sum(1 for r in results if isinstance(r, list) and r) == 1
-    # the other found nothing to resume, or was refused as a second writer of the branch,
-    # with the journal's own error (not a crash of some other kind)
-    [other] = [r for r in results if not (isinstance(r, list) and r)]
-    assert other == [] or isinstance(other, JournalError), repr(other)
+    ran = [r for r in results if [(x.action, x.outcome) for x in r] == [("approved", COMPLETED)]]
+    assert len(ran) == 1
+    # the other found nothing left to resume, or says that another resume has the call (and
+    # its outcome, if it was answered by then)
+    [other] = [r for r in results if r is not ran[0]]
+    assert [(x.call_id, x.action) for x in other] in ([], [("call_pay", "resumed_elsewhere")])
+    assert all(x.outcome in (None, COMPLETED) for x in other)
 
 
 async def test_a_policy_with_its_own_handler_parks_nothing(journals: JournalFactory) -> None:
@@ -482,7 +482,7 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
     journals: JournalFactory,
 ) -> None:
     from lionexec.journal import JournalConnectionError
-    from lionexec.journal._approvals import _use
+    from lionexec.journal._claims import claim_branch
 
     ledger = Ledger()
     second = {"function": "pay", "arguments": {"invoice": "B2", "amount": 3}, "call_id": "call_b"}
@@ -495,19 +495,22 @@ async def test_approvals_used_for_calls_that_never_ran_are_approved_again(
             await journal.approve(approval.approval_id)
     async with journals.new() as journal:
         real = journal._engine.run
-        uses: list[str] = []
+        after_claim: list[Any] = []
 
-        async def down_at_the_second_use(fn: Any, *, cancellable: bool = True) -> Any:
-            if getattr(fn, "func", None) is _use:
-                uses.append(fn.keywords["approval"].approval_id)
-                if len(uses) == 2:
-                    raise JournalConnectionError("the journal went away")
+        async def down_after_the_claim(fn: Any, *, cancellable: bool = True) -> Any:
+            # the approvals claimed, the journal goes away as the branch is read to run them
+            if getattr(fn, "func", None) is claim_branch:
+                after_claim.append(fn)
+            elif len(after_claim) == 1:
+                after_claim.append(fn)
+                raise JournalConnectionError("the journal went away")
             return await real(fn, cancellable=cancellable)
 
-        journal._engine.run = down_at_the_second_use  # type: ignore[method-assign]
-        with pytest.raises(JournalConnectionError):  # raised in the branch it opened, as itself
+        journal._engine.run = down_after_the_claim  # type: ignore[method-assign]
+        with pytest.raises(JournalConnectionError):  # raised as itself
             await journal.resume(ledger.tools(), policy=POLICY)
         del journal._engine.run
+        assert len(after_claim) == 2
         assert ledger.paid == []
         assert {a.state for a in await journal.approvals(state=None)} == {"approved"}
         resolutions = await journal.resume(ledger.tools(), policy=POLICY)

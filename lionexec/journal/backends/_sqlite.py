@@ -26,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import resource
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -60,6 +62,101 @@ _MAX_PARAMS: Final = 32_766
 #: The writer's own automatic checkpoint, in pages: only a backstop for a checkpointer that
 #: cannot keep up (the WAL restarts from its start only once it was wholly checkpointed).
 _BACKSTOP_PAGES: Final = 20_000
+
+
+#: Free bytes on a journal's filesystem under which a write SQLite could not make (a full
+#: or an I/O error) is reported as a full disk.
+_LOW_SPACE: Final = 1 << 20
+#: The WAL header's magic numbers: checksums in little- or big-endian words.
+_WAL_MAGIC: Final = {0x377F0682: "<", 0x377F0683: ">"}
+
+
+def _wal_checksum(data: bytes, s0: int, s1: int, order: str) -> tuple[int, int]:
+    """SQLite's WAL checksum of *data* (a multiple of 8 bytes), continued from (*s0*, *s1*)."""
+    for first, second in struct.iter_unpack(order + "2I", data):
+        s0 = (s0 + first + s1) & 0xFFFFFFFF
+        s1 = (s1 + second + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_damage(wal: Path) -> tuple[int, int, int, int] | None:
+    """What SQLite would drop of the write-ahead log *wal* if the journal were opened now.
+
+    SQLite replays a WAL's frames up to the first one that fails its checksum (or carries
+    other salt values than the header) and ignores everything after it. After a crash that is
+    only the torn end of the last transaction; but when frames after the bad one still carry
+    the header's salts and check out against their predecessor (so they were written after
+    it, in this generation of the log), committed transactions would be dropped silently.
+    Returns ``(bad frame, frames, frames lost, commits lost)`` then (frames counted from 1;
+    ``0``: the header itself is damaged), else ``None``. Reads the whole file (blocking).
+    """
+    try:
+        with wal.open("rb") as f:
+            header = f.read(32)
+            if len(header) < 32:
+                return None
+            magic, _version, page_size, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", header)
+            if page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+                page_size = 4096  # (damaged: the usual size, to count what follows)
+            frame_size = 24 + page_size
+            frames = (wal.stat().st_size - 32) // frame_size
+            order = _WAL_MAGIC.get(magic, "<")
+            intact = magic in _WAL_MAGIC and _wal_checksum(header[:24], 0, 0, order) == (c1, c2)
+            bad: int | None = None if intact else 0
+            ends_one = False
+            seed = (c1, c2)
+            lost = commits = 0
+            for index in range(1, frames + 1):
+                frame = f.read(frame_size)
+                if len(frame) < frame_size:
+                    break
+                page, size, f1, f2, k1, k2 = struct.unpack(">6I", frame[:24])
+                if bad == 0 and index == 1:  # the header's salts are damaged: the log's own
+                    salt1, salt2 = f1, f2
+                valid = (
+                    (f1, f2) == (salt1, salt2)
+                    and page != 0
+                    and _wal_checksum(frame[:8] + frame[24:], *seed, order) == (k1, k2)
+                )
+                if bad is None and not valid:
+                    bad = index
+                    ends_one = bool(size) and (f1, f2) == (salt1, salt2)
+                elif bad is not None and valid and size:
+                    commits += 1  # a commit written after the bad frame, in this log
+                    lost = index - max(bad, 1) + 1
+                # the next frame's checksum continues this one's as stored (valid or not)
+                seed = (k1, k2)
+    except OSError:
+        return None  # (unreadable here: SQLite says why when it opens it)
+    if bad is None or not commits:
+        return None  # intact, or only a torn last transaction (what a crash leaves)
+    if bad and ends_one:
+        commits += 1  # the bad frame was the commit of a transaction of its own
+    return bad, frames, lost, commits
+
+
+def _in_use(shm: Path) -> bool:
+    """Whether a connection (of any process, this one's included) has the journal of the
+    shared-memory file *shm* open: SQLite holds a lock on it then (read from Linux's
+    ``/proc/locks``, which is only read: a descriptor of the file opened and closed here would
+    drop this process's own SQLite locks on it). ``False`` where it cannot be told."""
+    try:
+        stat = shm.stat()
+        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    key = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    return any(key in line.split() for line in locks.splitlines())
+
+
+#: Bytes a write may add to a file at once (a WAL frame of the largest page, rounded up).
+_WRITE_SLACK: Final = 1 << 17
+
+
+def _code(exc: sqlite3.Error) -> int | None:
+    """The primary result code of *exc* (its extended code without the extension)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
 
 
 class _Tx:
@@ -317,6 +414,7 @@ class SqliteBackend(Backend):
             raise NotAJournalError(
                 f"{self.target} is a directory, not a journal file", target=self.target
             )
+        self._check_wal()
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -354,10 +452,18 @@ class SqliteBackend(Backend):
             self._max_params = min(_MAX_PARAMS, limit)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            full = self._full(exc)
+            if full is not None:
                 raise JournalError(
-                    f"{self.target}: the disk is full ({exc}); nothing was changed: free some "
-                    "space and open the journal again"
+                    f"{self.target}: {full}, then open it again (it cannot be opened now; "
+                    "nothing was changed)"
+                ) from exc
+            if _code(exc) == sqlite3.SQLITE_IOERR:
+                raise JournalError(
+                    f"{self.target}: SQLite could not read or write it (an I/O error: "
+                    f"{getattr(exc, 'sqlite_errorname', '')} {exc}); nothing was changed: check "
+                    "the disk and the permissions of its directory (SQLite makes its -wal and "
+                    "-shm files there)"
                 ) from exc
             raise NotAJournalError(
                 f"{self.target} is not a lionexec journal (corrupt or not SQLite): {exc}",
@@ -374,6 +480,74 @@ class SqliteBackend(Backend):
             conn.close()
             raise
         return conn
+
+    def _check_wal(self) -> None:
+        """Refuse a write-ahead log SQLite would replay only in part (see
+        :func:`wal_damage`): raises :class:`~lionexec.journal.NotAJournalError` naming it and
+        what would be lost."""
+        wal = Path(f"{self.path}-wal")
+        try:
+            if wal.stat().st_size <= 32:
+                return
+        except OSError:
+            return  # none (the journal was closed cleanly, or is new)
+        if _in_use(Path(f"{self.path}-shm")):
+            # Another connection has the journal open (its log is live, and being written):
+            # SQLite replays a log only when the first connection opens it.
+            return
+        found = wal_damage(wal)
+        if found is None:
+            return
+        again = wal_damage(wal)  # a log that another process is writing moves: look twice
+        if again is None or (found[0], found[2], found[3]) != (again[0], again[2], again[3]):
+            return
+        bad, frames, lost, commits = found
+        where = (
+            "its header fails its checksum"
+            if bad == 0
+            else f"frame {bad} of its {frames} frames fails its checksum"
+        )
+        raise NotAJournalError(
+            f"{wal} (the write-ahead log of the journal {self.target}) is damaged: {where}, "
+            f"and {lost} frame(s) from there on hold {commits} committed transaction(s) that "
+            "still carry the log's current salt. SQLite would open the journal without them, "
+            "silently dropping what they committed (responses callers were given). Nothing "
+            "was opened or changed: restore the journal and its -wal file from a backup, or "
+            f"move {wal.name} aside to open the journal without those transactions (they are "
+            "lost then)",
+            target=self.target,
+        )
+
+    def _full(self, exc: sqlite3.Error) -> str | None:
+        """Why SQLite could not write, if it was for lack of space: the disk (or this
+        process's file size limit) is full. ``None`` otherwise."""
+        if _code(exc) not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+            return None
+        folder = self.path.parent
+        try:
+            stat = os.statvfs(folder)
+            free = stat.f_bavail * stat.f_frsize
+        except OSError:
+            free = None
+        if free is not None and free < _LOW_SPACE:
+            return (
+                f"disk full: {free} bytes free on the filesystem of {folder} ({exc}); free "
+                "some space"
+            )
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            sizes = []
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    sizes.append(Path(f"{self.path}{suffix}").stat().st_size)
+            if sizes and max(sizes) + 2 * _WRITE_SLACK >= limit:
+                return (
+                    f"disk full for this process: its file size limit (RLIMIT_FSIZE) of "
+                    f"{limit} bytes is reached ({exc}); raise the limit (`ulimit -f`)"
+                )
+        if _code(exc) == sqlite3.SQLITE_FULL:
+            return f"disk full ({exc}); free some space"
+        return None
 
     def _tables(self, conn: sqlite3.Connection) -> set[str]:
         """The database's tables; raises NotAJournalError if they are another program's."""
@@ -440,6 +614,12 @@ class SqliteBackend(Backend):
                 f"(one branch is journaled by one process at a time): {exc}"
             ) from exc
         except sqlite3.Error as exc:
+            full = self._full(exc)
+            if full is not None:
+                raise JournalError(
+                    f"{self.target}: {full} (this transaction was not committed; what was "
+                    "committed before is kept)"
+                ) from exc
             raise JournalError(f"{self.target}: {type(exc).__name__}: {exc}") from exc
         self.transactions += 1
         self._since_checkpoint += 1
