@@ -187,6 +187,14 @@ async def test_lionexec_serve_shows_a_parked_call_that_chromium_approves_once(
         [approval] = await journal.approvals(None, None)
         assert (approval.approval_id, approval.state) == (approval_id, "used")
         assert approval.decided_by == "console (127.0.0.1)"
+    # and the command line says so, as README's operator would check it
+    listed = await trio.run_process(
+        [sys.executable, "-m", "lionexec", "journal", "approvals", str(target), "--json"],
+        capture_stdout=True,
+        env=env,
+    )
+    [row] = [json.loads(line) for line in listed.stdout.decode().splitlines()]
+    assert (row["approval_id"], row["state"]) == (approval_id, "used"), row
 
 
 async def printed_until(process: trio.Process, marker: bytes) -> bytes:
