@@ -706,40 +706,32 @@ class CallTransaction:
         try:
             if event is not None:
                 proposal, execution = self.proposal, event.execution
-                # The hook's keyword arguments are built inside the try, so their failure is
-                # reported too; synchronous handlers run without a coroutine (see emit_now).
-                if execution.status is _COMPLETED:
-                    if _TOOL_POST in hooks.points:
-                        try:
-                            failures = seams.emit_now(
-                                _TOOL_POST,
-                                {
-                                    "tool_name": proposal.function,
-                                    "call_id": call_id,
-                                    "result": summarize(execution.response),
-                                    "duration": execution.duration,
-                                },
-                            )
-                            if type(failures) is not list:
-                                await failures
-                        except Exception as exc:
-                            self._failed(_WHERE_POST, exc, emit_hook)
-                elif _TOOL_ERROR in hooks.points:
+                point = _TOOL_POST if execution.status is _COMPLETED else _TOOL_ERROR
+                if point in hooks.points:
+                    # The hook's keyword arguments are built inside the try, so their failure
+                    # is reported too; synchronous handlers run without a coroutine (emit_now).
                     try:
-                        failures = seams.emit_now(
-                            _TOOL_ERROR,
-                            {
+                        if point is _TOOL_POST:
+                            arguments: dict[str, Any] = {
+                                "tool_name": proposal.function,
+                                "call_id": call_id,
+                                "result": summarize(execution.response),
+                                "duration": execution.duration,
+                            }
+                        else:
+                            arguments = {
                                 "tool_name": proposal.function,
                                 "call_id": call_id,
                                 "error": copy_error(execution.error),
                                 "status": execution.status,
                                 "duration": execution.duration,
-                            },
-                        )
+                            }
+                        failures = seams.emit_now(point, arguments)
                         if type(failures) is not list:
                             await failures
                     except Exception as exc:
-                        self._failed(_WHERE_ERROR, exc, emit_hook)
+                        where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
+                        self._failed(where, exc, emit_hook)
                 if scope.observer is not None:
                     try:
                         keep_event, emit_event = seams.keep_event, seams.emit_event
