@@ -104,9 +104,7 @@ def _at(problem: str, nodes: list[tuple[int, Any]], node: int) -> str:
 def _leaf(value: object) -> str | None:
     """Why the scalar *value* is not JSON, ``None`` if it is (or is a container)."""
     cls = type(value)
-    if cls is str or cls is bool or value is None:
-        return None
-    if isinstance(value, bool):
+    if cls is str or cls is bool or value is None:  # (bool has no subclasses)
         return None
     if isinstance(value, int):
         if value.bit_length() >= _SMALL_INT_BITS and not _printable(value):
