@@ -22,8 +22,8 @@ from ._asgi import (
     _allow,
     _header,
     _lifespan,
-    _query,
     browser_refusal,
+    query_parameters,
     read_body,
     send_chunk,
     send_json,
@@ -162,15 +162,16 @@ class App(ActHandlers, ApprovalHandlers):
             conversation_id = path.removeprefix("/v1/conversations/")
             if conversation_id.endswith("/records"):
                 conversation_id = conversation_id.removesuffix("/records")
-                await self.stream_history(conversation_id, _query(scope), receive, send)
+                await self.stream_history(conversation_id, query_parameters(scope), receive, send)
             else:
-                await self.history(conversation_id, _query(scope), send)
+                await self.history(conversation_id, query_parameters(scope), send)
         elif path == "/v1/events":
             _allow(method, "GET")
-            await self.events(_query(scope).get("conversation_id", [None])[-1], receive, send)
+            subscribed = query_parameters(scope).get("conversation_id", [None])[-1]
+            await self.events(subscribed, receive, send)
         elif path == "/v1/approvals":
             _allow(method, "GET")
-            await self.pending_approvals(_query(scope), send)
+            await self.pending_approvals(query_parameters(scope), send)
         elif path.startswith("/v1/approvals/"):
             _allow(method, "POST")
             approval_id = path.removeprefix("/v1/approvals/")

@@ -99,9 +99,20 @@ async def until_disconnect(
     return result
 
 
-def _query(scope: HTTPScope) -> dict[str, list[str]]:
-    """The request's query parameters (read only by the routes that take any)."""
-    return parse_qs(scope["query_string"].decode("latin-1"))
+#: The most query parameters a request may carry: no route reads more than a few, and parsing
+#: is linear in what is sent.
+MAX_QUERY_FIELDS: Final = 16
+
+
+def query_parameters(scope: HTTPScope) -> dict[str, list[str]]:
+    """The request's query parameters (read only by the routes that take any).
+
+    More than :data:`MAX_QUERY_FIELDS` of them is a ``400``.
+    """
+    try:
+        return parse_qs(scope["query_string"].decode("latin-1"), max_num_fields=MAX_QUERY_FIELDS)
+    except ValueError:
+        raise HTTPError(400, "too many query parameters") from None
 
 
 def _header(scope: HTTPScope, name: bytes) -> bytes | None:

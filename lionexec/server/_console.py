@@ -39,10 +39,12 @@ from ..journal import Approval, ApprovalNotFound, JournaledCall, JournalError
 from . import _console_pages as pages
 from ._approvals import APPROVAL_ID
 from ._asgi import (
+    MAX_QUERY_FIELDS,
     ClientGone,
     HTTPError,
     _lifespan,
     open_server_host_refusal,
+    query_parameters,
     same_origin,
 )
 from ._console_pages import badge, shown_json, table, text, when
@@ -521,7 +523,7 @@ def _parse_form(body: bytes) -> dict[str, str]:
             strict_parsing=bool(body),
             encoding="utf-8",
             errors="strict",
-            max_num_fields=16,
+            max_num_fields=MAX_QUERY_FIELDS,
         )
     except (UnicodeDecodeError, ValueError) as exc:
         raise HTTPError(400, f"the form could not be read ({exc})") from None
@@ -531,11 +533,8 @@ def _parse_form(body: bytes) -> dict[str, str]:
 
 
 def _query(scope: HTTPScope) -> dict[str, str]:
-    raw = scope["query_string"].decode("latin-1")
-    try:
-        return {k: v[-1] for k, v in parse_qs(raw, max_num_fields=16).items()}
-    except ValueError:
-        raise HTTPError(400, "too many query parameters") from None
+    """The query parameters, the last value of each (the server's bound applies)."""
+    return {name: values[-1] for name, values in query_parameters(scope).items()}
 
 
 def _page_number(scope: HTTPScope) -> int:

@@ -831,6 +831,19 @@ async def test_an_event_stream_of_an_impossible_conversation_id_is_a_400() -> No
     assert not app.hub.watched
 
 
+async def test_a_query_with_too_many_parameters_is_a_400() -> None:
+    app = make_app()
+    crowded = "&".join(f"k{i}=v" for i in range(5_000))
+    with trio.fail_after(BUDGET):
+        async with serving(app) as client:
+            replies = [
+                await client.get(f"{path}?{crowded}")
+                for path in ("/v1/events", "/v1/approvals", "/v1/conversations/c1")
+            ]
+    assert [reply.status_code for reply in replies] == [400] * 3, [r.text for r in replies]
+    assert all(reply.json() == {"error": "too many query parameters"} for reply in replies)
+
+
 async def test_an_open_server_refuses_what_another_sites_page_sends(tmp_path: Path) -> None:
     """With no token, a web page elsewhere must not act or decide through the user's browser:
     a cross-site POST carries that site's ``Origin``, and a site whose DNS name was pointed at
