@@ -294,10 +294,10 @@ async def open_app(
 
     With ``config.trace_file``, the app's branches also feed an
     :class:`~lionexec.otel.OtelSink` whose spans are appended to that file as JSON lines
-    (:func:`lionexec.otel.jsonl.open_trace_file`), recovered calls included; at the end the
-    last spans are written (for a few seconds at most) and the file is closed. That needs the
-    ``otel`` extra: :class:`ModuleNotFoundError` naming it otherwise (before the journal
-    opens).
+    (:func:`lionexec.otel.jsonl.open_trace_file`), calls re-run by the recovery included; at
+    the end the last spans are written (for a few seconds at most) and the file is closed.
+    That needs the ``otel`` extra: :class:`ModuleNotFoundError` naming it otherwise (before
+    the journal opens).
     """
     config = config if config is not None else ServerConfig()
     if config.journal is None:

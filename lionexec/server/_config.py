@@ -107,8 +107,8 @@ class ServerConfig:
             name that is not one of its tools (``ValueError``).
         console: serve the approvals console (:class:`~lionexec.server.Console`) at
             ``/console/`` (``True``): HTML pages behind the same token, see ``docs/console.md``.
-        trace_file: a file to append an OpenTelemetry span of each tool call to, one JSON
-            line per span (``None``: no tracing); :func:`open_app` opens it, with the
+        trace_file: a file to append an OpenTelemetry span of each tool call run here to,
+            one JSON line per span (``None``: no tracing); :func:`open_app` opens it, with the
             ``otel`` extra (see ``docs/tracing.md``). Needs a journal, and the calls run here
             (not with ``workers``).
     """

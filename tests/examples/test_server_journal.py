@@ -7,6 +7,7 @@ worker pool serve one conversation between them. Real servers on 127.0.0.1, real
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -163,6 +164,45 @@ async def test_a_server_killed_mid_call_leaves_one_response_after_restart(
     assert (request["kind"], response["kind"]) == ("action_request", "action_response")
     assert response["content"]["outcome"] == "interrupted"
     assert response["content"]["action_request_id"] == request["id"]
+
+
+async def test_a_traced_server_writes_one_span_per_call_it_answers(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    config = server.ServerConfig(
+        port=0, journal=str(tmp_path / "server.db"), trace_file=str(trace)
+    )
+    body = {
+        "conversation_id": "traced-1",
+        "tool_calls": [
+            call("get_weather", {"city": "Oslo"}, "w"),
+            call("no_such_tool", {}, "u"),
+        ],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, list(DEMO_TOOLS)) as (app, client):
+            assert len(app.sinks) == 1
+            first = await client.post("/v1/act", json=body)
+            assert first.status_code == 200, first.text
+            # a retry is answered from the journal: nothing runs, no span
+            retry = await client.post("/v1/act", json=body)
+            assert retry.json() == first.json()
+            other = {
+                "conversation_id": "traced-2",
+                "tool_calls": [call("word_count", {"text": "a b"}, "c")],
+            }
+            assert (await client.post("/v1/act", json=other)).status_code == 200
+    spans = [json.loads(line) for line in trace.read_text().splitlines()]
+    by_id = {span["attributes"]["gen_ai.tool.call.id"]: span for span in spans}
+    assert len(spans) == len(by_id) == 3
+    assert {i: s["attributes"]["lionexec.call.status"] for i, s in by_id.items()} == {
+        "w": "completed",
+        "u": "invalid",
+        "c": "completed",
+    }
+    assert by_id["u"]["status"]["code"] == "ERROR"
+    assert by_id["u"]["attributes"]["error.type"] == "invalid"
+    branch_ids = {s["attributes"]["lionexec.branch.id"] for s in spans}
+    assert len(branch_ids) == 2  # one journal branch per conversation
 
 
 def test_the_command_line_keeps_conversations_in_a_journal_by_default() -> None:
