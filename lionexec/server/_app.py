@@ -281,6 +281,7 @@ async def open_app(
     *,
     tools: Iterable[Callable[..., Any]] = (),
     recover: bool | None = None,
+    sinks: Iterable[EvidenceSink] = (),
 ) -> AsyncIterator[App]:
     """An :class:`App` for *config*, its journal (``config.journal``) open for the block.
 
@@ -290,7 +291,8 @@ async def open_app(
     ``interrupted``), unless *recover* (by default ``config.recover``) is false or calls run
     on workers (the workers reclaim those). Recover with one process only: with several
     replicas running calls themselves, pass ``recover=False`` to all but one. Blocks while the
-    journal opens; closes it at the end. *tools* are the :class:`App`'s.
+    journal opens; closes it at the end. *tools* and *sinks* are the :class:`App`'s (sinks
+    need ``config.journal``: :class:`ValueError` otherwise).
 
     With ``config.trace_file``, the app's branches also feed an
     :class:`~lionexec.otel.OtelSink` whose spans are appended to that file as JSON lines
@@ -300,15 +302,15 @@ async def open_app(
     the journal opens).
     """
     config = config if config is not None else ServerConfig()
+    sinks = tuple(sinks)
     if config.journal is None:
         await trio.lowlevel.checkpoint()
-        yield App(config, tools=tools)
+        yield App(config, tools=tools, sinks=sinks)
         return
     async with AsyncExitStack() as stack:
-        sinks: tuple[EvidenceSink, ...] = ()
         if config.trace_file is not None:
             check_tracing()
-            sinks = (await stack.enter_async_context(open_trace(config.trace_file)),)
+            sinks += (await stack.enter_async_context(open_trace(config.trace_file)),)
         journal = await stack.enter_async_context(open_journal(config.journal))
         app = App(config, tools=tools, journal=journal, sinks=sinks)
         if (config.recover if recover is None else recover) and not config.workers:

@@ -20,9 +20,13 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from lionexec.journal import JournalConnectionError, open_journal
 from lionexec.journal.workers import Worker
+from lionexec.otel import OtelSink
 from lionexec.server import _locks
 from lionexec.server._locks import _try_lock
 from lionexec.tools import Tool
@@ -756,3 +760,31 @@ async def test_a_history_the_journal_cannot_read_is_a_503(tmp_path: Path, path: 
             reply = await client.get(path)
     assert reply.status_code == 503, (reply.status_code, reply.content)
     assert "the connection was lost (test)" in reply.json()["error"]
+
+
+async def test_open_app_gives_sinks_of_its_own_to_the_conversations(tmp_path: Path) -> None:
+    """An embedding program's own tracer provider (here the SDK's in-memory exporter)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = OtelSink(tracer_provider=provider)
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "server.db"))
+    body = {"conversation_id": "own", "tool_calls": [call("word_count", {"text": "a b"}, "c")]}
+    with trio.fail_after(BUDGET):
+        stop = trio.Event()
+        async with (
+            server.open_app(config, tools=DEMO_TOOLS, sinks=[sink]) as app,
+            trio.open_nursery() as nursery,
+        ):
+            assert app.sinks == (sink,)
+            binds = await nursery.start(partial(server.serve, app, shutdown_trigger=stop.wait))
+            async with httpx.AsyncClient(base_url=binds[0]) as client:
+                assert (await client.post("/v1/act", json=body)).status_code == 200
+            stop.set()
+        await sink.flush()
+    [span] = exporter.get_finished_spans()
+    assert span.name == "execute_tool word_count"
+    assert (span.attributes or {})["gen_ai.tool.call.id"] == "c"
+    with pytest.raises(ValueError, match="sinks need a journal"):
+        async with server.open_app(server.ServerConfig(), sinks=[sink]):
+            pass
