@@ -34,6 +34,8 @@ LIBRARY = [
     ("httpx", "http", "from lionexec.models import run_stream"),
     ("hypercorn", "server", "import lionexec.models.testing"),
     ("mcp", "mcp", "import lionexec.mcp"),
+    ("opentelemetry", "otel", "import lionexec.otel"),
+    ("opentelemetry.sdk", "otel", "import lionexec.otel.jsonl"),
     (
         "psycopg",
         "postgres",
@@ -73,6 +75,12 @@ COMMANDS = [
         "postgres",
         "lionexec.__main__",
         ["worker", "--database", "postgresql://u@h/db", "--tools", "tests.journal.test_cli:TOOLS"],
+    ),
+    (
+        "opentelemetry.sdk",
+        "otel",
+        "lionexec.__main__",
+        ["serve", "--port", "0", "--journal", "/nonexistent/j.db", "--trace-file", "/none/t"],
     ),
     ("httpx", "http", "examples/agent.py", []),
     ("hypercorn", "server", "examples/agent.py", []),

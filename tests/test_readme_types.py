@@ -1,4 +1,5 @@
-"""README's examples pass ``mypy --strict``, as a user's code would be checked.
+"""The examples of README and the tutorial pass ``mypy --strict``, as a user's code would be
+checked.
 
 Each page's ``python`` blocks (as :mod:`tests.test_docs_examples` runs them: in order, one
 namespace per page) are written out as one module and checked together in one mypy run, with
@@ -19,7 +20,7 @@ from .test_docs_examples import RUN_TAG, fenced_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The pages whose examples are checked.
-PAGES = ["README.md"]
+PAGES = ["README.md", "docs/tutorial.md"]
 #: How ``act()``'s result is typed, checked in the same run.
 ACT_TYPES = """
 from typing import assert_type

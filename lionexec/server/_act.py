@@ -127,7 +127,7 @@ class ActHandlers(Conversations):
         block (its hooks published while the hub has subscribers); closed at the end."""
         assert self.journal is not None
         branch = await self.journal.branch(
-            conversation.branch_id, registry=self.registry, policy=self.policy
+            conversation.branch_id, registry=self.registry, policy=self.policy, sinks=self.sinks
         )
         self._swap(conversation, branch)
         try:

@@ -6,11 +6,12 @@ import hmac
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import trio
 
+from ..act import EvidenceSink
 from ..journal import Journal, open_journal
 from ..tools import ActionManager
 from ._act import ActHandlers
@@ -35,6 +36,7 @@ from ._conversations import CONVERSATION_ID, Conversation
 from ._events import OVERFLOW, EventHub
 from ._json import _preview
 from ._locks import ReplicaLocks
+from ._trace import check_tracing, open_trace
 
 if TYPE_CHECKING:
     from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
@@ -59,6 +61,10 @@ class App(ActHandlers, ApprovalHandlers):
             default: the embedding program brings its own).
         journal: the open journal conversations are kept in (``None``: in memory). A
             ``config.journal`` is opened by :func:`open_app`, which passes it here.
+        sinks: more evidence sinks for every journaled conversation's branch (an
+            :class:`~lionexec.otel.OtelSink`, as :func:`open_app` makes for
+            ``config.trace_file``); each one serves many branches, one after another and at
+            once, and is closed (flushed) whenever one of them closes. Needs a journal.
 
     Attributes:
         conversations: the live conversations by id, least recently used first.
@@ -72,6 +78,7 @@ class App(ActHandlers, ApprovalHandlers):
         *,
         tools: Iterable[Callable[..., Any]] = (),
         journal: Journal | None = None,
+        sinks: Iterable[EvidenceSink] = (),
     ) -> None:
         self.config = config if config is not None else ServerConfig()
         self.tools = tuple(tools)
@@ -82,6 +89,13 @@ class App(ActHandlers, ApprovalHandlers):
             )
         #: The open journal conversations are kept in, or ``None`` (in memory).
         self.journal = journal
+        #: The evidence sinks every journaled conversation's branch has besides the journal.
+        self.sinks = tuple(sinks)
+        if self.sinks and journal is None:
+            raise ValueError(
+                "sinks need a journal: they are given to each journaled conversation's branch "
+                "(open the app with a journal)"
+            )
         #: The tools of journaled conversations (one registry, shared by their branches).
         self.registry = ActionManager()
         if journal is not None:
@@ -268,6 +282,7 @@ async def open_app(
     *,
     tools: Iterable[Callable[..., Any]] = (),
     recover: bool | None = None,
+    sinks: Iterable[EvidenceSink] = (),
 ) -> AsyncIterator[App]:
     """An :class:`App` for *config*, its journal (``config.journal``) open for the block.
 
@@ -277,18 +292,31 @@ async def open_app(
     ``interrupted``), unless *recover* (by default ``config.recover``) is false or calls run
     on workers (the workers reclaim those). Recover with one process only: with several
     replicas running calls themselves, pass ``recover=False`` to all but one. Blocks while the
-    journal opens; closes it at the end. *tools* are the :class:`App`'s.
+    journal opens; closes it at the end. *tools* and *sinks* are the :class:`App`'s (sinks
+    need ``config.journal``: :class:`ValueError` otherwise).
+
+    With ``config.trace_file``, the app's branches also feed an
+    :class:`~lionexec.otel.OtelSink` whose spans are appended to that file as JSON lines
+    (:func:`lionexec.otel.jsonl.open_trace_file`), calls re-run by the recovery included; at
+    the end the last spans are written (for a few seconds at most) and the file is closed.
+    That needs the ``otel`` extra: :class:`ModuleNotFoundError` naming it otherwise (before
+    the journal opens).
     """
     config = config if config is not None else ServerConfig()
+    sinks = tuple(sinks)
     if config.journal is None:
         await trio.lowlevel.checkpoint()
-        yield App(config, tools=tools)
+        yield App(config, tools=tools, sinks=sinks)
         return
-    async with open_journal(config.journal) as journal:
-        app = App(config, tools=tools, journal=journal)
+    async with AsyncExitStack() as stack:
+        if config.trace_file is not None:
+            check_tracing()
+            sinks += (await stack.enter_async_context(open_trace(config.trace_file)),)
+        journal = await stack.enter_async_context(open_journal(config.journal))
+        app = App(config, tools=tools, journal=journal, sinks=sinks)
         if (config.recover if recover is None else recover) and not config.workers:
-            kwargs = {} if app.policy is None else {"policy": app.policy}
-            await journal.recover(app.registry, **kwargs)
+            kwargs: dict[str, Any] = {} if app.policy is None else {"policy": app.policy}
+            await journal.recover(app.registry, sinks=sinks, **kwargs)
         if not config.journal.startswith(("postgresql://", "postgres://")):
             yield app
             return

@@ -208,7 +208,7 @@ class ApprovalHandlers(Conversations):
         try:
             async with lock, self._replica_lock_of(branch_id):
                 branch = await journal.branch(
-                    branch_id, registry=self.registry, policy=self.policy
+                    branch_id, registry=self.registry, policy=self.policy, sinks=self.sinks
                 )
                 with self._resuming(conversation, branch) as publish:
                     async with branch, self.limiter:
@@ -216,7 +216,10 @@ class ApprovalHandlers(Conversations):
                         first_new = len(branch.messages)
                         try:
                             await journal.resume(
-                                self.registry, only_branch=branch_id, policy=self.policy
+                                self.registry,
+                                only_branch=branch_id,
+                                policy=self.policy,
+                                sinks=self.sinks,
                             )
                         except BaseException as exc:
                             if _is_cancellation(exc):

@@ -25,6 +25,7 @@ from .._terminal import CommandParser, run_command
 from ..tools import ActionManager
 from ._app import _hypercorn, open_app, serve
 from ._config import ServerConfig
+from ._trace import check_tracing
 
 __all__ = ["DEFAULT_JOURNAL", "DESCRIPTION", "TOKEN_VARIABLE", "config_from_args", "main"]
 
@@ -98,6 +99,13 @@ def _parser(
         action="store_true",
         help="do not serve the approvals console at /console/ (HTML pages; see docs/console.md)",
     )
+    parser.add_argument(
+        "--trace-file",
+        default=None,
+        metavar="PATH",
+        help="append an OpenTelemetry span of each tool call to PATH, one JSON line per span "
+        "(needs the otel extra; see docs/tracing.md)",
+    )
     return parser
 
 
@@ -139,6 +147,11 @@ def _parse(
         parser.error("--workers needs a journal: --journal PATH or --database URL")
     if args.approve and (journal is None or args.workers):
         parser.error("--approve needs a journal, and calls run in the server (not --workers)")
+    if args.trace_file is not None and (journal is None or args.workers or not args.trace_file):
+        parser.error(
+            "--trace-file needs a file path, a journal, and calls run in the server (not "
+            "--workers)"
+        )
     tool_names = ActionManager(served).names
     unknown = sorted(set(args.approve) - set(tool_names))
     if unknown:  # a misspelt name would approve nothing
@@ -153,6 +166,7 @@ def _parse(
         recover=not args.no_recover,
         approve=tuple(args.approve),
         console=not args.no_console,
+        trace_file=args.trace_file,
     )
     return config, served
 
@@ -210,7 +224,8 @@ def main(
     *tools* are served (by default those ``--tools MODULE:ATTRIBUTE`` names, or none). Once
     serving, it prints ``<title> on <url>: conversations ... (Ctrl+C to stop)``, the URL
     with the bound port (``--port 0`` picks a free one). Exit status: 0 stopped by a signal,
-    1 hypercorn is missing (the ``server`` extra; nothing is opened then), 2 bad usage.
+    1 hypercorn is missing (the ``server`` extra), or ``--trace-file`` was given without the
+    OpenTelemetry SDK (the ``otel`` extra; nothing is opened then either), 2 bad usage.
     """
     try:
         config, served = _parse(argv, None, tools, prog)
@@ -219,6 +234,8 @@ def main(
 
     def body() -> int:
         _hypercorn()  # (before anything is opened: a missing extra is named, nothing else done)
+        if config.trace_file is not None:
+            check_tracing()
         trio.run(_main, config, served, title)
         return 0
 

@@ -41,6 +41,11 @@ def _journal_target(_instance: object, _attribute: attrs.Attribute[Any], value: 
         )
 
 
+def _trace_file(_instance: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value or "\0" in value):
+        raise ValueError(f"trace_file must be None or a file path, got {value!r}")
+
+
 def _names(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str | bytes):  # tuple("pay") would be ("p", "a", "y")
         raise ValueError(f"approve must be a sequence of tool names, not the string {value!r}")
@@ -102,6 +107,10 @@ class ServerConfig:
             name that is not one of its tools (``ValueError``).
         console: serve the approvals console (:class:`~lionexec.server.Console`) at
             ``/console/`` (``True``): HTML pages behind the same token, see ``docs/console.md``.
+        trace_file: a file to append an OpenTelemetry span of each tool call run here to,
+            one JSON line per span (``None``: no tracing); :func:`open_app` opens it, with the
+            ``otel`` extra (see ``docs/tracing.md``). Needs a journal, and the calls run here
+            (not with ``workers``).
     """
 
     host: str = "127.0.0.1"
@@ -127,6 +136,7 @@ class ServerConfig:
     recover: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     approve: tuple[str, ...] = attrs.field(default=(), converter=_names)
     console: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    trace_file: str | None = attrs.field(default=None, validator=_trace_file)
 
     @port.validator
     def _check_port(self, _attribute: attrs.Attribute[Any], value: object) -> None:
@@ -144,6 +154,11 @@ class ServerConfig:
             raise ValueError(
                 "approve needs a journal (approvals wait in it) and calls run in the server "
                 "(not workers)"
+            )
+        if self.trace_file is not None and (self.journal is None or self.workers):
+            raise ValueError(
+                "trace_file needs a journal (the journaled branches carry the trace) and calls "
+                "run in the server (not workers)"
             )
         if self.page_size > self.max_page_size:
             raise ValueError(

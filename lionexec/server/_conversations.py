@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
-from ..act import Branch
+from ..act import Branch, EvidenceSink
 from ..conversation import (
     ActionOutcome,
     ActionRequest,
@@ -205,6 +205,7 @@ class Conversations:
     registry: ActionManager
     replica_locks: ReplicaLocks | None
     policy: PermissionPolicy | None
+    sinks: tuple[EvidenceSink, ...]
     hub: EventHub
     conversations: OrderedDict[str, Conversation]
     limiter: trio.CapacityLimiter

@@ -143,16 +143,18 @@ async def test_lionexec_serve_shows_a_parked_call_that_chromium_approves_once(
     tmp_path: Path,
 ) -> None:
     """The command line, as README has it: ``serve`` with a journal and ``--approve``; the
-    call appears in the console, is approved from the browser, and runs once."""
+    call appears in the console, is approved from the browser, and runs once. The server
+    traces to a file (``--trace-file``): the call that ran is one ``execute_tool`` span."""
     binary = chromium_or_skip()
     (tmp_path / "served_tools.py").write_text(TOOLS_MODULE)
-    paid, target = tmp_path / "paid.txt", tmp_path / "serve.db"
+    paid, target, trace = tmp_path / "paid.txt", tmp_path / "serve.db", tmp_path / "trace.jsonl"
     env = dict(os.environ, PAID=str(paid), LIONEXEC_SERVER_TOKEN=TOKEN)
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(tmp_path), str(ROOT), env.get("PYTHONPATH")])
     )
     command = [sys.executable, "-m", "lionexec", "serve", "--tools", "served_tools:TOOLS"]
     command += ["--approve", "pay", "--port", "0", "--journal", str(target)]
+    command += ["--trace-file", str(trace)]
     with trio.fail_after(BUDGET):
         process = await trio.lowlevel.open_process(
             command, stdout=subprocess.PIPE, env=env, cwd=tmp_path
@@ -195,6 +197,18 @@ async def test_lionexec_serve_shows_a_parked_call_that_chromium_approves_once(
     )
     [row] = [json.loads(line) for line in listed.stdout.decode().splitlines()]
     assert (row["approval_id"], row["state"]) == (approval_id, "used"), row
+    # the trace file the server wrote (and flushed as it stopped): strict JSON, one span a line
+    spans = [json.loads(line, parse_constant=_refuse) for line in trace.read_text().splitlines()]
+    [span] = [s for s in spans if s["attributes"].get("gen_ai.tool.call.id") == "call_1"]
+    assert span["name"] == "execute_tool pay"
+    assert span["attributes"]["gen_ai.operation.name"] == "execute_tool"
+    assert span["attributes"]["lionexec.call.status"] == "completed"
+    # a completed call leaves the status unset, as OpenTelemetry asks of instrumentation
+    assert span["status"]["code"] == "UNSET"
+
+
+def _refuse(constant: str) -> None:
+    raise ValueError(f"not strict JSON: {constant}")
 
 
 async def printed_until(process: trio.Process, marker: bytes) -> bytes:

@@ -20,6 +20,7 @@ import pytest
 import trio
 
 import lionexec.__main__
+from lionexec.otel import OtelSink
 
 from .conftest import DEMO_TOOLS, announced_url, call, server
 
@@ -88,6 +89,43 @@ def test_serve_refuses_tools_it_cannot_load(capsys: pytest.CaptureFixture[str]) 
         server.config_from_args(["--approve", "word_count"], {})
     config = server.config_from_args(["--approve", "word_count"], {}, tools=DEMO_TOOLS)
     assert config.approve == ("word_count",)
+
+
+def test_trace_file_needs_a_journal_and_calls_run_here(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = server.config_from_args(["--trace-file", "t.jsonl"], {})
+    assert (config.trace_file, config.journal) == ("t.jsonl", "lionexec.db")
+    assert server.config_from_args([], {}).trace_file is None
+    for argv in (["--journal", ":memory:"], ["--workers"], []):
+        with pytest.raises(SystemExit):
+            server.config_from_args([*argv, "--trace-file", ""], {})
+    for argv in (["--journal", ":memory:"], ["--workers"]):
+        with pytest.raises(SystemExit):
+            server.config_from_args([*argv, "--trace-file", "t.jsonl"], {})
+        assert "--trace-file needs" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="trace_file needs a journal"):
+        server.ServerConfig(trace_file="t.jsonl")
+    with pytest.raises(ValueError, match="trace_file must be None or a file path"):
+        server.ServerConfig(trace_file="a\0b", journal="j.db")
+    with pytest.raises(ValueError, match="sinks need a journal"):
+        server.App(sinks=[OtelSink()])
+
+
+def test_without_the_otel_sdk_serve_trace_file_names_the_extra_and_opens_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As if opentelemetry-sdk were not installed: its modules (and ours on it) unimportable.
+    for name in [n for n in sys.modules if n.startswith("opentelemetry.sdk")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
+    monkeypatch.delitem(sys.modules, "lionexec.otel.jsonl", raising=False)
+    monkeypatch.chdir(tmp_path)
+    argv = ["serve", "--port", "0", "--trace-file", "trace.jsonl"]
+    assert lionexec.__main__.main(argv) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert "--trace-file" in line and "pip install 'lionexec[otel]'" in line
+    assert list(tmp_path.iterdir()) == []  # neither the journal nor the trace file
 
 
 def test_without_hypercorn_serve_names_the_extra_and_opens_nothing(

@@ -7,6 +7,7 @@ worker pool serve one conversation between them. Real servers on 127.0.0.1, real
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -19,9 +20,13 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from lionexec.journal import JournalConnectionError, open_journal
 from lionexec.journal.workers import Worker
+from lionexec.otel import OtelSink
 from lionexec.server import _locks
 from lionexec.server._locks import _try_lock
 from lionexec.tools import Tool
@@ -163,6 +168,45 @@ async def test_a_server_killed_mid_call_leaves_one_response_after_restart(
     assert (request["kind"], response["kind"]) == ("action_request", "action_response")
     assert response["content"]["outcome"] == "interrupted"
     assert response["content"]["action_request_id"] == request["id"]
+
+
+async def test_a_traced_server_writes_one_span_per_call_it_answers(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    config = server.ServerConfig(
+        port=0, journal=str(tmp_path / "server.db"), trace_file=str(trace)
+    )
+    body = {
+        "conversation_id": "traced-1",
+        "tool_calls": [
+            call("get_weather", {"city": "Oslo"}, "w"),
+            call("no_such_tool", {}, "u"),
+        ],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, list(DEMO_TOOLS)) as (app, client):
+            assert len(app.sinks) == 1
+            first = await client.post("/v1/act", json=body)
+            assert first.status_code == 200, first.text
+            # a retry is answered from the journal: nothing runs, no span
+            retry = await client.post("/v1/act", json=body)
+            assert retry.json() == first.json()
+            other = {
+                "conversation_id": "traced-2",
+                "tool_calls": [call("word_count", {"text": "a b"}, "c")],
+            }
+            assert (await client.post("/v1/act", json=other)).status_code == 200
+    spans = [json.loads(line) for line in trace.read_text().splitlines()]
+    by_id = {span["attributes"]["gen_ai.tool.call.id"]: span for span in spans}
+    assert len(spans) == len(by_id) == 3
+    assert {i: s["attributes"]["lionexec.call.status"] for i, s in by_id.items()} == {
+        "w": "completed",
+        "u": "invalid",
+        "c": "completed",
+    }
+    assert by_id["u"]["status"]["code"] == "ERROR"
+    assert by_id["u"]["attributes"]["error.type"] == "invalid"
+    branch_ids = {s["attributes"]["lionexec.branch.id"] for s in spans}
+    assert len(branch_ids) == 2  # one journal branch per conversation
 
 
 def test_the_command_line_keeps_conversations_in_a_journal_by_default() -> None:
@@ -716,3 +760,31 @@ async def test_a_history_the_journal_cannot_read_is_a_503(tmp_path: Path, path: 
             reply = await client.get(path)
     assert reply.status_code == 503, (reply.status_code, reply.content)
     assert "the connection was lost (test)" in reply.json()["error"]
+
+
+async def test_open_app_gives_sinks_of_its_own_to_the_conversations(tmp_path: Path) -> None:
+    """An embedding program's own tracer provider (here the SDK's in-memory exporter)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = OtelSink(tracer_provider=provider)
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "server.db"))
+    body = {"conversation_id": "own", "tool_calls": [call("word_count", {"text": "a b"}, "c")]}
+    with trio.fail_after(BUDGET):
+        stop = trio.Event()
+        async with (
+            server.open_app(config, tools=DEMO_TOOLS, sinks=[sink]) as app,
+            trio.open_nursery() as nursery,
+        ):
+            assert app.sinks == (sink,)
+            binds = await nursery.start(partial(server.serve, app, shutdown_trigger=stop.wait))
+            async with httpx.AsyncClient(base_url=binds[0]) as client:
+                assert (await client.post("/v1/act", json=body)).status_code == 200
+            stop.set()
+        await sink.flush()
+    [span] = exporter.get_finished_spans()
+    assert span.name == "execute_tool word_count"
+    assert (span.attributes or {})["gen_ai.tool.call.id"] == "c"
+    with pytest.raises(ValueError, match="sinks need a journal"):
+        async with server.open_app(server.ServerConfig(), sinks=[sink]):
+            pass
