@@ -71,6 +71,7 @@ MAX_CALL_ID_CHARS: Final = 256
 # Ints of at least this many bits may have more than 4,300 digits (Python will not print them).
 _MAX_INT_BITS: Final = 14284
 _SMALL_INT: Final = 1 << 64
+_MINUS_SMALL_INT: Final = -_SMALL_INT  # (negated once, not per value)
 
 _SHAPES = (
     "an ActionRequest, a mapping with 'function' and 'arguments', an OpenAI tool_calls item, "
@@ -605,9 +606,11 @@ def _flat(arguments: dict[Any, Any]) -> bool:
             if value.isascii() or is_unicode(value):
                 continue
             return False
+        if cls is int:  # (not a bool: an exact type)
+            if _MINUS_SMALL_INT < value < _SMALL_INT:
+                continue
+            return False
         if cls is bool or value is None:
-            continue
-        if cls is int and -_SMALL_INT < value < _SMALL_INT:
             continue
         if cls is float and math.isfinite(value):
             continue
