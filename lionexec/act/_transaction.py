@@ -760,11 +760,13 @@ class CallTransaction:
         handlers, as far as they run without awaiting: ``None``, or an awaitable of the rest.
         A failure (of a handler, or of building its keyword arguments) is reported, never
         raised."""
-        execution = self.event.execution  # type: ignore[union-attr]
+        event = self.event
+        assert event is not None
+        execution = event.execution
         point = _TOOL_POST if execution.status is _COMPLETED else _TOOL_ERROR
         if point not in self.scope.hooks.points:
             return None
-        proposal = self.proposal
+        proposal, emit = self.proposal, self.scope.seams.emit
         # The keyword arguments are built inside the try, so their failure is reported too.
         try:
             if point is _TOOL_POST:
@@ -784,17 +786,12 @@ class CallTransaction:
                 }
             failures = self.scope.seams.emit_now(point, arguments)
         except Exception as exc:
-            self._failed(
-                _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR, exc, self.scope.seams.emit
-            )
-            return None
+            failures = []
+            self._failed(_WHERE_POST if point is _TOOL_POST else _WHERE_ERROR, exc, emit)
         if type(failures) is list:
             return None
-        return self._seam(
-            _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR,
-            self.scope.seams.emit,
-            lambda: failures,
-        )
+        where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
+        return self._seam(where, emit, lambda: failures)
 
     def _observe_now(self) -> Awaitable[None] | None:
         """The session observer's record of the event: kept as it is, synchronously, when
@@ -802,6 +799,7 @@ class CallTransaction:
         awaitable emitting a copy. A failure is reported, never raised."""
         seams = self.scope.seams
         event = self.event
+        assert event is not None
         try:
             keep_event, emit_event = seams.keep_event, seams.emit_event
             assert keep_event is not None and emit_event is not None
