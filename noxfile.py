@@ -118,7 +118,13 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks: lionexec, the reference implementation and raw trio, side by side."""
-    session.install(".[http,postgres]", REFERENCE, "hypercorn", "matplotlib")
+    session.install(
+        ".[http,postgres]",
+        REFERENCE,
+        "hypercorn",
+        "matplotlib",
+        *nox.project.dependency_groups(PYPROJECT, "bench"),
+    )
     session.run("python", "-m", "benchmarks", *session.posargs)
     # instructions per call of the act rows against their targets (valgrind's cachegrind;
     # the table says so where valgrind is not installed)

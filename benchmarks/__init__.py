@@ -12,7 +12,9 @@ interpreter; ``--help`` lists the rest).
 
 Areas, one module each: :mod:`~benchmarks.events` (issue 2), :mod:`~benchmarks.processor`
 (issue 3), :mod:`~benchmarks.tools` (issue 4), :mod:`~benchmarks.act` (issues 6, 10, 13),
-:mod:`~benchmarks.scaling` (issue 7) and :mod:`~benchmarks.server_load`. Two floors: the bare
+:mod:`~benchmarks.scaling` (issue 7), :mod:`~benchmarks.server_load` and, beside the
+journal's own rows, :mod:`~benchmarks.dbos_compare` (DBOS against a journaled call; ``dbos``
+from the ``bench`` dependency group, or n/a). Two floors: the bare
 raw-trio floor (the least the work can cost) and, for ``act``, the equivalent-work floor
 (:mod:`benchmarks._floor`: the same contract in lean plain trio); both ratios are reported.
 Each implementation of an area runs in its own subprocess (:mod:`benchmarks._harness`);

@@ -39,6 +39,7 @@ AREAS = (
     "models",
     "workers",
     "journal_cost",
+    "dbos_compare",
 )
 #: Areas with an equivalent-work floor (``--impl floor``); the others run without it.
 FLOOR_AREAS = ("act", "journal_cost")

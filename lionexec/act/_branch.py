@@ -31,7 +31,7 @@ from lionexec.tools import ActionManager, Tool
 
 from ._alcall import DEFAULT_PARAMS, AlcallParams
 from ._batch import fan_out
-from ._envelope import Proposal, read_batch
+from ._envelope import Proposal, read_batch, read_plain_call
 from ._evidence import DEFAULT_SINK_CAPACITY, Evidence, SinkFeed, SinkStatistics
 from ._log import EventLog
 from ._scope import CallScope, new_request
@@ -477,81 +477,46 @@ class Branch:
                 "this branch has evidence sinks that are not running: use `async with branch:` "
                 "or `await nursery.start(branch.serve)` before act()"
             )
+        params = call_params or DEFAULT_PARAMS
+        proposal = read_plain_call(action_request)
+        if proposal is not None:  # one plain call (a server's request): no batch to run
+            return await self._act_one(proposal, params, limiter, suppress_errors, verbose_action)
         batch = read_batch(action_request, sender=self.name)
         proposals = batch.proposals
         if self._durable and len(self.messages) < self.messages.appended:
             await self._check_trimmed(proposals)  # (before anything is recorded)
         scope = self._scope()
-        if len(proposals) == 1:  # (the commonest act(): no comprehension to run)
-            requests = [new_request(scope, proposals[0])]
-        else:
-            requests = [new_request(scope, proposal) for proposal in proposals]
+        requests = [new_request(scope, proposal) for proposal in proposals]
         made_here = self._check_new(proposals, requests)
         if not proposals:
             if batch.turn is not None:
                 self.messages.add_message(batch.turn)
             await trio.lowlevel.checkpoint()
             return []
-        params = call_params or DEFAULT_PARAMS
-        if len(proposals) == 1:
-            transactions = [CallTransaction(scope, proposals[0], requests[0], params)]
-        else:
-            transactions = [
-                CallTransaction(scope, proposal, request, params)
-                for proposal, request in zip(proposals, requests, strict=True)
-            ]
+        transactions = [
+            CallTransaction(scope, proposal, request, params)
+            for proposal, request in zip(proposals, requests, strict=True)
+        ]
         durable = self._durable
         lost = [feed.lost for feed in durable] if durable else []
         try:
             self._admit(batch.turn, requests, made_here)
-            results: list[Any]
-            if len(transactions) == 1 and not params.throttle_period:
-                # one call, nothing to pace: fan_out's sequential path without its coroutine
-                # (a server's one-call request, the commonest act() of all)
-                only = transactions[0]
-                try:
-                    if limiter is None:
-                        await trio.lowlevel.checkpoint()
-                        results = [
-                            await only.run(suppress_errors=suppress_errors, verbose=verbose_action)
-                        ]
-                    else:
-                        async with limiter:  # (a checkpoint)
-                            results = [
-                                await only.run(
-                                    suppress_errors=suppress_errors, verbose=verbose_action
-                                )
-                            ]
-                except Exception as exc:
-                    if not params.return_exceptions:
-                        raise
-                    results = [exc]
-            else:
 
-                def run(_index: int, transaction: CallTransaction) -> Awaitable[ActionResponse]:
-                    # the transaction's own coroutine, not one around it (one coroutine fewer
-                    # per call)
-                    return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
+            def run(_index: int, transaction: CallTransaction) -> Awaitable[ActionResponse]:
+                # the transaction's own coroutine, not one around it (one coroutine fewer
+                # per call)
+                return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
 
-                results = await fan_out(
-                    run,
-                    transactions,
-                    max_concurrent=1 if strategy == "sequential" else params.max_concurrent,
-                    throttle_period=params.throttle_period,
-                    return_exceptions=params.return_exceptions,
-                    limiter=limiter,
-                )
-            # A durable sink holds what the caller is about to see: wait for what each has
-            # accepted so far, which is everything appended so far that has been answered.
+            results: list[Any] = await fan_out(
+                run,
+                transactions,
+                max_concurrent=1 if strategy == "sequential" else params.max_concurrent,
+                throttle_period=params.throttle_period,
+                return_exceptions=params.return_exceptions,
+                limiter=limiter,
+            )
             if durable:
-                settled = self.messages.appended
-                accepted = [feed.accepted for feed in durable]
-                for feed, mark in zip(durable, accepted, strict=True):
-                    await feed.wait_settled(mark)
-                self._check_held(requests, results, lost, accepted)
-                if self.retain is not None:  # only what every durable sink holds
-                    held = [getattr(feed.sink, "committed", settled) for feed in durable]
-                    self._trim(self.retain, before=min(settled, *held))
+                await self._held(requests, results, lost)
             return results
         except BaseException as exc:
             # first thing, one KI-protected step: nothing can come between stop and record
@@ -567,6 +532,80 @@ class Branch:
             # what it settled may go, so such a branch trims above, on success only.
             if self.retain is not None and not durable:
                 self._trim(self.retain, before=None)
+
+    async def _act_one(
+        self,
+        proposal: Proposal,
+        params: AlcallParams[bool],
+        limiter: trio.CapacityLimiter | None,
+        suppress_errors: bool,
+        verbose: bool,
+    ) -> list[Any]:
+        """:meth:`act` for one plain call (:func:`read_plain_call`): the batch's path without
+        a batch (no lists to build, no fan-out, one request admitted). A throttle paces the
+        starts of a batch's calls; the only call of one starts at once."""
+        messages = self.messages
+        durable = self._durable
+        if durable and len(messages) < messages.appended:
+            await self._check_trimmed([proposal])  # (before anything is recorded)
+        scope = self._scope()
+        existing = messages._by_call_id.get(proposal.call_id)
+        if existing is not None:
+            raise _reused(proposal.call_id, existing)
+        request = proposal._new_request(proposal.arguments or {}, scope.branch_name)
+        transaction = CallTransaction(scope, proposal, request, params)
+        lost = [feed.lost for feed in durable] if durable else []
+        try:
+            self._admit_one(request)
+            try:
+                if limiter is None:
+                    await trio.lowlevel.checkpoint()
+                    results: list[Any] = [
+                        await transaction.run(suppress_errors=suppress_errors, verbose=verbose)
+                    ]
+                else:
+                    async with limiter:  # (a checkpoint)
+                        results = [
+                            await transaction.run(suppress_errors=suppress_errors, verbose=verbose)
+                        ]
+            except Exception as exc:
+                if not params.return_exceptions:
+                    raise
+                results = [exc]
+            if durable:
+                await self._held([request], results, lost)
+            return results
+        except BaseException as exc:
+            # first thing, one KI-protected step: nothing can come between stop and record
+            stopped = record_unanswered(scope, [transaction], exc)
+            if stopped:
+                await announce_interrupted(scope, stopped)
+            raise
+        finally:
+            key = id(request)
+            if key in running:  # (not, if not admitted)
+                running.discard(key)
+                _set(self, "_in_flight", self._in_flight - 1)
+            if self.retain is not None and not durable:  # (as act() trims)
+                self._trim(self.retain, before=None)
+
+    async def _held(
+        self, requests: list[ActionRequest], results: list[Any], lost: list[int]
+    ) -> None:
+        """After the calls of an act() on a branch with durable sinks: wait until each sink
+        holds what it has accepted so far (everything appended so far that has been
+        answered, the caller is about to see it), check that it holds *requests*
+        (:meth:`_check_held`; *lost*: each feed's count when the act began), then trim what
+        every durable sink holds (``retain=``)."""
+        durable = self._durable
+        settled = self.messages.appended
+        accepted = [feed.accepted for feed in durable]
+        for feed, mark in zip(durable, accepted, strict=True):
+            await feed.wait_settled(mark)
+        self._check_held(requests, results, lost, accepted)
+        if self.retain is not None:  # only what every durable sink holds
+            held = [getattr(feed.sink, "committed", settled) for feed in durable]
+            self._trim(self.retain, before=min(settled, *held))
 
     async def _check_trimmed(self, proposals: list[Proposal]) -> None:
         """Refuse a call id the durable sinks hold, on a branch whose history no longer
@@ -674,6 +713,13 @@ class Branch:
         _set(self, "_in_flight", self._in_flight + len(requests))
 
     @trio.lowlevel.enable_ki_protection
+    def _admit_one(self, request: ActionRequest) -> None:
+        """:meth:`_admit` for the one request :meth:`_act_one` made (no turn)."""
+        self.messages._append_new((request,))
+        running.add(id(request))
+        _set(self, "_in_flight", self._in_flight + 1)
+
+    @trio.lowlevel.enable_ki_protection
     def _trim(self, retain: int, *, before: int | None) -> None:
         """Forget the oldest calls past *retain* (history and log together), amortized; only
         among the first *before* messages appended, if given."""
@@ -720,11 +766,7 @@ class Branch:
             call_id = proposal.call_id
             existing = by_call_id.get(call_id)  # (request_for_call_id, without the call)
             if existing is not None and existing is not request:
-                raise DuplicateCallError(
-                    f"call id {call_id!r} is already in this history (request {existing.id}); "
-                    "a model may not reuse a tool-call id",
-                    call_id=call_id,
-                )
+                raise _reused(call_id, existing)
             if proposal.request is None:
                 continue  # a request made just now, with a new id: nothing else to check
             made_here = False
@@ -751,6 +793,15 @@ class Branch:
                     call_id=call_id,
                 )
         return made_here
+
+
+def _reused(call_id: str, existing: ActionRequest) -> DuplicateCallError:
+    """The error refusing a batch whose call id *existing* (in the history) holds already."""
+    return DuplicateCallError(
+        f"call id {call_id!r} is already in this history (request {existing.id}); "
+        "a model may not reuse a tool-call id",
+        call_id=call_id,
+    )
 
 
 def _report_unknown_tools(policy: PermissionPolicy, registry: ActionManager) -> None:

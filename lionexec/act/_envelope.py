@@ -71,6 +71,7 @@ MAX_CALL_ID_CHARS: Final = 256
 # Ints of at least this many bits may have more than 4,300 digits (Python will not print them).
 _MAX_INT_BITS: Final = 14284
 _SMALL_INT: Final = 1 << 64
+_MINUS_SMALL_INT: Final = -_SMALL_INT  # (negated once, not per value)
 
 _SHAPES = (
     "an ActionRequest, a mapping with 'function' and 'arguments', an OpenAI tool_calls item, "
@@ -167,11 +168,9 @@ def read_batch(action_request: object, *, sender: str | None = None) -> Proposed
             (a ValueError): two calls of the batch share a call id
             (the message names the id). Nothing has been recorded at that point.
     """
-    if type(action_request) is list and len(action_request) == 1:
-        # one plain tool call (a server's request): no lists to build, no ids to compare
-        envelope = action_request[0]
-        if type(envelope) is dict and envelope.get("type") not in _TURN_ITEMS:
-            return _build_batch(None, [_read_plain(envelope)])
+    proposal = read_plain_call(action_request)
+    if proposal is not None:  # (no lists to build, no ids to compare)
+        return _build_batch(None, [proposal])
     if type(action_request) is list or isinstance(action_request, _SEQUENCES):
         envelopes = [_plain(envelope) for envelope in action_request]
         for envelope in envelopes:
@@ -203,6 +202,36 @@ def read_batch(action_request: object, *, sender: str | None = None) -> Proposed
                 f"got {_shown(choice)}"
             )
     return _build_batch(None, [_read_plain(envelope)])
+
+
+def read_plain_call(action_request: object) -> Proposal | None:
+    """The one tool call of *action_request* when it is a plain ``dict`` (or a list of one)
+    that is no assistant turn, read as :func:`read_batch` reads it; ``None`` for anything
+    else (then :func:`read_batch` reads it). The commonest ``act()`` (a server's one-call
+    request), told apart without reading it into a batch.
+
+    Raises:
+        ValueError: as :func:`read_batch` (the dict is not a tool call it can read).
+    """
+    cls = type(action_request)
+    if cls is list:
+        if len(action_request) != 1:  # type: ignore[arg-type]
+            return None
+        envelope = action_request[0]  # type: ignore[index]
+        if type(envelope) is dict and envelope.get("type") not in _TURN_ITEMS:
+            return _read_plain(envelope)
+        return None
+    if (
+        cls is dict
+        and action_request.get("role") != "assistant"  # type: ignore[attr-defined]
+        and action_request.get("object") not in _WHOLE_RESPONSES  # type: ignore[attr-defined]
+    ):
+        return _read_plain(action_request)
+    return None
+
+
+#: The ``object`` of a whole model response read as one turn (when it holds its list).
+_WHOLE_RESPONSES: Final = ("response", "chat.completion")
 
 
 def read_proposal(envelope: object) -> Proposal:
@@ -577,9 +606,11 @@ def _flat(arguments: dict[Any, Any]) -> bool:
             if value.isascii() or is_unicode(value):
                 continue
             return False
+        if cls is int:  # (not a bool: an exact type)
+            if _MINUS_SMALL_INT < value < _SMALL_INT:
+                continue
+            return False
         if cls is bool or value is None:
-            continue
-        if cls is int and -_SMALL_INT < value < _SMALL_INT:
             continue
         if cls is float and math.isfinite(value):
             continue

@@ -30,13 +30,27 @@ from typing import Any, Final
 import attrs
 
 from lionexec._jsonable import MAX_DEPTH
+from lionexec._snapshot import snapshot
 from lionexec.conversation._parts import content_parts
 
-__all__ = ["not_json", "unserializable_result"]
+__all__ = ["not_json", "recorded_result", "unserializable_result"]
 
 #: Ints below this many bits print in fewer digits than any limit Python allows.
 _SMALL_INT_BITS: Final = 2000
 _RENDERED_AS_TEXT: Final = uuid.UUID | pathlib.PurePath | _dt.datetime | _dt.date | _dt.time
+
+
+def recorded_result(value: object) -> tuple[Any, str | None]:
+    """The record's own copy of a tool's result *value* (:func:`~lionexec._snapshot.snapshot`)
+    and what in it JSON cannot hold (:func:`not_json` of the copy), in one call: the usual
+    results (text, a flag, nothing, an int) need neither a copy nor a walk. Never raises."""
+    cls = type(value)
+    if cls is str or cls is bool or value is None:
+        return value, None
+    if cls is int and value.bit_length() < _SMALL_INT_BITS:  # type: ignore[attr-defined]
+        return value, None
+    copied = snapshot(value)
+    return copied, not_json(copied)
 
 
 def not_json(value: object) -> str | None:

@@ -65,7 +65,7 @@ from ._copies import VERBOSE_LIMIT, copy_error, detached, detached_message, summ
 from ._delivery import tell_callbacks, tell_callbacks_shielded
 from ._envelope import Proposal
 from ._log import build_log_record
-from ._results import not_json, unserializable_result
+from ._results import recorded_result, unserializable_result
 from ._scope import CallScope, idempotency_key
 from ._unanswered import announce_interrupted, interruption
 from .sinks.base import WriteAhead
@@ -237,7 +237,9 @@ class CallTransaction:
         if response.content.outcome is not _AWAITING_APPROVAL and (
             scope.hooks.points or scope.observer is not None or scope.history.on_message_added
         ):  # a parked call has recorded nothing to announce; nobody listening, nothing to do
-            await self.announce()
+            pending = self._announce_now()
+            if pending is not None:
+                await pending
         if self.failure is not None and not suppress_errors:
             raise self.failure
         return response
@@ -333,11 +335,12 @@ class CallTransaction:
         except RecursionError:
             return self._invalid(ValidationError("arguments are nested too deeply"))
         # (the request's own numbers are finite: the reader refuses NaN and Infinity)
-        arguments = self._shared(arguments)
-        if arguments is not recorded and _has_non_finite(arguments):
-            return self._invalid(
-                ValidationError("arguments contain a non-finite number (NaN or Infinity)")
-            )
+        if arguments is not recorded:  # (validation normalized them)
+            arguments = self._shared(arguments)
+            if arguments is not recorded and _has_non_finite(arguments):
+                return self._invalid(
+                    ValidationError("arguments contain a non-finite number (NaN or Infinity)")
+                )
         # the tool's own key: not a non-empty string, the call is invalid; its function
         # raising is the tool's code failing (the call fails, the tool does not run)
         if tool.idempotency_key is not None:
@@ -570,8 +573,8 @@ class CallTransaction:
         returned changes neither); ``failed``, naming the tool and the type, if the output
         is not JSON data (see :mod:`._results`). KI-protected, like :meth:`finish`."""
         execution = event.execution
-        output = execution.response = snapshot(execution.response)
-        problem = not_json(output)
+        output, problem = recorded_result(execution.response)
+        execution.response = output
         if problem is None:
             self.finish(_OUTCOME_COMPLETED, output=output)
             return
@@ -696,57 +699,26 @@ class CallTransaction:
         a seam's own method a subclass overrides, and the seams after it still run.
         """
         scope = self.scope
-        hooks = scope.hooks
-        event, request, response = self.event, self.request, self.response
-        assert response is not None
-        call_id = self.proposal.call_id
-        seams = scope.seams
-        emit_hook = seams.emit
         history = scope.history
         try:
-            if event is not None:
-                proposal, execution = self.proposal, event.execution
-                point = _TOOL_POST if execution.status is _COMPLETED else _TOOL_ERROR
-                if point in hooks.points:
-                    # The hook's keyword arguments are built inside the try, so their failure
-                    # is reported too; synchronous handlers run without a coroutine (emit_now).
-                    try:
-                        if point is _TOOL_POST:
-                            arguments: dict[str, Any] = {
-                                "tool_name": proposal.function,
-                                "call_id": call_id,
-                                "result": summarize(execution.response),
-                                "duration": execution.duration,
-                            }
-                        else:
-                            arguments = {
-                                "tool_name": proposal.function,
-                                "call_id": call_id,
-                                "error": copy_error(execution.error),
-                                "status": execution.status,
-                                "duration": execution.duration,
-                            }
-                        failures = seams.emit_now(point, arguments)
-                        if type(failures) is not list:
-                            await failures
-                    except Exception as exc:
-                        where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
-                        self._failed(where, exc, emit_hook)
+            if self.event is not None:
+                pending = self._post_now()
+                if pending is not None:
+                    await pending
                 if scope.observer is not None:
-                    try:
-                        keep_event, emit_event = seams.keep_event, seams.emit_event
-                        assert keep_event is not None and emit_event is not None
-                        if not keep_event(event, detached):
-                            await emit_event(detached(event), call_id=call_id)
-                    except Exception as exc:
-                        self._failed("observer", exc, seams.emit_event)
+                    pending = self._observe_now()
+                    if pending is not None:
+                        await pending
         except BaseException:  # cancelled in a hook: the callbacks still hear of the call
             if history.on_message_added:
                 await self._tell_callbacks(deadline, shielded=True)
             raise
         if history.on_message_added:
             await self._tell_callbacks(deadline)
-        if _MESSAGE_ADD in hooks.points:
+        if _MESSAGE_ADD in scope.hooks.points:
+            request, response = self.request, self.response
+            assert response is not None
+            emit_hook = scope.seams.emit
             await self._seam(
                 _WHERE_MESSAGE_ADD,
                 emit_hook,
@@ -757,6 +729,87 @@ class CallTransaction:
                 emit_hook,
                 lambda: emit_hook(_MESSAGE_ADD, message=detached_message(response)),
             )
+
+    def _announce_now(self) -> Awaitable[None] | None:
+        """:meth:`announce` as far as it gets without awaiting: ``None`` when every seam ran
+        synchronously (synchronous ``tool.post``/``tool.error`` handlers, an observer that
+        keeps the event), otherwise an awaitable of the rest. Without message callbacks
+        or ``message.add`` handlers, and with synchronous hooks (most are), a call is
+        announced without a coroutine."""
+        scope = self.scope
+        if scope.history.on_message_added or _MESSAGE_ADD in scope.hooks.points:
+            return self.announce()
+        if self.event is None:
+            return None
+        pending = self._post_now()
+        if pending is not None:
+            return self._observed_after(pending)
+        if scope.observer is not None:
+            return self._observe_now()
+        return None
+
+    async def _observed_after(self, pending: Awaitable[None]) -> None:
+        await pending
+        if self.scope.observer is not None:
+            rest = self._observe_now()
+            if rest is not None:
+                await rest
+
+    def _post_now(self) -> Awaitable[None] | None:
+        """The ``tool.post`` (completed) or ``tool.error`` (any other invoked outcome)
+        handlers, as far as they run without awaiting: ``None``, or an awaitable of the rest.
+        A failure (of a handler, or of building its keyword arguments) is reported, never
+        raised."""
+        event = self.event
+        assert event is not None
+        execution = event.execution
+        point = _TOOL_POST if execution.status is _COMPLETED else _TOOL_ERROR
+        if point not in self.scope.hooks.points:
+            return None
+        proposal, emit = self.proposal, self.scope.seams.emit
+        # The keyword arguments are built inside the try, so their failure is reported too.
+        try:
+            if point is _TOOL_POST:
+                arguments: dict[str, Any] = {
+                    "tool_name": proposal.function,
+                    "call_id": proposal.call_id,
+                    "result": summarize(execution.response),
+                    "duration": execution.duration,
+                }
+            else:
+                arguments = {
+                    "tool_name": proposal.function,
+                    "call_id": proposal.call_id,
+                    "error": copy_error(execution.error),
+                    "status": execution.status,
+                    "duration": execution.duration,
+                }
+            failures = self.scope.seams.emit_now(point, arguments)
+        except Exception as exc:
+            failures = []
+            self._failed(_WHERE_POST if point is _TOOL_POST else _WHERE_ERROR, exc, emit)
+        if type(failures) is list:
+            return None
+        where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
+        return self._seam(where, emit, lambda: failures)
+
+    def _observe_now(self) -> Awaitable[None] | None:
+        """The session observer's record of the event: kept as it is, synchronously, when
+        nothing would see it at once (see :attr:`BoundSeams.keep_event`), otherwise an
+        awaitable emitting a copy. A failure is reported, never raised."""
+        seams = self.scope.seams
+        event = self.event
+        assert event is not None
+        try:
+            keep_event, emit_event = seams.keep_event, seams.emit_event
+            assert keep_event is not None and emit_event is not None
+            if keep_event(event, detached):
+                return None
+            emitted = emit_event(detached(event), call_id=self.proposal.call_id)
+        except Exception as exc:
+            self._failed("observer", exc, seams.emit_event)
+            return None
+        return self._seam("observer", seams.emit_event, lambda: emitted)
 
     async def _tell_callbacks(self, deadline: float | None, *, shielded: bool = False) -> None:
         """Tell the history's ``on_message_added`` callbacks of the recorded request and

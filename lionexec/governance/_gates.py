@@ -178,7 +178,8 @@ class SessionObserver:
             return True
         try:
             verdict = check(invocation)  # call_user, without its coroutine (see must_await)
-            if not must_await(verdict) and verdict:
+            # (True, the usual verdict, is never awaitable: no call to tell)
+            if verdict is True or (not must_await(verdict) and verdict):
                 return True
         except Exception as exc:
             return self._settle(invocation, None, exc)

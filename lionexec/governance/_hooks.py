@@ -202,14 +202,14 @@ class HookBus:
         for index, handler in enumerate(run):
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
+                if result is None or result is True:  # (the usual results: never awaitable)
+                    continue
                 if must_await(result):
                     return self._pre_rest(run, index, result, kwargs)
             except StopHook:
                 break
             except Exception as exc:
                 return _pre_raised(handler, exc)
-            if result is None or result is True:
-                continue
             return _pre_refused(handler, result)
         return _ALLOWED
 
@@ -274,7 +274,7 @@ class HookBus:
         for index, handler in enumerate(run):
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
-                if must_await(result):
+                if result is not None and must_await(result):  # (None: the usual result)
                     return self._emit_rest(point, run, index, result, kwargs, failures)
             except StopHook:
                 break
