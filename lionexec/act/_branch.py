@@ -177,9 +177,13 @@ class Branch:
     _guard: trio.CancelScope | None = attrs.field(init=False, default=None)
     #: The latest act()'s scope, reused until one of the collaborators it names is replaced.
     _last_scope: CallScope | None = attrs.field(init=False, default=None)
+    #: How many messages the history had been given when the branch was built (a journaled
+    #: branch reopened: its committed history, whose calls this process's log never saw).
+    _inherited: int = attrs.field(init=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         self.name = str(self.id)
+        self._inherited = self.messages.appended
         self._feeds = tuple(
             SinkFeed(sink, capacity=self.sink_capacity, report=self._sink_failed)
             for sink in self.sinks
@@ -361,6 +365,25 @@ class Branch:
                 if feed.unserved:  # (shielded: a cancellation does not skip the next)
                     await feed.close_unserved(self.cancel_grace)
         await trio.lowlevel.checkpoint()
+
+    async def flush(self) -> None:
+        """Wait until every durable sink (a journal) holds the whole history recorded so far,
+        messages added by hand included (an instruction, a model's final answer).
+
+        ``act()`` already returns only once its calls are held; this is for what else was
+        recorded. Each durable sink's ``flush()`` is awaited in sink order (a journal: one
+        commit); a branch without one is only a checkpoint. A sink's exception propagates.
+        Cancellation ends the wait; what was recorded is still written with the sink's next
+        commit.
+        """
+        flushed = False
+        for feed in self._durable:
+            flush = getattr(feed.sink, "flush", None)
+            if flush is not None:
+                await flush()
+                flushed = True
+        if not flushed:
+            await trio.lowlevel.checkpoint()
 
     def _sink_failed(self, sink: EvidenceSink, call_id: str | None, error: BaseException) -> None:
         self.failures.failed("sink", error, call_id=call_id, culprit=sink)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Final, Literal, TypeAlias, cast
@@ -315,6 +316,7 @@ async def run(
     max_turns: int = 10,
     strategy: Strategy = "concurrent",
     call_params: AlcallParams | None = None,
+    run_id: str | None = None,
 ) -> LoopResult:
     """Run *model* on *branch* until it answers without tool calls, *max_turns* is reached, or
     a call is parked for a durable approval (``stop_reason`` ``"awaiting_approval"``).
@@ -327,6 +329,22 @@ async def run(
     through :meth:`Branch.act` with all its governance (a call naming no registered tool, or
     with arguments that are not a JSON object, is answered ``invalid``); send the results back.
 
+    **Durable runs.** On a journaled branch every model reply is held by the journal before
+    the loop acts on it or returns it, as tool requests are: the instruction (and *system*)
+    before the first model call, a turn with its tool calls before they run, the final answer
+    before it is returned (:meth:`Branch.flush`). Give *run_id* (any text naming this run,
+    unique on the branch) and the same call, made again after the process died (with the
+    journal recovered: ``journal.recover(tools)``), continues the run instead of starting
+    another: the instruction is not recorded again, turns already answered are not asked of
+    the model again, and the loop goes on at the first unanswered turn; a run that already
+    finished returns its recorded answer without calling the model, and one whose call is
+    parked for an approval returns ``"awaiting_approval"`` again. A resumed run's
+    :attr:`LoopResult.turns` counts every turn of the run, its ``responses`` only the model
+    responses of this call. A run ended by ``"length"`` or ``"content_filter"`` is recorded
+    as its last turn's text, and returned again as ``"answered"``. Continuing a run another
+    instruction has followed on the branch, or passing a different instruction under the same
+    *run_id*, is a :class:`~lionexec.errors.ConfigurationError`.
+
     Raises what a failed model call captured (:class:`~lionexec.models.ProviderError`,
     :class:`~lionexec.models.MalformedResponseError`, ...); nothing of that turn is recorded.
     Cancellation at any point leaves the history consistent: a turn is recorded only with its
@@ -335,7 +353,7 @@ async def run(
     """
     result: LoopResult | None = None
     async with aclosing(
-        _loop(branch, model, instruction, system, max_turns, strategy, call_params, False)
+        _loop(branch, model, instruction, system, max_turns, strategy, call_params, run_id, False)
     ) as events:
         async for event in events:
             if isinstance(event, LoopResult):
@@ -353,17 +371,19 @@ async def run_stream(
     max_turns: int = 10,
     strategy: Strategy = "concurrent",
     call_params: AlcallParams | None = None,
+    run_id: str | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """:func:`run`, streamed: yields :class:`TextDelta` as text arrives, then for a turn with
     tool calls :class:`ToolCallsProposed` and one :class:`ToolResult` per call, then
-    :class:`TurnCompleted`; the last item is the :class:`LoopResult`.
+    :class:`TurnCompleted`; the last item is the :class:`LoopResult` (the only item, for a
+    *run_id* whose run already ended).
 
     Model calls are streamed directly (under :attr:`Model.limiter`, not the processor).
     Use it with ``contextlib.aclosing``; closing it early is a cancellation for the history
     (every recorded request is answered).
     """
     async with aclosing(
-        _loop(branch, model, instruction, system, max_turns, strategy, call_params, True)
+        _loop(branch, model, instruction, system, max_turns, strategy, call_params, run_id, True)
     ) as events:
         async for event in events:
             yield event
@@ -377,18 +397,42 @@ async def _loop(
     max_turns: int,
     strategy: Strategy,
     call_params: AlcallParams | None,
+    run_id: str | None,
     stream: bool,
 ) -> AsyncGenerator[RunEvent, None]:
     if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
         await trio.lowlevel.checkpoint()
         raise ConfigurationError(f"max_turns must be an integer >= 1, got {max_turns!r}")
     history = branch.messages
-    if system is not None and not any(isinstance(m, System) for m in history):
-        history.add_message(System(content=system, recipient=branch.name))
-    if instruction is not None:
-        history.add_message(Instruction(content=instruction, recipient=branch.name))
+    first = 0  # the first turn to ask the model for
+    recorded = None if run_id is None else _recorded_run(branch, run_id, instruction)
+    if recorded is not None:
+        first, latest, unanswered = recorded
+        ended: StopReason | None = None
+        if latest is not None and not latest.tool_calls:
+            ended = "answered"
+        elif unanswered:
+            ended = "awaiting_approval"
+        elif first >= max_turns:
+            ended = "max_turns"
+        if ended is not None:
+            await trio.lowlevel.checkpoint()
+            yield LoopResult(latest.content if latest is not None else "", ended, first, ())
+            return
+    else:
+        if system is not None and not any(isinstance(m, System) for m in history):
+            history.add_message(System(content=system, recipient=branch.name))
+        if instruction is not None:
+            history.add_message(
+                Instruction(content=instruction, recipient=branch.name)
+                if run_id is None
+                else Instruction(
+                    id=_run_message_id(branch, run_id), content=instruction, recipient=branch.name
+                )
+            )
+            await branch.flush()  # held before the model hears of it
     responses: list[ModelResponse] = []
-    for index in range(max_turns):
+    for index in range(first, max_turns):
         tools = branch.registry.schemas(_TOOL_SCHEMA)
         if stream:
             call = model.call(history, tools=tools, streaming=True)
@@ -412,6 +456,7 @@ async def _loop(
             history.add_message(
                 AssistantResponse(content=response.text, sender=model.name, recipient=branch.name)
             )
+            await branch.flush()  # the answer is held before anyone is given it
             yield TurnCompleted(index, response)
             reason: StopReason = (
                 "answered"
@@ -435,6 +480,56 @@ async def _loop(
             return
     last = responses[-1]
     yield LoopResult(last.text, "max_turns", max_turns, tuple(responses))
+
+
+def _run_message_id(branch: Branch, run_id: str) -> uuid.UUID:
+    """The message id of the instruction that starts run *run_id* on *branch*."""
+    if not isinstance(run_id, str) or not run_id:
+        raise ConfigurationError(f"run_id must be a non-empty string, got {run_id!r}")
+    return uuid.uuid5(branch.id, run_id)
+
+
+def _recorded_run(
+    branch: Branch, run_id: str, instruction: str | None
+) -> tuple[int, AssistantResponse | None, bool] | None:
+    """What *branch*'s history holds of run *run_id*: its model turns so far, the last of
+    them, and whether a request of that turn is unanswered (parked for an approval); ``None``
+    when the run has not started (its instruction is not recorded)."""
+    marker = _run_message_id(branch, run_id)
+    history = branch.messages
+    if marker not in history:
+        if instruction is None:
+            raise ConfigurationError(
+                f"run {run_id!r} is not recorded on branch {branch.name}: "
+                "pass its instruction to start it"
+            )
+        return None
+    started = history[marker]
+    if not isinstance(started, Instruction) or (
+        instruction is not None and started.content != instruction
+    ):
+        raise ConfigurationError(
+            f"run {run_id!r} of branch {branch.name} was started with another instruction: "
+            "give each run an id of its own"
+        )
+    messages = history.messages
+    start = next(i for i, message in enumerate(messages) if message is started)
+    turns, last, followed = 0, None, False
+    for message in messages[start + 1 :]:
+        if isinstance(message, Instruction):
+            followed = True
+            break
+        if isinstance(message, AssistantResponse):
+            turns, last = turns + 1, message
+    if followed and (last is None or last.tool_calls):
+        raise ConfigurationError(
+            f"run {run_id!r} of branch {branch.name} ended unanswered and another instruction "
+            "followed it: it cannot be continued (start a new run)"
+        )
+    unanswered = last is not None and any(
+        history.response_for(request_id) is None for request_id in last.tool_calls
+    )
+    return turns, last, unanswered
 
 
 async def _turn_message(branch: Branch, response: ModelResponse) -> dict[str, Any]:
