@@ -65,11 +65,14 @@ class TurnProvider(LocalProvider):
         self.rng = rng
         self.asked: list[tuple[int, int]] = []
         self.in_flight = 0
+        #: What happened, in order, for a failure's message: requests and agent starts/ends.
+        self.story: list[str] = []
 
     async def _answer(self, api: Any, body: dict[str, Any], receive: Any, send: Any) -> None:
         serial = len(self.log.requests)
         position = sum(1 for m in body.get("messages", ()) if m.get("role") == "assistant")
         self.asked.append((position, serial))
+        self.story.append(f"request {serial} for turn {position}")
         self.in_flight += 1
         try:
             await trio.sleep(self.rng.uniform(0, 0.04))
@@ -96,6 +99,7 @@ async def kill_somewhere(
     assert provider.base_url is not None
     asked = len(provider.asked)
     process = await start(database, provider.base_url, effects, out)
+    provider.story.append(f"agent {process.pid} started")
     if rng.random() < 0.2:  # anywhere from its start (recovery, reopening the branch)
         await trio.sleep(rng.uniform(0, 0.6))
     else:  # somewhere in its run: from its first model call on
@@ -113,6 +117,7 @@ async def kill_somewhere(
         where = "tools running or between turns"
     process.send_signal(signal.SIGKILL)
     await process.wait()
+    provider.story.append(f"agent {process.pid} killed ({where})")
     return where
 
 
@@ -136,7 +141,7 @@ async def check_run(database: Path, provider: TurnProvider, effects: Path, resul
         for position, serial in provider.asked:
             assert serial <= serials[position], (
                 f"turn {position} asked again (request {serial}) after its reply "
-                f"(request {serials[position]}) was recorded"
+                f"(request {serials[position]}) was recorded; " + "; ".join(provider.story)
             )
         assert result == {"text": turns[-1], "stop_reason": "answered"}
         assert_consistent(branch)  # one linked response per request
@@ -174,6 +179,7 @@ async def test_a_killed_agent_resumes_its_run_exactly_once(
         folder.mkdir()
         database, effects, out = folder / "journal.db", folder / "effects", folder / "out"
         provider.asked.clear()
+        provider.story.clear()
         for _ in range(min(PER_RUN, KILLS - sum(landed.values()))):
             where = await kill_somewhere(database, provider, effects, out, rng)
             restarts += 1
