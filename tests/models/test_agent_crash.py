@@ -82,6 +82,16 @@ class TurnProvider(LocalProvider):
             self.in_flight -= 1
 
 
+def output(out: Path) -> str:
+    """What an agent printed (the end of it)."""
+    return out.read_text()[-3000:]
+
+
+def effects_ran(effects: Path) -> collections.Counter[str]:
+    """How often each charge ran, by its invoice (the file outside the journal)."""
+    return collections.Counter(effects.read_text().split() if effects.exists() else ())
+
+
 async def start(database: Path, base_url: str, effects: Path, out: Path) -> trio.Process:
     with out.open("wb") as stdout:
         return await trio.lowlevel.open_process(
@@ -97,17 +107,27 @@ async def kill_somewhere(
     """Start the agent and SIGKILL it at a random point; where the kill landed, or ``None``
     if the agent finished first."""
     assert provider.base_url is not None
-    asked = len(provider.asked)
+    asked, requests = len(provider.asked), len(provider.log.requests)
     process = await start(database, provider.base_url, effects, out)
     provider.story.append(f"agent {process.pid} started")
     if rng.random() < 0.2:  # anywhere from its start (recovery, reopening the branch)
         await trio.sleep(rng.uniform(0, 0.6))
     else:  # somewhere in its run: from its first model call on
-        while len(provider.asked) == asked and process.poll() is None:
-            await trio.sleep(0.005)
+        async with trio.open_nursery() as race:
+
+            async def first_request() -> None:
+                await provider.wait_for(lambda log: len(log.requests) > requests)
+                race.cancel_scope.cancel()
+
+            async def exited() -> None:
+                await process.wait()
+                race.cancel_scope.cancel()
+
+            race.start_soon(first_request)
+            race.start_soon(exited)
         await trio.sleep(rng.uniform(0, 0.3))
     if process.poll() is not None:
-        assert process.returncode == 0, out.read_text()[-3000:]
+        assert process.returncode == 0, output(out)
         return None
     if len(provider.asked) == asked:
         where = "before its first model call"
@@ -125,8 +145,8 @@ async def finish(database: Path, provider: TurnProvider, effects: Path, out: Pat
     assert provider.base_url is not None
     process = await start(database, provider.base_url, effects, out)
     await process.wait()
-    assert process.returncode == 0, out.read_text()[-3000:]
-    return json.loads(out.read_text().splitlines()[-1])
+    assert process.returncode == 0, output(out)
+    return json.loads(output(out).splitlines()[-1])
 
 
 async def check_run(database: Path, provider: TurnProvider, effects: Path, result: Any) -> None:
@@ -145,7 +165,7 @@ async def check_run(database: Path, provider: TurnProvider, effects: Path, resul
             )
         assert result == {"text": turns[-1], "stop_reason": "answered"}
         assert_consistent(branch)  # one linked response per request
-        ran = collections.Counter(effects.read_text().split() if effects.exists() else ())
+        ran = effects_ran(effects)
         assert all(count == 1 for count in ran.values()), ran  # unsafe: at most once
         charged = {
             request.arguments["invoice"]: branch.messages.response_for(request)
