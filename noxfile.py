@@ -1,9 +1,9 @@
 """Development sessions: ``nox -s tests``, ``lint``, ``typing``, ``docs``, ``build``, ``bench``,
-``demo``, ``crash``, ``ki-soak``, ``workers``, ``screenshots``.
+``demo``, ``crash``, ``ki-soak``, ``agent-soak``, ``workers``, ``screenshots``.
 
 Every session builds its own virtualenv with the interpreter nox runs on, so the only thing a
 fresh machine needs is Python and ``pip install nox``. The sessions that run a part of the test
-suite (``crash``, ``ki-soak``, ``workers``) share one environment, ``.nox/soak-env``: its
+suite (``crash``, ``ki-soak``, ``agent-soak``, ``workers``) share one environment, ``.nox/soak-env``: its
 dependencies are installed once (again only when ``pyproject.toml`` changes) and lionexec
 itself is reinstalled (without its dependencies, a few seconds) each run. They run pytest with
 ``-v -s`` and unbuffered output, so their progress shows while they run.
@@ -168,6 +168,21 @@ def ki_soak(session: nox.Session) -> None:
         if name in os.environ:
             env[name] = os.environ[name]
     _pytest(session, "tests/act/test_ki_signals.py", env=env)
+
+
+@nox.session(name="agent-soak", python=False)
+def agent_soak(session: nox.Session) -> None:
+    """Durable agent runs under SIGKILL: an agent process killed at random points and
+    restarted until its run ends, then its run checked from outside.
+
+    tests/models/test_agent_crash.py with ``LIONEXEC_AGENT_KILLS`` (default 200) kills;
+    ``LIONEXEC_AGENT_SEED`` repeats a run. Zero violations allowed; the summary (``-s``)
+    counts where the kills landed.
+    """
+    env = {"LIONEXEC_AGENT_KILLS": os.environ.get("LIONEXEC_AGENT_KILLS", "200")}
+    if "LIONEXEC_AGENT_SEED" in os.environ:
+        env["LIONEXEC_AGENT_SEED"] = os.environ["LIONEXEC_AGENT_SEED"]
+    _pytest(session, "tests/models/test_agent_crash.py", env=env)
 
 
 @nox.session(python=False)
