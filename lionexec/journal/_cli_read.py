@@ -372,9 +372,10 @@ async def export_streamed(journal: Journal, out: TextIO) -> None:
     out.write(',\n  "approvals": [')
     first = True
     async for approval_page in approval_pages(journal):
-        for row in approval_page:
+        for approval_row in approval_page:
             out.write("" if first else ",")
-            out.write("\n    " + dump(_approval_record(Approval.from_row(row)), "    "))
+            approval = Approval.from_row(approval_row)
+            out.write("\n    " + dump(_approval_record(approval), "    "))
             first = False
     out.write("\n  ]" if not first else "]")
     out.write("\n}\n")
