@@ -14,7 +14,7 @@
   :func:`lionexec.journal.call_records`).
 * ``recover [--tools MODULE:ATTRIBUTE]``: give every unanswered call exactly one response
   (see :meth:`Journal.recover <lionexec.journal.Journal.recover>`), with progress on stderr
-  when it is a terminal (or ``--progress``); without ``--tools`` only calls that need no tool
+  (in all and per branch) when it is a terminal (or ``--progress``); without ``--tools`` only calls that need no tool
   are resolved, and the others are named with how to pass their tools.
 
 Exit status: 0 done, 1 the journal refused or failed (one ``error:`` line on stderr), 2 bad
