@@ -666,6 +666,39 @@ async def _cli_tools_attribute(tmp: Path) -> str:
     return lionexec("journal", "recover", str(path), "--tools", "mytools:TOLS", cwd=tmp)
 
 
+@trigger("ts-cli-limit-negative")
+async def _cli_limit_negative(tmp: Path) -> str:
+    path, _ = await parked_journal(tmp, "call_1")
+    return lionexec("journal", "calls", str(path), "--limit", "-1", cwd=tmp)
+
+
+@trigger("ts-cli-tools-spec")
+async def _cli_tools_spec(tmp: Path) -> str:
+    path, _ = await parked_journal(tmp, "call_1")
+    (tmp / "mytools.py").write_text("TOOLS = []\n")
+    return lionexec("journal", "recover", str(path), "--tools", "mytools", cwd=tmp)
+
+
+@trigger("ts-cli-tools-no-module")
+async def _cli_tools_no_module(tmp: Path) -> str:
+    path, _ = await parked_journal(tmp, "call_1")
+    return lionexec("journal", "recover", str(path), "--tools", "mytols:TOOLS", cwd=tmp)
+
+
+@trigger("ts-cli-tools-import-failed")
+async def _cli_tools_import_failed(tmp: Path) -> str:
+    path, _ = await parked_journal(tmp, "call_1")
+    (tmp / "mytools.py").write_text("import os\nTOOLS = [os.environ['MY_TOKEN']]\n")
+    return lionexec("journal", "recover", str(path), "--tools", "mytools:TOOLS", cwd=tmp)
+
+
+@trigger("ts-cli-not-a-number")
+def _cli_not_a_number(tmp: Path) -> str:
+    (tmp / "mytools.py").write_text("TOOLS = []\n")
+    argv = ["--database", str(tmp / "journal.db"), "--tools", "mytools:TOOLS"]
+    return lionexec("worker", *argv, "--concurrency", "eight", cwd=tmp)
+
+
 @trigger("ts-worker-tools-required")
 def _worker_tools_required(tmp: Path) -> str:
     return lionexec("worker", "--database", str(tmp / "journal.db"), cwd=tmp)
@@ -760,6 +793,21 @@ def _sandbox_writable_root(tmp: Path) -> str:
     from lionexec.sandbox import Profile
 
     return raised(lambda: Profile(writable=["/"]))
+
+
+@trigger("ts-sandbox-confinement")
+def _sandbox_confinement(tmp: Path) -> str:
+    from lionexec.sandbox import Profile
+
+    return raised(lambda: Profile(confinement="off"))  # type: ignore[arg-type]
+
+
+@trigger("ts-sandbox-argv")
+async def _sandbox_argv(tmp: Path) -> str:
+    from lionexec.sandbox import run_command
+
+    profile = sandboxed(tmp)
+    return await araised(lambda: run_command("ls -l /", profile))  # type: ignore[arg-type]
 
 
 @trigger("ts-sandbox-unconfined")
