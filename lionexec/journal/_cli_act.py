@@ -20,7 +20,7 @@ from ._approvals import Approval
 from ._cli_read import TABLE_LIMIT, line
 from ._journal import Journal
 from ._report import RecoveryReport
-from ._scan import branch_stats
+from ._scan import approval_pages, branch_stats
 from .errors import ApprovalNotFound, JournalError
 
 __all__ = ["run"]
@@ -56,7 +56,11 @@ async def _find(journal: Journal, ident: str, branch: str | None) -> Approval:
     """The approval *ident* names: an approval id, or the call id of the call it parked."""
     if ident.startswith("apr_"):
         return await journal.approval(ident)
-    matches = [a for a in await journal.approvals(branch, state=None) if a.call_id == ident]
+    matches = [
+        Approval.from_row(row)
+        async for page in approval_pages(journal, branch=branch, call_id=ident)
+        for row in page
+    ]
     if not matches:
         raise ApprovalNotFound(
             f"no approval has id or call id {ident!r}"

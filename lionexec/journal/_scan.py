@@ -181,13 +181,15 @@ async def approval_pages(
     branch: str | None = None,
     status: str | None = None,
     since: float | None = None,
+    call_id: str | None = None,
 ) -> AsyncGenerator[list[ApprovalRow], None]:
     """The journal's approvals, oldest first, :data:`PAGE` at a time, as
     :meth:`Journal.approvals` orders them (pending ones past their ``expires_at`` are marked
     ``expired`` first, as it does).
 
     *branch*: a branch id (a UUID; ``ValueError`` naming it otherwise); *status*: one
-    approval state; *since*: only approvals created at or after these epoch seconds.
+    approval state; *since*: only approvals created at or after these epoch seconds;
+    *call_id*: only the approvals of calls of this id.
     """
     name = None if branch is None else str(branch_uuid(branch))
     now = journal.clock()
@@ -203,6 +205,7 @@ async def approval_pages(
                     r
                     for r in store.approvals(name, status)
                     if (since is None or r.created_at >= since)
+                    and (call_id is None or r.call_id == call_id)
                     and (after is None or (r.created_at, r.approval_id) > after)
                 ][:PAGE]
             conditions: list[str] = []
@@ -216,6 +219,9 @@ async def approval_pages(
             if since is not None:
                 conditions.append("created_at >= ?")
                 params.append(since)
+            if call_id is not None:
+                conditions.append("call_id = ?")
+                params.append(call_id)
             if after is not None:
                 conditions.append("(created_at > ? OR (created_at = ? AND approval_id > ?))")
                 params += [after[0], after[0], after[1]]

@@ -69,6 +69,11 @@ async def test_approval_pages_equal_the_library(
         assert [r.approval_id for r in since] == [
             a.approval_id for a in every if a.created_at >= cut
         ]
+        by_call = [r async for p in _scan.approval_pages(journal, call_id="pay3") for r in p]
+        assert [(r.branch_id, r.call_id) for r in by_call] == [(first, "pay3")]
+        assert [
+            p async for p in _scan.approval_pages(journal, call_id="pay3", branch=second)
+        ] == []
         assert await _scan.approval_counts(journal) == {"pending": 9, "approved": 1, "rejected": 1}
 
 
@@ -144,6 +149,11 @@ def test_many_approvals_are_listed_whole_in_pages(tmp_path: Path, monkeypatch: A
     ]
     assert max(fetched) <= 256
 
+    fetched.clear()  # approving by call id finds its approval by a query, not a listing
+    status, text = run("approve", str(path), "pay17", "--branch", branch)
+    assert status == 0 and text.startswith("approved apr_") and "call pay17 " in text
+    assert sum(fetched) == 1
+
     status, text = run("show", str(path))
-    assert f"approvals: {MANY + 3} (pending {MANY + 2}, rejected 1)" in text
-    assert f"… {MANY + 2 - 50} more pending approvals not shown" in text
+    assert f"approvals: {MANY + 3} (approved 1, pending {MANY + 1}, rejected 1)" in text
+    assert f"… {MANY + 1 - 50} more pending approvals not shown" in text
