@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,16 @@ from typing import Any
 import pytest
 import trio
 
-from tests.support.troubleshooting import add, answered, araised, call, raised, run_python, trigger
+from tests.support.troubleshooting import (
+    ROOT,
+    add,
+    answered,
+    araised,
+    call,
+    raised,
+    run_python,
+    trigger,
+)
 
 # -- the journal command and the worker ----------------------------------------------------------
 
@@ -243,6 +255,40 @@ def _serve_approve_journal(tmp: Path) -> str:
     )
     argv = ["--tools", "served:TOOLS", "--approve", "shout", "--journal", ":memory:"]
     return lionexec("serve", *argv, "--port", "0", cwd=tmp)
+
+
+@trigger("ts-serve-port-taken")
+def _serve_port_taken(tmp: Path) -> str:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        return lionexec("serve", "--port", port, "--journal", ":memory:", cwd=tmp)
+
+
+@trigger("ts-cli-interrupted")
+def _cli_interrupted(tmp: Path) -> str:
+    # Ctrl+C while the command waits (here for a database that refuses connections): the
+    # terminal sends SIGINT to the command's process
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    target = f"postgresql://127.0.0.1:{port}/none"
+    with subprocess.Popen(
+        [sys.executable, "-m", "lionexec", "journal", "show", target],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp,
+    ) as process:
+        assert process.stderr is not None
+        said = [process.stderr.readline()]  # the driver's first failed attempt: it waits
+        process.send_signal(signal.SIGINT)
+        said.append(process.stderr.read())
+        process.wait(timeout=30)
+    return "".join(said) + f"status {process.returncode}"
 
 
 # -- the sandbox ----------------------------------------------------------------------------------
