@@ -18,7 +18,10 @@ def load_attribute(spec: str) -> Any:
     """
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise ValueError("expected MODULE:ATTRIBUTE")
+        raise ValueError(
+            "expected MODULE:ATTRIBUTE (a module, a colon, the name of one of its attributes: "
+            "myapp.tools:TOOLS)"
+        )
     try:
         value: Any = importlib.import_module(module_name)
     except ImportError:

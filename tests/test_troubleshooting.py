@@ -9,8 +9,9 @@ The page quotes each message in a block of its own, tagged with an id::
     ```
 
 A ``<word>`` (lowercase letters, digits, ``_`` and spaces) stands for any text. Each id has a
-trigger below (``@trigger("ts-...")``) that makes lionexec produce the error as a user would
-(an exception rendered ``Type: message``, or what a command printed), and the quoted message
+trigger (``@trigger("ts-...")``: below, or in ``tests/support/troubleshooting_commands.py``
+for the commands and the sandbox) that makes lionexec produce the error as a user would (an
+exception rendered ``Type: message``, or what a command printed), and the quoted message
 must match one line of it, whole. Every quoted id has a trigger and every trigger is quoted.
 
 To add an entry: write the trigger, run ``python tests/test_troubleshooting.py ts-your-id``
@@ -22,118 +23,31 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
-import re
 import sqlite3
-import subprocess
 import sys
-import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "troubleshooting.md"
-
-Trigger = Callable[[Path], "str | Awaitable[str]"]
-TRIGGERS: dict[str, Trigger] = {}
-
-_BLOCK = re.compile(
-    r"^```\{code-block\} text\n:name: (?P<id>ts-[a-z0-9-]+)\n\n(?P<quote>.*?)\n```$",
-    re.MULTILINE | re.DOTALL,
+import tests.support.troubleshooting_commands  # noqa: F401  (registers the commands' triggers)
+from tests.support.troubleshooting import (
+    PAGE,
+    TRIGGERS,
+    add,
+    answered,
+    araised,
+    call,
+    matches,
+    pattern,
+    quoted,
+    raised,
+    run_python,
+    trigger,
 )
-_PLACEHOLDER = re.compile(r"<[a-z][a-z0-9_ ]*>")
-
-
-def trigger(entry: str) -> Callable[[Trigger], Trigger]:
-    def register(func: Trigger) -> Trigger:
-        assert entry not in TRIGGERS, f"two triggers for {entry}"
-        TRIGGERS[entry] = func
-        return func
-
-    return register
-
-
-def quoted() -> dict[str, str]:
-    """The page's quoted messages by id."""
-    found: dict[str, str] = {}
-    for match in _BLOCK.finditer(PAGE.read_text(encoding="utf-8")):
-        assert match["id"] not in found, f"{match['id']} is quoted twice"
-        found[match["id"]] = match["quote"].strip()
-    return found
-
-
-def pattern(quote: str) -> re.Pattern[str]:
-    """*quote* as a regular expression: literal, each ``<placeholder>`` any text."""
-    parts = _PLACEHOLDER.split(quote)
-    return re.compile(".+?".join(re.escape(part) for part in parts))
-
-
-def matches(quote: str, produced: str) -> bool:
-    regex = pattern(quote)
-    return any(regex.fullmatch(line.strip()) for line in produced.splitlines())
-
-
-def shown(exc: BaseException) -> str:
-    """*exc* as the last line of its traceback shows it (``module.Type: message``)."""
-    return "".join(traceback.format_exception_only(exc)).rstrip("\n")
-
-
-def raised(func: Callable[[], object]) -> str:
-    """Call *func*; the exception it raises, as its traceback ends."""
-    try:
-        func()
-    except Exception as exc:
-        return shown(exc)
-    raise AssertionError(f"{func} raised nothing")
-
-
-async def araised(func: Callable[[], Awaitable[object]]) -> str:
-    """Await *func()*; the exception it raises, as its traceback ends."""
-    try:
-        await func()
-    except Exception as exc:
-        return shown(exc)
-    raise AssertionError(f"{func} raised nothing")
-
-
-def run_python(code: str, *args: str, cwd: Path | None = None) -> str:
-    """Run *code* in a fresh interpreter (this checkout first on the path); its stderr and
-    stdout together."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-    )
-    return done.stderr + done.stdout
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def call(function: str, call_id: str | None = None, **arguments: Any) -> dict[str, Any]:
-    envelope: dict[str, Any] = {"function": function, "arguments": arguments}
-    if call_id is not None:
-        envelope["call_id"] = call_id
-    return envelope
-
-
-def answered(response: Any) -> str:
-    """A call's answer as the model (and the history) sees it: ``outcome Type: message``."""
-    assert response.error is not None
-    return f"{response.outcome.value} {response.error.type}: {response.error.message}"
-
 
 # -- installing and running ---------------------------------------------------------------------
 

@@ -14,8 +14,9 @@
   :func:`lionexec.journal.call_records`).
 * ``recover [--tools MODULE:ATTRIBUTE]``: give every unanswered call exactly one response
   (see :meth:`Journal.recover <lionexec.journal.Journal.recover>`), with progress on stderr
-  when it is a terminal (or ``--progress``); without ``--tools`` only calls that need no tool
-  are resolved, and the others are named with how to pass their tools.
+  (in all and per branch) when it is a terminal (or ``--progress``); without ``--tools``
+  only calls that need no tool are resolved, and the others are named with how to pass
+  their tools.
 
 Exit status: 0 done, 1 the journal refused or failed (one ``error:`` line on stderr), 2 bad
 usage, 141 stdout closed early (``| head``).
@@ -197,7 +198,8 @@ def build_parser(prog: str = "lionexec journal") -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="report progress on stderr (default: when stderr is a terminal)",
+        help="report progress on stderr, in all and per branch (default: when stderr is a "
+        "terminal)",
     )
     _output(recover, "resolutions")
     return parser

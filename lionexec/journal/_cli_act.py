@@ -20,7 +20,7 @@ from ._approvals import Approval
 from ._cli_read import TABLE_LIMIT, line
 from ._journal import Journal
 from ._report import RecoveryReport
-from ._scan import branch_stats, count_responses
+from ._scan import approval_pages, branch_stats
 from .errors import ApprovalNotFound, JournalError
 
 __all__ = ["run"]
@@ -56,7 +56,11 @@ async def _find(journal: Journal, ident: str, branch: str | None) -> Approval:
     """The approval *ident* names: an approval id, or the call id of the call it parked."""
     if ident.startswith("apr_"):
         return await journal.approval(ident)
-    matches = [a for a in await journal.approvals(branch, state=None) if a.call_id == ident]
+    matches = [
+        Approval.from_row(row)
+        async for page in approval_pages(journal, branch=branch, call_id=ident)
+        for row in page
+    ]
     if not matches:
         raise ApprovalNotFound(
             f"no approval has id or call id {ident!r}"
@@ -77,18 +81,15 @@ async def _recover(journal: Journal, args: argparse.Namespace, tools: Any, out: 
     err = sys.stderr
     show_progress = progress_wanted(args.progress, err)
     report: RecoveryReport | None = None
-    todo = before = 0
-    started = time.monotonic()
+    progress: _Progress | None = None
     async with trio.open_nursery() as nursery:
         if show_progress:
-            todo = sum(req - resp for _, _, req, resp in await branch_stats(journal))
-            before = await count_responses(journal)
-            nursery.start_soon(_progress, journal, todo, before, err)
+            progress = _Progress(err, await branch_stats(journal))
+            nursery.start_soon(_progress, journal, progress)
         report = await journal.recover(tools)
         nursery.cancel_scope.cancel()
-    if show_progress:
-        done = await count_responses(journal) - before
-        _report(err, done, todo, time.monotonic() - started)
+    if progress is not None:
+        progress.update(await branch_stats(journal), final=True)
         err.write("\n" if err.isatty() else "")
         err.flush()
     assert report is not None
@@ -167,21 +168,68 @@ def _hints(report: RecoveryReport, args: argparse.Namespace, target: str) -> Non
         )
 
 
-async def _progress(journal: Journal, todo: int, before: int, err: TextIO) -> None:
+class _Progress:
+    """Recovery's progress on stderr: the calls answered of those unanswered at the start,
+    in all and per branch (``recover: branch ID: 120/400 calls``).
+
+    Not a terminal: a line per branch whose count moved, then the total. A terminal: one line
+    rewritten in place, the total and the branch that moved last; at the end each branch's
+    final count on a line of its own (the first :data:`TABLE_LIMIT` branches), then the total.
+    """
+
+    def __init__(self, err: TextIO, stats: list[tuple[str, int, int, int]]) -> None:
+        self.err = err
+        self.started = time.monotonic()
+        self.todo = {b: req - resp for b, _, req, resp in stats if req > resp}
+        self.before = {b: resp for b, _, _, resp in stats if b in self.todo}
+        self.shown: dict[str, int] = {}
+        self.tty = _isatty(err)
+
+    def update(self, stats: list[tuple[str, int, int, int]], *, final: bool = False) -> None:
+        done = {
+            b: min(max(resp - self.before[b], 0), self.todo[b])
+            for b, _, _, resp in stats
+            if b in self.todo
+        }
+        moved = [b for b, n in done.items() if n != self.shown.get(b, 0)]
+        total = f"{sum(done.values())}/{sum(self.todo.values())} calls answered"
+        text = f"recover: {total}, {time.monotonic() - self.started:.0f}s"
+        if final and self.tty:
+            self.err.write("\r\x1b[K")
+            branches = sorted(self.todo)
+            for b in branches[:TABLE_LIMIT]:
+                self.err.write(f"recover: branch {b}: {done.get(b, 0)}/{self.todo[b]} calls\n")
+            if len(branches) > TABLE_LIMIT:
+                self.err.write(f"recover: … {len(branches) - TABLE_LIMIT} more branches\n")
+            self.err.write(text)
+        elif self.tty:
+            last = (
+                f"; branch {moved[-1]}: {done[moved[-1]]}/{self.todo[moved[-1]]}" if moved else ""
+            )
+            self.err.write(f"\r\x1b[K{text}{last}")
+        else:
+            for b in moved:
+                self.err.write(f"recover: branch {b}: {done[b]}/{self.todo[b]} calls\n")
+            self.err.write(text + "\n")
+        self.err.flush()
+        self.shown.update(done)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+async def _progress(journal: Journal, progress: _Progress) -> None:
     """Report the responses recovery has committed: now, then every :data:`PROGRESS_EVERY`
     seconds until cancelled (the caller reports the last count)."""
-    started = time.monotonic()
     while True:
         try:
-            done = await count_responses(journal) - before
+            stats = await branch_stats(journal)
         except JournalError:
-            done = None  # a busy database: the next report will do
-        if done is not None:
-            _report(err, done, todo, time.monotonic() - started)
+            stats = None  # a busy database: the next report will do
+        if stats is not None:
+            progress.update(stats)
         await trio.sleep(PROGRESS_EVERY)
-
-
-def _report(err: TextIO, done: int, todo: int, elapsed: float) -> None:
-    text = f"recover: {done}/{todo} calls answered, {elapsed:.0f}s"
-    err.write(f"\r{text}" if err.isatty() else text + "\n")
-    err.flush()

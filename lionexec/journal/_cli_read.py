@@ -23,6 +23,8 @@ from ._approvals import Approval
 from ._history import JournaledCall
 from ._journal import Journal
 from ._scan import (
+    approval_counts,
+    approval_pages,
     branch_stats,
     call_pages,
     calls_of,
@@ -94,9 +96,15 @@ async def _show(journal: Journal, args: argparse.Namespace, out: TextIO) -> None
         for item in queued:
             if item["outcome"] is not None:
                 queue_outcomes[item["outcome"]] += 1
-    approvals = await journal.approvals(state=None)
-    states = collections.Counter(a.state for a in approvals)
-    pending = [a for a in approvals if a.state == "pending"]
+    states = collections.Counter(await approval_counts(journal))
+    pending: list[Approval] = []
+    pages = approval_pages(journal, status="pending")
+    async with aclosing(pages):
+        async for approval_page in pages:
+            room = len(approval_page) if limit is None else limit - len(pending)
+            pending += [Approval.from_row(row) for row in approval_page[:room]]
+            if limit is not None and len(pending) >= limit:
+                break
     if args.json:
         line(
             out,
@@ -115,7 +123,7 @@ async def _show(journal: Journal, args: argparse.Namespace, out: TextIO) -> None
                 "queue": {"states": queue, "outcomes": dict(queue_outcomes)},
                 "approvals": dict(states),
                 "unfinished": [_call_record(c) for c in unfinished],
-                "pending": [_approval_record(a) for a in pending[: limit or None]],
+                "pending": [_approval_record(a) for a in pending],
             },
         )
         return
@@ -133,7 +141,7 @@ async def _show(journal: Journal, args: argparse.Namespace, out: TextIO) -> None
     if queue_outcomes:
         queue_text += f"; answered: {_counts(queue_outcomes)}"
     out.write(f"worker queue: {queued_total} ({queue_text})\n")
-    out.write(f"approvals: {len(approvals)} ({_counts(states)})\n")
+    out.write(f"approvals: {sum(states.values())} ({_counts(states)})\n")
     if unfinished:
         out.write("unfinished calls:\n")
         for text in fit_table(*_call_table(unfinished)):
@@ -141,10 +149,9 @@ async def _show(journal: Journal, args: argparse.Namespace, out: TextIO) -> None
         _more(out, len(unfinished), outcomes["unfinished"], "unfinished calls")
     if pending:
         out.write("pending approvals:\n")
-        rows = pending if limit is None else pending[:limit]
-        for text in fit_table(*_approval_table(rows), keep=(0,)):
+        for text in fit_table(*_approval_table(pending), keep=(0,)):
             out.write(f"  {text}\n")
-        _more(out, len(rows), len(pending), "pending approvals")
+        _more(out, len(pending), states["pending"], "pending approvals")
 
 
 # -- calls -----------------------------------------------------------------------------------
@@ -273,21 +280,33 @@ def _approval_table(approvals: list[Approval]) -> tuple[list[str], list[list[obj
 
 
 async def _approvals(journal: Journal, args: argparse.Namespace, out: TextIO) -> None:
-    approvals = await journal.approvals(args.branch, state=args.status)
-    if args.since is not None:
-        approvals = [a for a in approvals if a.created_at >= args.since]
+    # Read a page at a time: --json writes each page as it comes; a table keeps its --limit
+    # rows and only counts the others (for the "more" line).
     limit = _table_limit(args)
-    shown = approvals if limit is None else approvals[:limit]
+    shown: list[Approval] = []
+    total = 0
+    pages = approval_pages(journal, branch=args.branch, status=args.status, since=args.since)
+    async with aclosing(pages):
+        async for page in pages:
+            for row in page:
+                total += 1
+                if limit is not None and total > limit:
+                    if args.json:
+                        return
+                    continue
+                if args.json:
+                    line(out, _approval_record(Approval.from_row(row)))
+                else:
+                    shown.append(Approval.from_row(row))
+            await trio.lowlevel.checkpoint()
     if args.json:
-        for approval in shown:
-            line(out, _approval_record(approval))
         return
     if not shown:
         out.write("no approvals match\n")
         return
     for text in fit_table(*_approval_table(shown), keep=(0,)):
         out.write(text + "\n")
-    _more(out, len(shown), len(approvals), "approvals")
+    _more(out, len(shown), total, "approvals")
 
 
 # -- export ----------------------------------------------------------------------------------
@@ -351,11 +370,14 @@ async def export_streamed(journal: Journal, out: TextIO) -> None:
             first = False
     out.write("\n  ]" if not first else "]")
     out.write(',\n  "approvals": [')
-    approvals = await journal.approvals(state=None)
-    for i, approval in enumerate(approvals):
-        out.write("," if i else "")
-        out.write("\n    " + dump(_approval_record(approval), "    "))
-    out.write("\n  ]" if approvals else "]")
+    first = True
+    async for approval_page in approval_pages(journal):
+        for approval_row in approval_page:
+            out.write("" if first else ",")
+            approval = Approval.from_row(approval_row)
+            out.write("\n    " + dump(_approval_record(approval), "    "))
+            first = False
+    out.write("\n  ]" if not first else "]")
     out.write("\n}\n")
 
 

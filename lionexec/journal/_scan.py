@@ -13,12 +13,15 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Final
 
 from ._journal import Journal
-from .backends._sql import _CALL_COLUMNS, _call
-from .backends.base import DONE, REQUESTED, CallRow, MessageRow, Store
+from ._keys import branch_uuid
+from .backends._sql import _APPROVAL_COLUMNS, _CALL_COLUMNS, _approval, _call
+from .backends.base import DONE, REQUESTED, ApprovalRow, CallRow, MessageRow, Store
 from .errors import JournalError
 
 __all__ = [
     "PAGE",
+    "approval_counts",
+    "approval_pages",
     "branch_stats",
     "call_pages",
     "count_responses",
@@ -170,6 +173,91 @@ async def queue_pages(
             return
         last = rows[-1]
         after = (float(last["submitted_at"]), last["branch_id"], last["call_id"])
+
+
+async def approval_pages(
+    journal: Journal,
+    *,
+    branch: str | None = None,
+    status: str | None = None,
+    since: float | None = None,
+    call_id: str | None = None,
+) -> AsyncGenerator[list[ApprovalRow], None]:
+    """The journal's approvals, oldest first, :data:`PAGE` at a time, as
+    :meth:`Journal.approvals` orders them (pending ones past their ``expires_at`` are marked
+    ``expired`` first, as it does).
+
+    *branch*: a branch id (a UUID; ``ValueError`` naming it otherwise); *status*: one
+    approval state; *since*: only approvals created at or after these epoch seconds;
+    *call_id*: only the approvals of calls of this id.
+    """
+    name = None if branch is None else str(branch_uuid(branch))
+    now = journal.clock()
+    after: tuple[float, str] | None = None
+    while True:
+
+        def page(store: Store, after: tuple[float, str] | None = after) -> list[ApprovalRow]:
+            if after is None:
+                store.expire_approvals(now)
+            tx = _sql(store)
+            if tx is None:
+                return [
+                    r
+                    for r in store.approvals(name, status)
+                    if (since is None or r.created_at >= since)
+                    and (call_id is None or r.call_id == call_id)
+                    and (after is None or (r.created_at, r.approval_id) > after)
+                ][:PAGE]
+            conditions: list[str] = []
+            params: list[Any] = []
+            if name is not None:
+                conditions.append("branch_id = ?")
+                params.append(name)
+            if status is not None:
+                conditions.append("state = ?")
+                params.append(status)
+            if since is not None:
+                conditions.append("created_at >= ?")
+                params.append(since)
+            if call_id is not None:
+                conditions.append("call_id = ?")
+                params.append(call_id)
+            if after is not None:
+                conditions.append("(created_at > ? OR (created_at = ? AND approval_id > ?))")
+                params += [after[0], after[0], after[1]]
+            where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+            rows = tx.execute(
+                f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals{where} "
+                f"ORDER BY created_at, approval_id LIMIT {PAGE}",
+                params,
+            )
+            return [_approval(row) for row in rows]
+
+        rows = await journal._run(page)
+        if rows:
+            yield rows
+        if len(rows) < PAGE:
+            return
+        after = (rows[-1].created_at, rows[-1].approval_id)
+
+
+async def approval_counts(journal: Journal) -> dict[str, int]:
+    """How many approvals are in each state (pending ones past their ``expires_at`` marked
+    ``expired`` first)."""
+    now = journal.clock()
+
+    def count(store: Store) -> dict[str, int]:
+        store.expire_approvals(now)
+        tx = _sql(store)
+        if tx is None:
+            counted: dict[str, int] = {}
+            for row in store.approvals(None, None):
+                counted[row.state] = counted.get(row.state, 0) + 1
+            return counted
+        rows = tx.execute("SELECT state, COUNT(*) FROM lionexec_approvals GROUP BY state")
+        return {str(state): int(n) for state, n in rows}
+
+    return await journal._run(count)
 
 
 async def queue_counts(journal: Journal) -> dict[str, int]:

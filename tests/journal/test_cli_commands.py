@@ -4,6 +4,7 @@ Lines, paging, approvals decided from the command line, progress, ``| head``, an
 from __future__ import annotations
 
 import argparse
+import collections
 import io
 import json
 import os
@@ -322,3 +323,75 @@ def test_every_option_of_every_command_has_help() -> None:
         os.environ.get("LIONEXEC_SERVER_TOKEN") is None
         or "default: $" in found["lionexec serve"].format_help()
     )
+
+
+def unanswered(path: Path, counts: list[int]) -> list[str]:
+    """A journal with a branch per count of unanswered unsafe requests (committed by hand,
+    as a process that died would leave them); the branch ids."""
+
+    async def crash() -> list[str]:
+        from lionexec.conversation import ActionRequest
+
+        names = []
+        async with SqliteJournal(path) as journal:
+            for n in counts:
+                branch = await journal.branch()
+                names.append(branch.name)
+                async with branch:
+                    for i in range(n):
+                        branch.messages.add_message(
+                            ActionRequest.create("pay", {"invoice": str(i)}, call_id=f"c{i}")
+                        )
+                    await journal.flush()
+        return names
+
+    return trio.run(crash)
+
+
+def test_recover_progress_is_reported_per_branch_and_stdout_stays_data(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    first, second = unanswered(path, [120, 30])
+    done = cli("journal", "recover", str(path), "--progress", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(x) for x in done.stdout.splitlines()]  # only data: every line JSON
+    assert collections.Counter(r["branch_id"] for r in rows) == {first: 120, second: 30}
+    lines = done.stderr.splitlines()
+    assert f"recover: branch {first}: 120/120 calls" in lines
+    assert f"recover: branch {second}: 30/30 calls" in lines
+    assert not any(f"branch {first}: 121" in x or f"{second}: 0/30" in x for x in lines)
+    assert lines[0].startswith("recover: 0/150 calls answered")
+    assert lines[-1].startswith("recover: 150/150 calls answered")
+
+
+def test_recover_progress_on_a_terminal_ends_with_each_branch(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    first, second = unanswered(path, [5, 2])
+    primary, secondary = os.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "lionexec", "journal", "recover", str(path), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(primary)
+    assert done.returncode == 0
+    assert len(done.stdout.splitlines()) == 7 and "recover:" not in done.stdout
+    shown = b"".join(chunks).decode()
+    assert f"recover: branch {first}: 5/5 calls" in shown
+    assert f"recover: branch {second}: 2/2 calls" in shown
+    last = [x for x in shown.replace("\r", "\n").splitlines() if x.strip()][-1]
+    assert "recover: 7/7 calls answered" in last  # the total ends it
