@@ -375,6 +375,65 @@ async def _max_turns(tmp: Path) -> str:
     return await araised(lambda: run(Branch(), model, "hi", max_turns=0))
 
 
+async def _run_twice(tmp: Path, first: dict[str, Any], second: dict[str, Any]) -> str:
+    """A journaled branch that ran *first*'s run (to its answer), then what *second* raises."""
+    from lionexec.journal import MemoryJournal
+    from lionexec.models import Endpoint, Model, run
+    from lionexec.models.testing import LocalProvider, Reply
+
+    provider = LocalProvider([Reply("done")])
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(provider.serve)
+        async with MemoryJournal() as journal, Model(endpoint=Endpoint(url), name="m") as model:
+            branch = await journal.branch()
+            async with branch:
+                await run(branch, model, **first)
+                text = await araised(lambda: run(branch, model, **second))
+        nursery.cancel_scope.cancel()
+    return text
+
+
+@trigger("ts-run-id-instruction")
+async def _run_id_instruction(tmp: Path) -> str:
+    return await _run_twice(
+        tmp,
+        {"instruction": "one", "run_id": "r"},
+        {"instruction": "two", "run_id": "r"},
+    )
+
+
+@trigger("ts-run-id-unknown")
+async def _run_id_unknown(tmp: Path) -> str:
+    return await _run_twice(
+        tmp, {"instruction": "one", "run_id": "r"}, {"instruction": None, "run_id": "other"}
+    )
+
+
+@trigger("ts-run-id-followed")
+async def _run_id_followed(tmp: Path) -> str:
+    from lionexec.journal import MemoryJournal
+    from lionexec.models import Endpoint, Model, run
+    from lionexec.models.testing import LocalProvider, Reply
+
+    provider = LocalProvider([Reply(tool_calls=[("add", {"a": 1, "b": 2})]), Reply("two")])
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(provider.serve)
+        async with MemoryJournal() as journal, Model(endpoint=Endpoint(url), name="m") as model:
+            branch = await journal.branch()
+
+            def add(a: int, b: int) -> int:
+                """Add two integers."""
+                return a + b
+
+            branch.register_tools([add])
+            async with branch:
+                await run(branch, model, "one", run_id="r1", max_turns=1)
+                await run(branch, model, "two", run_id="r2")
+                text = await araised(lambda: run(branch, model, "one", run_id="r1"))
+        nursery.cancel_scope.cancel()
+    return text
+
+
 @trigger("ts-model-connection")
 async def _model_connection(tmp: Path) -> str:
     from lionexec.models import Endpoint, Model
