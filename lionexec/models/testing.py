@@ -207,6 +207,10 @@ class LocalProvider:
         raw = b""
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":  # cut short: its client went away
+                self.log.disconnects += 1
+                self._touch()
+                return
             raw += message.get("body", b"")  # type: ignore[operator]
             if not message.get("more_body"):
                 break

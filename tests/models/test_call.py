@@ -346,3 +346,24 @@ def test_an_anthropic_stream_whose_usage_is_not_an_object_still_assembles() -> N
     for chunk in chunks:
         assembler.feed(chunk)
     assert assembler.result().finish_reason == "stop"
+
+
+async def test_a_request_whose_client_goes_away_mid_body_is_not_logged(
+    provider: LocalProvider,
+) -> None:
+    """A client killed while sending (half its body sent) is a disconnect, never a request."""
+    assert provider.base_url is not None
+    host, port = provider.base_url.removeprefix("http://").removesuffix("/v1").split(":")
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % len(body)
+    )
+    with trio.fail_after(10):
+        stream = await trio.open_tcp_stream(host, int(port))
+        await stream.send_all(head + body[:20])
+        await trio.sleep(0.05)
+        await stream.aclose()
+        await provider.wait_for(lambda log: log.disconnects == 1)
+    assert provider.log.requests == []
+    assert provider.log.statuses == []
