@@ -110,8 +110,9 @@ def build(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Run lionexec's main job: the scripted tool-call demo."""
-    session.install(".")
+    """Run lionexec's main job: the scripted tool-call demo (its agent part needs the http
+    and server extras)."""
+    session.install(".[http,server]")
     session.run("python", "-m", "lionexec", "demo", *session.posargs)
 
 

@@ -21,6 +21,12 @@ with ``SIGKILL`` while all four are running. Recovery then resolves each call by
 effect class (a ``pure`` and a ``keyed`` one run again, an ``unsafe`` one with a reconcile
 hook is ``reconciled``, a plain ``unsafe`` one ``interrupted``), and the journal holds exactly
 one response per request. Side effects are counted outside the journal, in a ledger file.
+
+And a durable agent run (:func:`run_agent_demo`, with the ``http`` and ``server`` extras): a
+scripted model on 127.0.0.1 drives an agent process through two tool turns; the process is
+killed while the model's third turn is in flight, and restarted: the run goes on at that
+turn (the first two are read from the journal, the tools do not run again), and a restart
+after the end returns the recorded answer without asking the model.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from .governance import CallContext, HookPoint, PermissionPolicy, SessionObserve
 from .journal import Applied, NotApplied, RecoveryReport, SqliteJournal
 from .tools import Tool
 
-__all__ = ["main", "run_demo", "run_durable_demo"]
+__all__ = ["main", "run_agent_demo", "run_demo", "run_durable_demo"]
 
 # -- the tools ----------------------------------------------------------------------------------
 
@@ -475,6 +481,137 @@ async def _read_started(process: trio.Process, expected: int) -> list[str]:
     return started
 
 
+# -- the durable agent run ----------------------------------------------------------------------
+
+#: The branch and the run of the durable agent part (fixed: every life of the agent process
+#: continues the same run).
+AGENT_BRANCH = uuid.UUID("6b1d2f0e-8c4a-4e5b-9a7d-1f3e5c7b9d20")
+AGENT_RUN = "bill-order-A-17"
+AGENT_INSTRUCTION = "Quote ACME, then bill order A-17 at that price."
+AGENT_ANSWER = "Order A-17 is billed: 42.0, the ACME quote."
+
+
+def agent_tools(directory: Path) -> list[Tool]:
+    """The agent part's tools; ``charge_card`` appends to ``directory/ledger.txt``."""
+    ledger = directory / "ledger.txt"
+
+    async def get_quote(symbol: str) -> float:
+        """A price quote (no side effect: safe to run again)."""
+        await trio.lowlevel.checkpoint()
+        return 42.0
+
+    async def charge_card(order: str, amount: float) -> str:
+        """Charge a card (not safe to repeat)."""
+        async with await trio.Path(ledger).open("a", encoding="utf-8") as out:
+            await out.write(f"charge_card {order} {amount}\n")
+        return f"charged {amount} for {order}"
+
+    return [Tool.from_function(get_quote, effect="pure"), Tool.from_function(charge_card)]
+
+
+async def agent_run(directory: Path, base_url: str) -> None:
+    """One life of the agent process: recover its journal, continue its run (``run_id``) to
+    the end, print the result as a JSON line."""
+    from .models import Endpoint, Model, run
+
+    tools = agent_tools(directory)
+    async with SqliteJournal(directory / "agent.db") as journal:
+        await journal.recover(tools)
+        branch = await journal.branch(AGENT_BRANCH)
+        branch.register_tools(tools)
+        async with branch, Model(endpoint=Endpoint(base_url), name="scripted-model") as model:
+            result = await run(branch, model, AGENT_INSTRUCTION, run_id=AGENT_RUN)
+    line = {"text": result.text, "turns": result.turns, "asked": len(result.responses)}
+    print(json.dumps(line), flush=True)
+
+
+async def run_agent_demo(out: TextIO, directory: Path) -> list[dict[str, Any]] | None:
+    """Kill an agent process mid-run, restart it twice, and show that the run went on.
+
+    A scripted model (``LocalProvider`` on 127.0.0.1) asks for a quote, then a charge, then
+    hangs on its third turn; the agent process (``python -m lionexec demo --agent-run DIR
+    URL``) is killed with ``SIGKILL`` then. Restarted, it continues the run from the journal
+    (the third turn only); restarted after the end, it returns the recorded answer without
+    asking the model. Returns each restart's result, or ``None`` (printing why) when the
+    ``http`` and ``server`` extras are not installed.
+    """
+    print("\nDurable agent run: the agent process killed mid-run, then restarted", file=out)
+    print("-------------------------------------------------------------------", file=out)
+    try:  # the agent process needs the http extra (the loop), this one the server extra too
+        from .models import run as _  # noqa: F401
+        from .models.testing import LocalProvider, Reply, Stall
+    except ModuleNotFoundError as exc:
+        print(f"  (skipped: {exc})", file=out)
+        return None
+    await trio.Path(directory).mkdir(parents=True, exist_ok=True)
+    provider = LocalProvider(
+        [
+            Reply(tool_calls=[("get_quote", {"symbol": "ACME"})]),
+            Reply(tool_calls=[("charge_card", {"order": "A-17", "amount": 42.0})]),
+            Stall(Reply("never sent")),  # the third turn hangs: the process is killed then
+            Reply(AGENT_ANSWER),
+        ]
+    )
+    results: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        base_url = await nursery.start(provider.serve)
+        command = [sys.executable, "-m", "lionexec", "demo", "--agent-run", str(directory)]
+        command.append(base_url)
+        first = await trio.lowlevel.open_process(command, stdout=subprocess.DEVNULL)
+        try:
+            await _until_asked(provider, first, 3)
+        finally:
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        print(f"  journal: {directory / 'agent.db'}, run id {AGENT_RUN!r}", file=out)
+        print(
+            f"  the agent (pid {first.pid}) asked the model 3 times, ran get_quote and "
+            f"charge_card, and was killed with SIGKILL (exit {first.returncode}) while "
+            "waiting for the third turn",
+            file=out,
+        )
+        for life in ("restarted", "restarted after the end"):
+            done = await trio.run_process(command, capture_stdout=True)
+            result = json.loads(done.stdout.decode().splitlines()[-1])
+            results.append(result)
+            asked = {0: "no model call", 1: "1 model call"}.get(result["asked"])
+            print(
+                f"  {life}: {asked or str(result['asked']) + ' model calls'}, "
+                f"{result['turns']} turns in the run: {result['text']!r}",
+                file=out,
+            )
+        nursery.cancel_scope.cancel()
+    async with SqliteJournal(directory / "agent.db") as journal:
+        history = await journal.history(AGENT_BRANCH)
+    kinds = [message.kind for message in history]
+    print(
+        f"  the model was asked {len(provider.log.requests)} times in all; the history holds "
+        f"{kinds.count('instruction')} instruction, {kinds.count('assistant_response')} model "
+        f"turns, {len(history.requests())} calls and {len(history.responses())} responses",
+        file=out,
+    )
+    ledger = (await trio.Path(directory / "ledger.txt").read_text()).splitlines()
+    print(f"  charge_card ran {len(ledger)} time(s) (a ledger outside the journal)", file=out)
+    return results
+
+
+async def _until_asked(provider: Any, process: trio.Process, requests: int) -> None:
+    """Wait until *provider* has been sent *requests* requests; raise if *process* ends
+    first."""
+    async with trio.open_nursery() as race:
+
+        async def asked() -> None:
+            await provider.wait_for(lambda log: len(log.requests) >= requests)
+            race.cancel_scope.cancel()
+
+        async def ended() -> None:
+            code = await process.wait()
+            raise RuntimeError(f"the agent exited before its model call (exit {code})")
+
+        race.start_soon(asked)
+        race.start_soon(ended)
+
+
 def build_parser(prog: str = "lionexec demo") -> argparse.ArgumentParser:
     """The parser of ``lionexec demo`` (the CLI reference is generated from it)."""
     parser = CommandParser(
@@ -489,6 +626,7 @@ def build_parser(prog: str = "lionexec demo") -> argparse.ArgumentParser:
         help="where to write the JSONL event log (default: a new temporary directory)",
     )
     parser.add_argument("--durable-batch", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--agent-run", nargs=2, help=argparse.SUPPRESS)
     return parser
 
 
@@ -498,6 +636,10 @@ def main(argv: Sequence[str] = ()) -> int:
     args = parser.parse_args(list(argv))
     if args.durable_batch is not None:  # the subprocess of the durable part
         trio.run(durable_batch, args.durable_batch)
+        return 0
+    if args.agent_run is not None:  # the agent process of the durable agent run
+        directory, base_url = args.agent_run
+        trio.run(agent_run, Path(directory), base_url)
         return 0
     if args.log is not None:
         problem = _unwritable(args.log)
@@ -512,6 +654,7 @@ def main(argv: Sequence[str] = ()) -> int:
             f"--log {log_path}: cannot make the durable part's directory beside it: {exc}"
         )
     trio.run(run_durable_demo, sys.stdout, durable)
+    trio.run(run_agent_demo, sys.stdout, durable / "agent")
     return 0
 
 

@@ -156,3 +156,35 @@ def test_the_durable_part_kills_a_batch_mid_call_and_recovers_one_response_each(
     assert "4 requests, 4 responses: exactly one response each" in text
     for call_id, (_, action, _) in DURABLE.items():
         assert any(call_id in line and action in line for line in text.splitlines())
+
+
+def test_the_agent_part_kills_an_agent_mid_run_and_its_restart_goes_on(tmp_path: Path) -> None:
+    out = io.StringIO()
+    results = trio.run(demo.run_agent_demo, out, tmp_path)
+    assert results == [
+        {"text": demo.AGENT_ANSWER, "turns": 3, "asked": 1},  # the third turn only
+        {"text": demo.AGENT_ANSWER, "turns": 3, "asked": 0},  # the recorded answer
+    ]
+
+    async def history() -> list[str]:
+        async with SqliteJournal(tmp_path / "agent.db") as journal:
+            branch = await journal.branch(demo.AGENT_BRANCH)
+            assert_consistent(branch)
+            return [message.kind for message in branch.messages]
+
+    assert trio.run(history) == [
+        "instruction",
+        "assistant_response",
+        "action_request",
+        "action_response",
+        "assistant_response",
+        "action_request",
+        "action_response",
+        "assistant_response",
+    ]
+    assert (tmp_path / "ledger.txt").read_text().splitlines() == ["charge_card A-17 42.0"]
+    text = out.getvalue()
+    assert "killed with SIGKILL" in text
+    assert "restarted: 1 model call, 3 turns in the run" in text
+    assert "restarted after the end: no model call" in text
+    assert "the model was asked 4 times in all" in text

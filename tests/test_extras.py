@@ -99,3 +99,13 @@ def test_commands_and_examples_say_one_line(
     [line] = done.stderr.splitlines()
     assert line.startswith("error: ")
     assert f"pip install 'lionexec[{extra}]'" in line
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("package", "extra"), [("httpx", "http"), ("hypercorn", "server")])
+def test_the_demo_runs_without_the_extras_of_its_agent_part(package: str, extra: str) -> None:
+    done = python(blocking(package, "lionexec.__main__"), "demo")
+    assert done.returncode == 0, done.stderr
+    assert "exactly one response each" in done.stdout  # the parts before it ran
+    [skipped] = [line for line in done.stdout.splitlines() if "(skipped: " in line]
+    assert f"pip install 'lionexec[{extra}]'" in skipped
