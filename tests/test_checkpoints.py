@@ -55,6 +55,7 @@ EXEMPT: dict[str, str] = {
     "EvidenceSink.write": "a Protocol; its implementations are covered",
     "EvidenceSink.aclose": "a Protocol; its implementations are covered",
     "DurableEvidenceSink.known_call_ids": "a Protocol; its implementations are covered",
+    "DurableEvidenceSink.flush": "a Protocol; its implementations are covered",
     "CallTransaction.run": "a phase of Branch.act, covered through it",
     "CallTransaction.gate": "a phase of Branch.act, covered through it",
     "CallTransaction.authorize": "a phase of Branch.act, covered through it",
@@ -244,6 +245,7 @@ CASES: dict[str, list[Case]] = {
         ("a denied call", denied_call),
     ],
     "Branch.aclose": [("a fresh branch", lambda: Branch().aclose())],
+    "Branch.flush": [("a branch without durable sinks", lambda: Branch().flush())],
     "alcall": [
         ("no inputs", lambda: alcall(identity, [])),
         ("async func, one input", lambda: alcall(identity, [1])),

@@ -218,6 +218,9 @@ def test_a_durable_sink_is_told_apart_duck_typed(tmp_path: Any) -> None:
         def expedite(self) -> None:
             pass
 
+        async def flush(self) -> None:
+            await trio.lowlevel.checkpoint()
+
     jsonl = JsonlSink(tmp_path / "log.jsonl", dumps=str)
     assert isinstance(jsonl, EvidenceSink) and not isinstance(jsonl, DurableEvidenceSink)
     assert isinstance(Durable(), DurableEvidenceSink)

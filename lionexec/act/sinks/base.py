@@ -250,6 +250,15 @@ class DurableEvidenceSink(EvidenceSink, Protocol):
         """
         ...
 
+    async def flush(self) -> None:
+        """Hold every message of the history recorded so far, messages added by hand included
+        (an instruction, a model's final answer): for :meth:`Branch.flush
+        <lionexec.act.Branch.flush>`, in the caller's task, only on a durable sink. It may
+        block (a journal: one commit); an exception or a cancellation propagates out of
+        ``Branch.flush()``, and what was recorded is still written with the sink's next write.
+        """
+        ...
+
     def expedite(self) -> None:
         """Someone waits for the records given to :meth:`write`: write them without waiting
         for more work.
