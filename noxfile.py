@@ -3,9 +3,10 @@
 
 Every session builds its own virtualenv with the interpreter nox runs on, so the only thing a
 fresh machine needs is Python and ``pip install nox``. The sessions that run a part of the test
-suite (``crash``, ``ki-soak``, ``agent-soak``, ``workers``) share one environment, ``.nox/soak-env``: its
-dependencies are installed once (again only when ``pyproject.toml`` changes) and lionexec
-itself is reinstalled (without its dependencies, a few seconds) each run. They run pytest with
+suite (``crash``, ``ki-soak``, ``agent-soak``, ``workers``) share one environment,
+``.nox/soak-env``: its dependencies are installed once (again only when ``pyproject.toml``
+changes) and lionexec itself is reinstalled (without its dependencies, a few seconds) each
+run. They run pytest with
 ``-v -s`` and unbuffered output, so their progress shows while they run.
 """
 
