@@ -526,8 +526,9 @@ def _recorded_run(
             f"run {run_id!r} of branch {branch.name} ended unanswered and another instruction "
             "followed it: it cannot be continued (start a new run)"
         )
-    unanswered = last is not None and any(
-        history.response_for(request_id) is None for request_id in last.tool_calls
+    unanswered = last is not None and any(  # (a request retain= trimmed was answered)
+        request_id in history and history.response_for(request_id) is None
+        for request_id in last.tool_calls
     )
     return turns, last, unanswered
 
