@@ -40,6 +40,40 @@ _QUEUE_COLUMNS = (
 )
 
 
+def _select_page(
+    tx: Any,
+    table: str,
+    columns: str,
+    conditions: list[str],
+    params: list[Any],
+    order: Sequence[str],
+    after: Sequence[Any] | None,
+) -> Any:
+    """One :data:`PAGE` of *table*'s rows matching *conditions*, in *order*, after the row
+    whose *order* values are *after* (keyset paging: each page is one range read, however
+    deep in the table it starts)."""
+    if after is not None:
+        conditions = [*conditions, _after(order)]
+        params = [*params, *_after_params(after)]
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return tx.execute(
+        f"SELECT {columns} FROM {table}{where} ORDER BY {', '.join(order)} LIMIT {PAGE}",
+        params,
+    )
+
+
+def _after(order: Sequence[str]) -> str:
+    """``(a > ? OR (a = ? AND (b > ? OR ...)))``: rows after a key, in *order*."""
+    first, *rest = order
+    return f"({first} > ? OR ({first} = ? AND {_after(rest)}))" if rest else f"{first} > ?"
+
+
+def _after_params(after: Sequence[Any]) -> list[Any]:
+    """The parameters of :func:`_after` for the key *after*."""
+    first, *rest = after
+    return [first, first, *_after_params(rest)] if rest else [first]
+
+
 def _sql(store: Store) -> Any:
     return getattr(store, "tx", None)
 
@@ -94,16 +128,9 @@ async def call_pages(
             if since is not None:
                 conditions.append("requested_at >= ?")
                 params.append(since)
-            if after is not None:
-                conditions.append(
-                    "(requested_at > ? OR (requested_at = ? AND idempotency_key > ?))"
-                )
-                params += [after[0], after[0], after[1]]
-            where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-            rows = tx.execute(
-                f"SELECT {_CALL_COLUMNS} FROM lionexec_calls{where} "
-                f"ORDER BY requested_at, idempotency_key LIMIT {PAGE}",
-                params,
+            order = ("requested_at", "idempotency_key")
+            rows = _select_page(
+                tx, "lionexec_calls", _CALL_COLUMNS, conditions, params, order, after
             )
             return [_call(row) for row in rows]
 
@@ -152,17 +179,9 @@ async def queue_pages(
             if since is not None:
                 conditions.append("submitted_at >= ?")
                 params.append(since)
-            if after is not None:
-                conditions.append(
-                    "(submitted_at > ? OR (submitted_at = ? AND (branch_id > ? OR "
-                    "(branch_id = ? AND call_id > ?))))"
-                )
-                params += [after[0], after[0], after[1], after[1], after[2]]
-            where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-            rows = tx.execute(
-                f"SELECT {_QUEUE_COLUMNS} FROM lionexec_queue{where} "
-                f"ORDER BY submitted_at, branch_id, call_id LIMIT {PAGE}",
-                params,
+            order = ("submitted_at", "branch_id", "call_id")
+            rows = _select_page(
+                tx, "lionexec_queue", _QUEUE_COLUMNS, conditions, params, order, after
             )
             return [dict(zip(names, row, strict=True)) for row in rows]
 
@@ -222,14 +241,9 @@ async def approval_pages(
             if call_id is not None:
                 conditions.append("call_id = ?")
                 params.append(call_id)
-            if after is not None:
-                conditions.append("(created_at > ? OR (created_at = ? AND approval_id > ?))")
-                params += [after[0], after[0], after[1]]
-            where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-            rows = tx.execute(
-                f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals{where} "
-                f"ORDER BY created_at, approval_id LIMIT {PAGE}",
-                params,
+            order = ("created_at", "approval_id")
+            rows = _select_page(
+                tx, "lionexec_approvals", _APPROVAL_COLUMNS, conditions, params, order, after
             )
             return [_approval(row) for row in rows]
 
