@@ -51,3 +51,24 @@ async def test_paged_reads_equal_the_library(journals: JournalFactory, monkeypat
         await write_jsonl_streamed(journal, streamed)
         await write_jsonl(journal, whole)
         assert streamed.getvalue() == whole.getvalue() and whole.getvalue().count("\n") == 11
+
+
+@pytest.mark.timeout(60)
+async def test_the_worker_queue_is_read_in_pages_in_submission_order(
+    durable: JournalFactory, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(_scan, "PAGE", 3)
+    async with durable.new() as journal:
+        submitted = []
+        for branch in ("b0", "b1"):  # (two branches: the key's second column)
+            for text in ("x", "y"):
+                submitted += await journal.submit(
+                    f"00000000-0000-4000-8000-00000000000{branch[1]}",
+                    [{"function": "echo", "arguments": {"text": f"{text}{i}"}} for i in range(4)],
+                )
+        pages = [page async for page in _scan.queue_pages(journal)]
+    assert [len(page) for page in pages] == [3, 3, 3, 3, 3, 1]
+    rows = [row for page in pages for row in page]
+    assert sorted(row["call_id"] for row in rows) == sorted(submitted)
+    keys = [(row["submitted_at"], row["branch_id"], row["call_id"]) for row in rows]
+    assert keys == sorted(keys) and len(set(keys)) == 16
