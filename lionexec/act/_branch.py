@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import logging
 import math
@@ -37,7 +38,7 @@ from ._log import EventLog
 from ._scope import CallScope, new_request
 from ._transaction import CallTransaction
 from ._unanswered import announce_interrupted, record_unanswered
-from .sinks import EvidenceSink, JsonlSink
+from .sinks import EvidenceRecord, EvidenceSink, JsonlSink
 
 _log = logging.getLogger("lionexec")
 
@@ -384,6 +385,18 @@ class Branch:
                 flushed = True
         if not flushed:
             await trio.lowlevel.checkpoint()
+
+    @trio.lowlevel.enable_ki_protection
+    def _record_answer(self, request: ActionRequest, response: ActionResponse) -> None:
+        """Record *response*, an answer decided outside :meth:`act` (journal recovery, a
+        rejected approval, the workers' answer), and offer it to the sinks as a call not
+        invoked here, so that a tracing sink sees it as any other answer. Synchronous;
+        raises as :meth:`MessageManager.record_action` does, recording nothing then."""
+        self.messages.record_action(request, response)
+        if self._feeds:
+            record = EvidenceRecord(request, response, None, contextvars.copy_context())
+            for feed in self._feeds:
+                feed.offer(record)
 
     def _sink_failed(self, sink: EvidenceSink, call_id: str | None, error: BaseException) -> None:
         self.failures.failed("sink", error, call_id=call_id, culprit=sink)

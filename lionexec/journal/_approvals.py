@@ -695,8 +695,7 @@ async def _resume_branch(
         request = history.request_for_call_id(row.call_id)
         if request is None or history.response_for(request) is not None:
             continue  # answered already (resolved before, or answered another way)
-        response = denial(request, row, branch.name)
-        history.record_action(request, response)
+        branch._record_answer(request, denial(request, row, branch.name))
         resolutions.append(_resolution(branch, row, row.state, ActionOutcome.DENIED, 0))
     started: list[tuple[ApprovalRow, ActionRequest]] = []
     unused: list[ApprovalRow] = []

@@ -217,7 +217,7 @@ async def _recover_branch(
                 if response is None:  # still queued or claimed
                     note("queued", None, attempts)
                 else:
-                    branch.messages.record_action(request, response)
+                    branch._record_answer(request, response)
                     note("from_queue", response.outcome, response.content.attempts)
             continue
         approval = approvals.get(request.call_id)
@@ -319,7 +319,7 @@ def _answer(
         sender=request.function,
         recipient=branch.name,
     )
-    branch.messages.record_action(request, response)
+    branch._record_answer(request, response)
 
 
 async def _reconcile(
