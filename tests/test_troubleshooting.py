@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import logging
 import sqlite3
 import sys
 import uuid
@@ -41,6 +40,8 @@ from tests.support.troubleshooting import (
     answered,
     araised,
     call,
+    log_lines,
+    logged,
     matches,
     pattern,
     quoted,
@@ -235,18 +236,11 @@ async def _rules_for_unknown_tool(tmp: Path) -> str:
     from lionexec import Branch
     from lionexec.governance import PermissionPolicy
 
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("lionexec")
-    logger.addHandler(handler)
-    try:
+    with logged() as records:
         branch = Branch(policy=PermissionPolicy(mode="rules", allow={"reed_file": ["*"]}))
         branch.register_tools(add)
         await branch.act(call("add", a=1, b=2))
-    finally:
-        logger.removeHandler(handler)
-    return "\n".join(f"{r.levelname}: {r.getMessage()}" for r in records)
+    return log_lines(records)
 
 
 @trigger("ts-invalid-arguments")

@@ -4,12 +4,14 @@ can be spread over several modules, each registering its own)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import subprocess
 import sys
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,25 @@ def run_python(code: str, *args: str, cwd: Path | None = None) -> str:
         timeout=60,
     )
     return done.stderr + done.stdout
+
+
+@contextlib.contextmanager
+def logged(name: str = "lionexec") -> Iterator[list[logging.LogRecord]]:
+    """The records logged on logger *name* while the block runs."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def log_lines(records: list[logging.LogRecord]) -> str:
+    """*records* as ``LEVEL: message`` lines."""
+    return "\n".join(f"{r.levelname}: {r.getMessage()}" for r in records)
 
 
 def add(a: int, b: int) -> int:

@@ -5,7 +5,6 @@ Importing this module registers them (see ``tests/test_troubleshooting.py``)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import socket
@@ -24,6 +23,8 @@ from tests.support.troubleshooting import (
     answered,
     araised,
     call,
+    log_lines,
+    logged,
     raised,
     run_python,
     trigger,
@@ -363,16 +364,9 @@ async def _sandbox_argv(tmp: Path) -> str:
 async def _sandbox_unconfined(tmp: Path) -> str:
     from lionexec.sandbox import Profile, run_command
 
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("lionexec")
-    logger.addHandler(handler)
-    try:
+    with logged() as records:
         await run_command(["true"], Profile(confinement="none"))
-    finally:
-        logger.removeHandler(handler)
-    return "\n".join(f"{r.levelname}: {r.getMessage()}" for r in records)
+    return log_lines(records)
 
 
 async def sandboxed_call(tmp: Path, argv: list[str], **options: Any) -> str:
