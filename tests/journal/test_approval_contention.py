@@ -95,24 +95,31 @@ def check(reports: list[Any], effects_file: Path, where: dict[str, str]) -> None
     assert ran_by == collections.Counter(list(where))  # one resumer ran each, and said so
 
 
+def resume_in_threads(target: str, effects_file: Path) -> list[Any]:
+    """:data:`RESUMERS` resumes at once, each in a thread with a journal of its own (released
+    together by the file *effects_file* ``.go``); their reports."""
+    reports: list[Any] = [None] * RESUMERS
+
+    def run(i: int) -> None:
+        reports[i] = trio.run(resume, target, str(effects_file))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(RESUMERS)]
+    for thread in threads:
+        thread.start()
+    Path(f"{effects_file}.go").touch()
+    for thread in threads:
+        thread.join(100)
+    assert not any(thread.is_alive() for thread in threads)
+    return reports
+
+
 @pytest.mark.timeout(120)
 def test_resumers_in_threads_with_journals_of_their_own(
     durable: JournalFactory, tmp_path: Path
 ) -> None:
     effects_file = tmp_path / "effects"
     where = trio.run(park_and_approve, durable.target, str(effects_file))
-    reports: list[Any] = [None] * RESUMERS
-
-    def run(i: int) -> None:
-        reports[i] = trio.run(resume, durable.target, str(effects_file))
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(RESUMERS)]
-    for thread in threads:
-        thread.start()
-    (tmp_path / "effects.go").touch()
-    for thread in threads:
-        thread.join(100)
-    assert not any(thread.is_alive() for thread in threads)
+    reports = resume_in_threads(durable.target, effects_file)
     check(reports, effects_file, where)
     trio.run(journal_state, durable.target, where)
 
@@ -200,18 +207,7 @@ def test_rejected_calls_resumed_at_once_are_denied_once(
             return [a.call_id for a in await journal.approvals(state="rejected")]
 
     calls = trio.run(park_and_reject)
-    reports: list[Any] = [None] * RESUMERS
-
-    def run(i: int) -> None:
-        reports[i] = trio.run(resume, target, str(effects_file))
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(RESUMERS)]
-    for thread in threads:
-        thread.start()
-    (tmp_path / "effects.go").touch()
-    for thread in threads:
-        thread.join(100)
-    assert not any(thread.is_alive() for thread in threads)
+    reports = resume_in_threads(target, effects_file)
     assert not effects_file.exists()  # nothing ran
     assert [r for r in reports if isinstance(r, dict)] == []  # no resume raised
     answered_by: collections.Counter[str] = collections.Counter()
