@@ -41,6 +41,7 @@ from lionexec.conversation import MessageManager
 from ._history import load_history
 from .backends.base import (
     DONE,
+    NOT_NOW,
     ApprovalRow,
     Backend,
     Batch,
@@ -66,6 +67,10 @@ POLL_MAX = 0.5
 LINGER = 0.002
 #: How long a group commit may take before its waiters are told it failed (seconds).
 COMMIT_TIMEOUT = 30.0
+#: Rows a group commit may write and still run on the trio thread (when the backend can: see
+#: :meth:`Backend.run_now <lionexec.journal.backends.Backend.run_now>`); a larger one goes to
+#: the backend's thread, and the trio thread goes on meanwhile.
+INLINE_ROWS = 16
 
 
 @attrs.define(eq=False)
@@ -129,6 +134,12 @@ class CommitEngine:
         self.commit_timeout = commit_timeout
         self.linger = LINGER
         self._watchdog: _Watchdog | None = None
+        #: The backend's ``run_now`` (run a small commit on the trio thread), if it has one
+        #: of its own (the protocol's default never runs anything).
+        run_now = getattr(backend, "run_now", None)
+        if getattr(type(backend), "run_now", None) is Backend.run_now:
+            run_now = None
+        self._run_now = run_now
         self._open = False
         self._closed = False
         self._pending: list[_Pending] = []
@@ -311,7 +322,14 @@ class CommitEngine:
     async def _commit_batch(self, batch: Batch) -> list[Claim | Queued]:
         """One transaction for *batch*: shielded from cancellation (others wait for it: not
         cut short), bounded instead by :attr:`commit_timeout` seconds of the wall clock (see
-        the module docs)."""
+        the module docs). A small one runs at once on this thread when the backend can (see
+        :meth:`Backend.run_now <lionexec.journal.backends.Backend.run_now>`)."""
+        if self._run_now is not None and batch.size() <= INLINE_ROWS:
+            if not self._open:
+                raise JournalError(f"{self.name} is not open (use `async with journal:`)")
+            claims = self._run_now(lambda store: store.commit(batch))
+            if claims is not NOT_NOW:
+                return claims  # type: ignore[no-any-return]
         timeout = self.commit_timeout
         if timeout is None:
             with trio.CancelScope(shield=True):
@@ -338,6 +356,10 @@ class CommitEngine:
 
     async def _lead(self) -> None:
         self._committing = True
+        if self._run_now is not None:
+            # The commit may run at once, on this thread: let the tasks ready to run queue
+            # their writes first, so that concurrent calls still share one commit.
+            await trio.lowlevel.cancel_shielded_checkpoint()
         self._hurry = False
         taken = items = self._pending
         self._pending = []
@@ -366,7 +388,7 @@ class CommitEngine:
             claims: list[Claim | Queued] = []
             if batch:
                 claims = await self._commit_batch(batch)
-            else:
+            elif self._run_now is None:
                 await trio.lowlevel.checkpoint()
         except BaseException as exc:
             for sink, start in staged.items():

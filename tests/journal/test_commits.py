@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from lionexec.conversation import ActionOutcome, Instruction
 from lionexec.errors import NotDurableError
 from lionexec.journal import Journal, JournalConnectionError, MemoryJournal, SqliteJournal
-from lionexec.journal.backends import MemoryBackend
+from lionexec.journal.backends import MemoryBackend, SqliteBackend
 from lionexec.tools import Tool
 
 from .conftest import JournalFactory
@@ -52,6 +52,79 @@ async def test_a_sequential_batch_pays_one_commit_per_call(journals: JournalFact
             assert [c.done for c in done] == [True] * n
             # each write-ahead carried the outcome before it; the last one came with act()
             assert journal.commits <= n + 1, journal.commits
+
+
+async def test_small_sqlite_commits_run_on_the_trio_thread_and_large_ones_on_the_writer(
+    tmp_path: Path,
+) -> None:
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        backend = journal.backend
+        assert isinstance(backend, SqliteBackend)
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            with trio.fail_after(30):
+                await branch.act(calls(10), strategy="sequential")
+            inline, total = backend.transactions_now, backend.transactions
+            assert inline >= 10, (inline, total)  # each write-ahead, with an outcome along
+            with trio.fail_after(30):
+                responses = await branch.act(calls(200))  # one group: too big to run inline
+            assert backend.transactions - total <= 8  # grouped as before
+            assert backend.transactions_now - inline <= 1  # (the last outcomes, if alone)
+        assert [r.output for r in responses] == [i + 1 for i in range(200)]
+        assert [c.done for c in await journal.calls(branch.id)] == [True] * 210
+
+
+async def test_power_durability_never_commits_on_the_trio_thread(tmp_path: Path) -> None:
+    async with SqliteJournal(tmp_path / "j.db", durability="power") as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        async with branch:
+            with trio.fail_after(30):
+                await branch.act(calls(5), strategy="sequential")
+        backend = journal.backend
+        assert isinstance(backend, SqliteBackend)
+        assert backend.transactions >= 5
+        assert backend.transactions_now == 0  # (each commit fsyncs: on the writer thread)
+
+
+async def test_the_trio_thread_never_waits_for_another_connections_write_lock(
+    tmp_path: Path,
+) -> None:
+    # Another connection holds the write lock: a commit that would have run on the trio
+    # thread goes to the writer thread, which waits; the trio thread runs other tasks meanwhile.
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as journal:
+        branch = await journal.branch()
+        branch.register_tools(add)
+        ticks = 0
+        async with branch:
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            try:
+                async with trio.open_nursery() as nursery:
+                    done = trio.Event()
+                    result: list[Any] = []
+
+                    async def act() -> None:
+                        result.extend(await branch.act(calls(1)))
+                        done.set()
+
+                    nursery.start_soon(act)
+                    with trio.fail_after(30):
+                        while ticks < 20:  # the trio thread is free: this task runs
+                            await trio.sleep(0.005)
+                            ticks += 1
+                    assert not done.is_set()  # its write-ahead waits for the lock
+                    holder.execute("ROLLBACK")
+                    with trio.fail_after(30):
+                        await done.wait()
+            finally:
+                holder.close()
+        assert [r.outcome for r in result] == [ActionOutcome.COMPLETED]
+        backend = journal.backend
+        assert isinstance(backend, SqliteBackend)
+        assert backend.transactions > backend.transactions_now  # (that one on the writer)
 
 
 async def test_a_call_waiting_for_a_key_does_not_wait_for_a_lingering_outcome(
@@ -501,6 +574,7 @@ async def test_a_commit_that_landed_past_commit_timeout_leaves_its_branches_writ
             return result
 
         journal.backend.run = landed_late  # type: ignore[method-assign]
+        journal._engine._run_now = None  # (every commit through run: none on the trio thread)
         async with one, two:
             one.messages.add_message(Instruction(content="first"))
             late.append(True)
@@ -545,6 +619,7 @@ async def test_a_write_ahead_that_landed_past_commit_timeout_is_harmless_again(
             return result
 
         journal.backend.run = landed_late  # type: ignore[method-assign]
+        journal._engine._run_now = None  # (every commit through run: none on the trio thread)
         async with branch:
             late.append(True)
             with trio.fail_after(30):
@@ -684,7 +759,7 @@ def test_sqlite_retries_the_begin_on_every_kind_of_busy(tmp_path: Path) -> None:
                 error.sqlite_errorcode = answers.pop(0)
                 raise error
 
-    job: _Job[None] = _Job(lambda job: None, None)  # type: ignore[arg-type]
+    job: _Job[None] = _Job(lambda job: None, None, None)  # type: ignore[arg-type]
     backend._begin(Busy(), job)  # type: ignore[arg-type]
     assert answers == []
 

@@ -39,7 +39,7 @@ import trio
 
 from ..errors import JournalError, NotAJournalError
 from ._sql import SqlStore, current_version, migrate
-from .base import Backend, Durability, Store, check_durability
+from .base import NOT_NOW, Backend, Durability, NotNow, Store, check_durability
 
 __all__ = ["SqliteBackend"]
 
@@ -178,11 +178,14 @@ class _Tx:
 class _Job(Generic[T]):
     """One transaction handed to the writer thread."""
 
-    __slots__ = ("abandoned", "done", "error", "finished", "fn", "token", "value")
+    __slots__ = ("abandoned", "done", "error", "finished", "fn", "token", "value", "writer")
 
-    def __init__(self, fn: Callable[[_Job[T]], T], token: trio.lowlevel.TrioToken) -> None:
+    def __init__(
+        self, fn: Callable[[_Job[T]], T], token: trio.lowlevel.TrioToken, writer: _Writer
+    ) -> None:
         self.fn = fn
         self.token = token
+        self.writer = writer
         self.done = trio.Event()
         self.finished = False
         self.value: T | None = None
@@ -198,7 +201,11 @@ class _Job(Generic[T]):
             self.error = exc
         self.finished = True
         with contextlib.suppress(trio.RunFinishedError):  # trio.run ended meanwhile
-            self.token.run_sync_soon(self.done.set)
+            self.token.run_sync_soon(self._settle)
+
+    def _settle(self) -> None:  # on the trio thread, once the writer is done with it
+        self.writer.jobs -= 1
+        self.done.set()
 
     def result(self) -> T:
         """The job's value, or raise its error (once it is done)."""
@@ -233,6 +240,9 @@ class _Writer:
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self.current: _Job[Any] | None = None
+        #: Jobs handed over and not yet settled on the trio thread (counted there): while
+        #: any is, the writer may be using the connection.
+        self.jobs = 0
         self.on_orphaned: Callable[[], None] | None = None
         self._token = trio.lowlevel.current_trio_token()
         #: Held while :attr:`current` changes, and by :meth:`interrupt_if_current`.
@@ -280,7 +290,8 @@ class _Writer:
         abandoned and *on_abandon* called); otherwise it is ignored until the job is done
         (then delivered at the next checkpoint).
         """
-        job = _Job(fn, trio.lowlevel.current_trio_token())
+        job = _Job(fn, trio.lowlevel.current_trio_token(), self)
+        self.jobs += 1
         self._jobs.put(job)
         if abandon_on_cancel:
             try:
@@ -394,8 +405,10 @@ class SqliteBackend(Backend):
         self._writer: _Writer | None = None
         self._checkpointer: _Checkpointer | None = None
         self._since_checkpoint = 0
-        #: Transactions run on the writer thread (each one hand-off).
+        #: Transactions committed (or run), and how many of them ran on the trio thread
+        #: (:meth:`run_now`); the others each cost a hand-off to the writer thread.
         self.transactions = 0
+        self.transactions_now = 0
 
     async def open(self) -> None:
         writer = _Writer(f"lionexec-journal-writer {self.target}")
@@ -446,8 +459,9 @@ class SqliteBackend(Backend):
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-            wait = min(self.busy_timeout, _LOCK_WAIT)
-            conn.execute(f"PRAGMA busy_timeout={max(1, int(wait * 1000))}")
+            # The lock is waited for by _begin, in short sleeps on the writer thread; SQLite
+            # itself never waits (a transaction run on the trio thread must not).
+            conn.execute("PRAGMA busy_timeout=0")
             limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
             self._max_params = min(_MAX_PARAMS, limit)
         except sqlite3.DatabaseError as exc:
@@ -575,33 +589,63 @@ class SqliteBackend(Backend):
         def interrupt(job: _Job[T]) -> None:
             writer.interrupt_if_current(job, conn.interrupt)
 
-        return await writer.run(
-            lambda job: self._transact(conn, fn, job),
-            abandon_on_cancel=cancellable,
-            on_abandon=interrupt,
-        )
+        def transact(job: _Job[T | NotNow]) -> T | NotNow:
+            return self._transact(conn, fn, job)
 
-    def _begin(self, conn: sqlite3.Connection, job: _Job[Any]) -> None:
+        result = await writer.run(transact, abandon_on_cancel=cancellable, on_abandon=interrupt)
+        assert result is not NOT_NOW  # (only without a job)
+        return result  # type: ignore[return-value]
+
+    def _begin(self, conn: sqlite3.Connection, job: _Job[Any] | None) -> bool:
+        """Begin a write transaction. Waits for another connection's lock (up to
+        ``busy_timeout``, in sleeps of at most ``_LOCK_WAIT``, looking whether *job* was
+        abandoned in between); without a *job* (on the trio thread) never: ``False`` then."""
         deadline = time.monotonic() + self.busy_timeout
+        pause = 0.0005
         while True:
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                return
+                return True
             except sqlite3.OperationalError as exc:
-                code = getattr(exc, "sqlite_errorcode", None)  # (extended: SQLITE_BUSY_*)
-                busy = code is not None and (code & 0xFF) == sqlite3.SQLITE_BUSY
-                if not busy or job.abandoned or time.monotonic() >= deadline:
+                if _code(exc) != sqlite3.SQLITE_BUSY:
                     raise
+                if job is None:
+                    return False
+                now = time.monotonic()
+                if job.abandoned or now >= deadline:
+                    raise
+                time.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, _LOCK_WAIT)
 
-    def _transact(self, conn: sqlite3.Connection, fn: Callable[[Store], T], job: _Job[T]) -> T:
+    @trio.lowlevel.enable_ki_protection  # (a KeyboardInterrupt waits for the transaction)
+    def run_now(self, fn: Callable[[Store], T]) -> T | NotNow:
+        """Run ``fn(store)`` in one transaction on the trio thread, if it can run at once.
+
+        It can when the durability is ``"process"`` (a commit writes the WAL without an
+        ``fsync``: tens of microseconds, less than a hand-off to the writer thread costs), the
+        writer thread is idle (the connection is free) and no other process holds the write
+        lock. Otherwise :data:`NOT_NOW`: nothing is waited for, nothing is done.
+        """
+        conn, writer = self._conn, self._writer
+        if conn is None or writer is None or writer.jobs or self.durability != "process":
+            return NOT_NOW
+        result = self._transact(conn, fn, None)
+        if result is not NOT_NOW:
+            self.transactions_now += 1
+        return result
+
+    def _transact(
+        self, conn: sqlite3.Connection, fn: Callable[[Store], T], job: _Job[T] | None
+    ) -> T | NotNow:
         try:
-            if job.abandoned:
+            if job is not None and job.abandoned:
                 raise JournalError(f"{self.target}: transaction abandoned before it began")
-            self._begin(conn, job)
+            if not self._begin(conn, job):
+                return NOT_NOW
             try:
                 store = SqlStore(_Tx(conn), max_params=self._max_params, update_from=_UPDATE_FROM)
                 result = fn(store)
-                if job.abandoned:
+                if job is not None and job.abandoned:
                     raise JournalError(f"{self.target}: transaction abandoned; rolled back")
             except BaseException:
                 if conn.in_transaction:

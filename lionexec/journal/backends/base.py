@@ -27,8 +27,9 @@ knows nothing of the journal above it.
 from __future__ import annotations
 
 import abc
+import enum
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol, TypeVar, get_args, runtime_checkable
+from typing import Final, Literal, Protocol, TypeVar, get_args, runtime_checkable
 
 import attrs
 
@@ -39,6 +40,7 @@ __all__ = [
     "CallRow",
     "Claim",
     "MessageRow",
+    "NotNow",
     "OutcomeOp",
     "Queued",
     "RequestOp",
@@ -184,6 +186,16 @@ class Batch:
             self.branches or self.messages or self.requests or self.outcomes or self.approvals
         )
 
+    def size(self) -> int:
+        """How many rows the batch writes (or updates)."""
+        return (
+            len(self.branches)
+            + len(self.messages)
+            + len(self.requests)
+            + len(self.outcomes)
+            + len(self.approvals)
+        )
+
 
 @runtime_checkable
 class Store(Protocol):
@@ -266,6 +278,16 @@ class Store(Protocol):
         ``expired``; return how many."""
 
 
+class NotNow(enum.Enum):
+    """What :meth:`Backend.run_now` returns when the transaction cannot run at once."""
+
+    NOT_NOW = "not now"
+
+
+#: :meth:`Backend.run_now` could not run the transaction at once: use :meth:`Backend.run`.
+NOT_NOW: Final = NotNow.NOT_NOW
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Runs :class:`Store` methods, each in one transaction: where a journal is kept.
@@ -316,6 +338,18 @@ class Backend(Protocol):
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Disconnect. Idempotent."""
+
+    def run_now(self, fn: Callable[[Store], T]) -> T | NotNow:
+        """Run ``fn(store)`` in one transaction on the calling thread (the trio thread) if it
+        can run at once, or return :data:`NOT_NOW` (then :meth:`run` it).
+
+        Optional (this default always returns :data:`NOT_NOW`): a backend offers it where a
+        small transaction costs less than a hand-off to another thread and never waits, so a
+        backend must return :data:`NOT_NOW` rather than wait for a lock, a thread, the network
+        or a disk flush. It is not cancellable and not bounded by the journal's
+        ``commit_timeout``: the journal calls it only for small group commits.
+        """
+        return NOT_NOW
 
 
 def claim_for(op: RequestOp, row: CallRow) -> tuple[Claim, CallRow]:
