@@ -356,7 +356,7 @@ class CommitEngine:
 
     async def _lead(self) -> None:
         self._committing = True
-        if self._run_now is not None:
+        if self._run_now is not None and trio.lowlevel.current_statistics().tasks_runnable:
             # The commit may run at once, on this thread: let the tasks ready to run queue
             # their writes first, so that concurrent calls still share one commit.
             await trio.lowlevel.cancel_shielded_checkpoint()
@@ -408,6 +408,7 @@ class CommitEngine:
             self.committed_items += len(items)
         for sink in staged:
             sink._registered = True
+            sink._rewriting = False
             sink.committed = sink._mirrored  # (nothing is staged for it while it commits)
         found = iter(claims)
         for item in items:

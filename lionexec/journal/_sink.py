@@ -69,6 +69,11 @@ class JournalSink:
         #: a branch with ``retain=`` trims only among those.
         self.committed = history.appended
         self._registered = len(history) > 0
+        #: The position of each request staged and not yet claimed or answered, by id: a
+        #: write-ahead that knows it may be appended to the log (see backends._log).
+        self._positions: dict[str, int] = {}
+        #: Its last commit failed: the next may write the same messages again.
+        self._rewriting = False
 
     def __repr__(self) -> str:
         return f"JournalSink({self.engine.target!r}, branch={self.branch_id})"
@@ -100,6 +105,8 @@ class JournalSink:
             arguments=arguments,
             effect=tool.effect if tool is not None else "unsafe",
             at=time.time(),
+            fresh=entry.attempt == 1,
+            seq=self._positions.pop(str(request.id), None),
         )
         claim = await self.engine.commit(self, op)
         assert claim is not None
@@ -230,7 +237,10 @@ class JournalSink:
     ) -> None:
         if not self._registered:
             batch.branches.append((self.branch_id, now))
+        if self._rewriting:
+            batch.plain = False
         branch_id = self.branch_id
+        positions = self._positions
         for offset, message in enumerate(messages):
             record = record_of(message)
             if isinstance(message, ActionRequest):
@@ -239,8 +249,11 @@ class JournalSink:
             call_id = outcome = None
             if isinstance(message, ActionRequest):
                 call_id = utf8_text(message.content.call_id)
+                positions[record["id"]] = start + offset
             elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
+                if request_id is not None:
+                    positions.pop(str(request_id), None)
                 request = self.history[request_id] if request_id is not None else None
                 if isinstance(request, ActionRequest):
                     call_id = utf8_text(request.content.call_id)
@@ -259,3 +272,4 @@ class JournalSink:
 
     def _unstage(self, start: int) -> None:
         self._mirrored = start
+        self._rewriting = True

@@ -160,7 +160,8 @@ def _version_3_journal(path: Path, branch_id: str) -> None:
 
 
 def _back_to_3(store: Any) -> None:
-    """Take a journal back to schema version 3: no call-id column."""
+    """Take a journal back to schema version 3: no call-id column (and no log)."""
+    store.tx.execute("DROP TABLE lionexec_log")  # (store.tx folded it first)
     store.tx.execute("DROP INDEX lionexec_messages_call")
     store.tx.execute("ALTER TABLE lionexec_messages DROP COLUMN call_id")
     store.tx.execute("UPDATE lionexec_schema_version SET version = 3")

@@ -23,6 +23,7 @@ import attrs
 from lionexec._jsonable import utf8_text
 
 from ..errors import JournalError, JournalSchemaError
+from ._log import LOG_TABLE, append, fold
 from .base import (
     DONE,
     EXPIRED,
@@ -191,6 +192,7 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str | Callable[[Tx], None], ...]], ...]
             _index_call_ids,
         ),
     ),
+    (5, (LOG_TABLE,)),  # the append-only log of plain commits (SQLite: see ._log)
 )
 
 #: The newest schema version this lionexec writes.
@@ -361,13 +363,69 @@ class SqlStore:
     """
 
     def __init__(
-        self, tx: Tx, *, bulk: bool = False, max_params: int = 999, update_from: bool = True
+        self,
+        tx: Tx,
+        *,
+        bulk: bool = False,
+        max_params: int = 999,
+        update_from: bool = True,
+        log: bool = False,
     ) -> None:
-        self.tx = tx
+        self._tx = tx
         self.bulk = bulk
         self.max_params = max_params
         #: ``UPDATE ... FROM`` is understood (SQLite 3.33 and later); else one row at a time.
         self.update_from = update_from
+        #: Plain commits are appended to the log (SQLite; see :mod:`._log`), and everything
+        #: else folds the log first.
+        self.log = log
+        self._unfolded = log
+        #: Log rows this transaction appended, and folded.
+        self.appended = 0
+        self.folded = 0
+
+    @property
+    def tx(self) -> Tx:
+        """The transaction, for SQL of the caller's own (the log folded first: every table
+        holds everything committed)."""
+        self._fold()
+        return self._tx
+
+    @property
+    def tx_unfolded(self) -> Tx:
+        """The transaction, the log left as it is (for :mod:`._log`)."""
+        return self._tx
+
+    def _fold(self) -> None:
+        if self._unfolded:
+            self._unfolded = False
+            self.folded += fold(self)
+
+    @property
+    def log_empty(self) -> bool:
+        """Whether this transaction folded the log (it holds nothing now)."""
+        return self.log and not self._unfolded
+
+    def fold(self) -> int:
+        """Fold the log into the tables now (see :mod:`._log`); return the rows folded."""
+        self._fold()
+        return self.folded
+
+    # (for the log: see lionexec.journal.backends._log)
+    def insert_rows(self, head: str, width: int, rows: Sequence[Sequence[Any]]) -> None:
+        """``head VALUES ...`` over *rows*, in as few statements as the limits allow."""
+        for sql, params in self._value_lists(head, width, rows):
+            self._tx.execute(sql, params)
+
+    def insert_message_rows(self, messages: Sequence[MessageRow]) -> None:
+        self._insert_messages(messages)
+
+    def insert_call_rows(self, rows: Sequence[CallRow]) -> None:
+        insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
+        self._insert(insert, _CALL_TYPES, [_values(row) for row in rows], "ON CONFLICT DO NOTHING")
+
+    def mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
+        self._mark_done(outcomes)
 
     def _value_lists(
         self, head: str, width: int, rows: Sequence[Sequence[Any]], tail: str = ""
@@ -391,25 +449,30 @@ class SqlStore:
             return 0
         if not self.bulk:
             return sum(
-                self.tx.execute_count(sql, params)
+                self._tx.execute_count(sql, params)
                 for sql, params in self._value_lists(head, len(types), rows, tail)
             )
         arrays = ", ".join(f"?::{kind}[]" for kind in types)
         return len(
-            self.tx.execute(
+            self._tx.execute(
                 f"{head} SELECT * FROM unnest({arrays}) {tail} RETURNING 1",
                 _columns(rows, len(types)),
             )
         )
 
     def commit(self, batch: Batch) -> list[Claim | Queued]:
-        tx = self.tx
+        tx = self._tx
         self._insert(
             "INSERT INTO lionexec_branches (branch_id, created_at)",
             ("text", "double precision"),
             batch.branches,
             "ON CONFLICT DO NOTHING",
         )
+        if self._unfolded:
+            appended = append(self, batch)
+            if appended is not None:
+                return list(appended)
+        self._fold()
         self._insert_messages(batch.messages)
         if batch.approvals:
             tx.executemany(
@@ -426,7 +489,7 @@ class SqlStore:
 
     def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
         """Mark the calls of *outcomes* done with their outcome, in multi-row statements."""
-        tx = self.tx
+        tx = self._tx
         rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
         if self.bulk:
             tx.execute(
@@ -482,7 +545,7 @@ class SqlStore:
         for branch_id, wanted in ours.items():
             stored = {
                 int(seq): message_id
-                for seq, message_id in self.tx.execute(
+                for seq, message_id in self._tx.execute(
                     "SELECT seq, message_id FROM lionexec_messages "
                     "WHERE branch_id = ? AND seq >= ? AND seq <= ?",
                     (branch_id, min(wanted), max(wanted)),
@@ -500,7 +563,7 @@ class SqlStore:
         """Claim the key of each request op, but of a call submitted to workers (a row of
         ``lionexec_queue``, seen in this transaction: see :func:`lock_branches`), for which
         nothing is claimed (:class:`Queued`)."""
-        tx = self.tx
+        tx = self._tx
         ops = batch.requests
         # PostgreSQL: the branches' locks (branch_locks) before the queue is read, in the
         # round trip of the savepoint
@@ -542,13 +605,13 @@ class SqlStore:
             arrays = ", ".join(f"?::{kind}[]" for kind in _CALL_TYPES)
             names = ", ".join(f"column{i}" for i in range(1, len(_CALL_TYPES) + 1))
             return len(
-                self.tx.execute(
+                self._tx.execute(
                     f"{head} unnest({arrays}) AS v ({names}){_UNQUEUED} RETURNING 1",
                     _columns(rows, len(_CALL_TYPES)),
                 )
             )
         return sum(
-            self.tx.execute_count(sql, params)
+            self._tx.execute_count(sql, params)
             for sql, params in self._value_lists(
                 f"{head} (", len(_CALL_TYPES), rows, f") AS v{_UNQUEUED}"
             )
@@ -565,7 +628,7 @@ class SqlStore:
             for start in range(0, len(call_ids), _CHUNK):
                 chunk = call_ids[start : start + _CHUNK]
                 marks = ", ".join("?" * len(chunk))
-                for call_id, request, response in self.tx.execute(
+                for call_id, request, response in self._tx.execute(
                     "SELECT call_id, request, response FROM lionexec_queue WHERE branch_id = ? "
                     f"AND call_id IN ({marks})",
                     (branch_id, *chunk),
@@ -575,7 +638,7 @@ class SqlStore:
 
     def _claim_slowly(self, ops: Sequence[RequestOp]) -> list[Claim | Queued]:
         """Claim the keys of *ops* (none queued), reading back the rows that hold them."""
-        tx = self.tx
+        tx = self._tx
         insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
         self._insert(
             insert, _CALL_TYPES, [_values(new_row(op)) for op in ops], "ON CONFLICT DO NOTHING"
@@ -622,13 +685,15 @@ class SqlStore:
         return claims
 
     def branches(self) -> list[str]:
-        rows = self.tx.execute(
+        self._fold()
+        rows = self._tx.execute(
             "SELECT branch_id FROM lionexec_branches ORDER BY created_at, branch_id"
         )
         return [row[0] for row in rows]
 
     def messages(self, branch_id: str) -> list[MessageRow]:
-        rows = self.tx.execute(
+        self._fold()
+        rows = self._tx.execute(
             "SELECT branch_id, seq, message_id, kind, body, call_id FROM lionexec_messages "
             "WHERE branch_id = ? ORDER BY seq",
             (branch_id,),
@@ -638,12 +703,14 @@ class SqlStore:
     def known_call_ids(
         self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
     ) -> set[str]:
+        self._fold()
         kind = " AND kind = 'action_response'" if answered else ""
-        return call_ids_in(self.tx, "lionexec_messages", branch_id, call_ids, where=kind)
+        return call_ids_in(self._tx, "lionexec_messages", branch_id, call_ids, where=kind)
 
     def calls(self, branch_id: str | None, unfinished: bool) -> list[CallRow]:
+        self._fold()
         clause, params = _where(branch_id, REQUESTED if unfinished else None)
-        rows = self.tx.execute(
+        rows = self._tx.execute(
             f"SELECT {_CALL_COLUMNS} FROM lionexec_calls{clause} "
             "ORDER BY requested_at, idempotency_key",
             params,
@@ -651,7 +718,8 @@ class SqlStore:
         return [_call(row) for row in rows]
 
     def call(self, key: str) -> CallRow | None:
-        rows = self.tx.execute(
+        self._fold()
+        rows = self._tx.execute(
             f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
         )
         return _call(rows[0]) if rows else None
@@ -659,14 +727,16 @@ class SqlStore:
     # -- approvals ------------------------------------------------------------------------
 
     def approval(self, approval_id: str) -> ApprovalRow | None:
-        rows = self.tx.execute(
+        self._fold()
+        rows = self._tx.execute(
             f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals WHERE approval_id = ?",
             (approval_id,),
         )
         return _approval(rows[0]) if rows else None
 
     def approval_of(self, branch_id: str, call_id: str) -> ApprovalRow | None:
-        rows = self.tx.execute(
+        self._fold()
+        rows = self._tx.execute(
             f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals "
             "WHERE branch_id = ? AND call_id = ?",
             (branch_id, call_id),
@@ -674,8 +744,9 @@ class SqlStore:
         return _approval(rows[0]) if rows else None
 
     def approvals(self, branch_id: str | None, state: str | None) -> list[ApprovalRow]:
+        self._fold()
         clause, params = _where(branch_id, state)
-        rows = self.tx.execute(
+        rows = self._tx.execute(
             f"SELECT {_APPROVAL_COLUMNS} FROM lionexec_approvals{clause} "
             "ORDER BY created_at, approval_id",
             params,
@@ -691,7 +762,8 @@ class SqlStore:
         by: str | None,
         reason: str | None,
     ) -> ApprovalRow | None:
-        rows = self.tx.execute(
+        self._fold()
+        rows = self._tx.execute(
             "UPDATE lionexec_approvals SET state = ?, decided_at = ?, decided_by = ?, reason = ? "
             f"WHERE approval_id = ? AND state = ? RETURNING {_APPROVAL_COLUMNS}",
             (state, at, by, reason, approval_id, expected),
@@ -699,7 +771,8 @@ class SqlStore:
         return _approval(rows[0]) if rows else None
 
     def expire_approvals(self, now: float) -> int:
-        rows = self.tx.execute(
+        self._fold()
+        rows = self._tx.execute(
             "UPDATE lionexec_approvals SET state = ?, decided_at = ?, decided_by = NULL, "
             "reason = NULL WHERE state = ? AND expires_at <= ? RETURNING approval_id",
             (EXPIRED, now, PENDING, now),

@@ -38,6 +38,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 import trio
 
 from ..errors import JournalError, NotAJournalError
+from ._log import FOLD_ROWS
 from ._sql import SqlStore, current_version, migrate
 from .base import NOT_NOW, Backend, Durability, NotNow, Store, check_durability
 
@@ -306,6 +307,12 @@ class _Writer:
                 await job.done.wait()
         return job.result()
 
+    def submit(self, fn: Callable[[_Job[T]], T]) -> None:
+        """Queue ``fn(job)`` on the thread without waiting for it (its outcome is dropped)."""
+        job = _Job(fn, trio.lowlevel.current_trio_token(), self)
+        self.jobs += 1
+        self._jobs.put(job)
+
     def stop(self) -> None:
         """The thread ends after the jobs queued so far."""
         self._jobs.put(None)
@@ -409,6 +416,10 @@ class SqliteBackend(Backend):
         #: (:meth:`run_now`); the others each cost a hand-off to the writer thread.
         self.transactions = 0
         self.transactions_now = 0
+        #: Log rows appended since the last fold (as far as this process knows), and whether
+        #: a fold is queued on the writer thread.
+        self._unfolded = 0
+        self._fold_queued = False
 
     async def open(self) -> None:
         writer = _Writer(f"lionexec-journal-writer {self.target}")
@@ -594,6 +605,7 @@ class SqliteBackend(Backend):
 
         result = await writer.run(transact, abandon_on_cancel=cancellable, on_abandon=interrupt)
         assert result is not NOT_NOW  # (only without a job)
+        self._fold_if_due()
         return result  # type: ignore[return-value]
 
     def _begin(self, conn: sqlite3.Connection, job: _Job[Any] | None) -> bool:
@@ -632,7 +644,24 @@ class SqliteBackend(Backend):
         result = self._transact(conn, fn, None)
         if result is not NOT_NOW:
             self.transactions_now += 1
+        self._fold_if_due()
         return result
+
+    def _fold_if_due(self) -> None:
+        """Fold the log on the writer thread once it holds :data:`FOLD_ROWS` rows (on the
+        trio thread, after a transaction)."""
+        conn, writer = self._conn, self._writer
+        if self._unfolded < FOLD_ROWS or self._fold_queued or conn is None or writer is None:
+            return
+        self._fold_queued = True
+
+        def fold(job: _Job[int | NotNow]) -> int | NotNow:  # on the writer thread
+            try:
+                return self._transact(conn, SqlStore.fold, job)
+            finally:
+                self._fold_queued = False
+
+        writer.submit(fold)
 
     def _transact(
         self, conn: sqlite3.Connection, fn: Callable[[Store], T], job: _Job[T] | None
@@ -643,7 +672,9 @@ class SqliteBackend(Backend):
             if not self._begin(conn, job):
                 return NOT_NOW
             try:
-                store = SqlStore(_Tx(conn), max_params=self._max_params, update_from=_UPDATE_FROM)
+                store = SqlStore(
+                    _Tx(conn), max_params=self._max_params, update_from=_UPDATE_FROM, log=True
+                )
                 result = fn(store)
                 if job is not None and job.abandoned:
                     raise JournalError(f"{self.target}: transaction abandoned; rolled back")
@@ -652,6 +683,9 @@ class SqliteBackend(Backend):
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            if store.log_empty:
+                self._unfolded = 0
+            self._unfolded += store.appended
         except sqlite3.IntegrityError as exc:
             raise JournalError(
                 f"{self.target}: another writer holds this branch's next message position "
@@ -680,6 +714,12 @@ class SqliteBackend(Backend):
             checkpointer.stop()
         if conn is not None and writer is not None:
             try:
+                # The tables hold everything once the journal is closed (for SQL of others').
+                with contextlib.suppress(JournalError):  # (kept in the log: folded on a read)
+                    await writer.run(
+                        lambda job: self._transact(conn, SqlStore.fold, job),
+                        abandon_on_cancel=False,
+                    )
                 await writer.run(lambda job: conn.close(), abandon_on_cancel=False)
             finally:
                 writer.stop()

@@ -128,6 +128,11 @@ class RequestOp:
     arguments: str
     effect: str
     at: float
+    #: The call's first attempt under this key (not a retry): a plain commit may append it
+    #: without reading the key's row (there is none, unless the key was claimed elsewhere).
+    fresh: bool = False
+    #: The position of its request message in the branch's history, if the caller knows it.
+    seq: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -180,6 +185,9 @@ class Batch:
     requests: list[RequestOp] = attrs.Factory(list)
     outcomes: list[OutcomeOp] = attrs.Factory(list)
     approvals: list[ApprovalRow] = attrs.Factory(list)
+    #: Nothing of it may have been written already (a branch whose last commit failed may
+    #: write the same messages again): a log may append it as it is.
+    plain: bool = True
 
     def __bool__(self) -> bool:
         return bool(
