@@ -759,7 +759,7 @@ def test_sqlite_retries_the_begin_on_every_kind_of_busy(tmp_path: Path) -> None:
                 error.sqlite_errorcode = answers.pop(0)
                 raise error
 
-    job: _Job[None] = _Job(lambda job: None, None, None)  # type: ignore[arg-type]
+    job: _Job[None] = _Job(lambda job: None, None)
     backend._begin(Busy(), job)  # type: ignore[arg-type]
     assert answers == []
 

@@ -58,7 +58,7 @@ _COLUMNS: Final = (
 )
 _WIDTH: Final = 13
 #: Log rows past which a journal folds in the background (on its writer thread).
-FOLD_ROWS: Final = 512
+FOLD_ROWS: Final = 2048
 _CHUNK: Final = 400  # call ids per IN (...) list
 _CALL_COLUMNS: Final = (
     "idempotency_key, branch_id, call_id, request_id, function, arguments, effect, attempts, "

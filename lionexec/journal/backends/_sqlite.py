@@ -179,14 +179,12 @@ class _Tx:
 class _Job(Generic[T]):
     """One transaction handed to the writer thread."""
 
-    __slots__ = ("abandoned", "done", "error", "finished", "fn", "token", "value", "writer")
+    __slots__ = ("abandoned", "done", "error", "finished", "fn", "token", "value")
 
-    def __init__(
-        self, fn: Callable[[_Job[T]], T], token: trio.lowlevel.TrioToken, writer: _Writer
-    ) -> None:
+    def __init__(self, fn: Callable[[_Job[T]], T], token: trio.lowlevel.TrioToken | None) -> None:
         self.fn = fn
+        #: Where to say it is done (``None``: nobody waits for it).
         self.token = token
-        self.writer = writer
         self.done = trio.Event()
         self.finished = False
         self.value: T | None = None
@@ -201,12 +199,9 @@ class _Job(Generic[T]):
         except BaseException as exc:  # handed to the waiting task, which raises it
             self.error = exc
         self.finished = True
-        with contextlib.suppress(trio.RunFinishedError):  # trio.run ended meanwhile
-            self.token.run_sync_soon(self._settle)
-
-    def _settle(self) -> None:  # on the trio thread, once the writer is done with it
-        self.writer.jobs -= 1
-        self.done.set()
+        if self.token is not None:
+            with contextlib.suppress(trio.RunFinishedError):  # trio.run ended meanwhile
+                self.token.run_sync_soon(self.done.set)
 
     def result(self) -> T:
         """The job's value, or raise its error (once it is done)."""
@@ -241,9 +236,9 @@ class _Writer:
     def __init__(self, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self.current: _Job[Any] | None = None
-        #: Jobs handed over and not yet settled on the trio thread (counted there): while
-        #: any is, the writer may be using the connection.
-        self.jobs = 0
+        #: Held while a job runs: whoever else uses the connection (a transaction on the trio
+        #: thread) takes it first.
+        self.connection_lock = threading.Lock()
         self.on_orphaned: Callable[[], None] | None = None
         self._token = trio.lowlevel.current_trio_token()
         #: Held while :attr:`current` changes, and by :meth:`interrupt_if_current`.
@@ -267,7 +262,8 @@ class _Writer:
                 return
             with self._current_lock:
                 self.current = job
-            job.run()
+            with self.connection_lock:
+                job.run()
             with self._current_lock:
                 self.current = None
 
@@ -291,8 +287,7 @@ class _Writer:
         abandoned and *on_abandon* called); otherwise it is ignored until the job is done
         (then delivered at the next checkpoint).
         """
-        job = _Job(fn, trio.lowlevel.current_trio_token(), self)
-        self.jobs += 1
+        job = _Job(fn, trio.lowlevel.current_trio_token())
         self._jobs.put(job)
         if abandon_on_cancel:
             try:
@@ -309,9 +304,7 @@ class _Writer:
 
     def submit(self, fn: Callable[[_Job[T]], T]) -> None:
         """Queue ``fn(job)`` on the thread without waiting for it (its outcome is dropped)."""
-        job = _Job(fn, trio.lowlevel.current_trio_token(), self)
-        self.jobs += 1
-        self._jobs.put(job)
+        self._jobs.put(_Job(fn, None))
 
     def stop(self) -> None:
         """The thread ends after the jobs queued so far."""
@@ -635,13 +628,18 @@ class SqliteBackend(Backend):
 
         It can when the durability is ``"process"`` (a commit writes the WAL without an
         ``fsync``: tens of microseconds, less than a hand-off to the writer thread costs), the
-        writer thread is idle (the connection is free) and no other process holds the write
+        writer thread is not using the connection and no other connection holds the write
         lock. Otherwise :data:`NOT_NOW`: nothing is waited for, nothing is done.
         """
         conn, writer = self._conn, self._writer
-        if conn is None or writer is None or writer.jobs or self.durability != "process":
+        if conn is None or writer is None or self.durability != "process":
             return NOT_NOW
-        result = self._transact(conn, fn, None)
+        if not writer.connection_lock.acquire(blocking=False):
+            return NOT_NOW  # (the writer thread is using it)
+        try:
+            result = self._transact(conn, fn, None)
+        finally:
+            writer.connection_lock.release()
         if result is not NOT_NOW:
             self.transactions_now += 1
         self._fold_if_due()
