@@ -41,12 +41,12 @@ from lionexec.conversation import MessageManager
 from ._history import load_history
 from .backends.base import (
     DONE,
-    NOT_NOW,
     ApprovalRow,
     Backend,
     Batch,
     CallRow,
     Claim,
+    NotNow,
     Queued,
     RequestOp,
     Store,
@@ -327,9 +327,9 @@ class CommitEngine:
         if self._run_now is not None and batch.size() <= INLINE_ROWS:
             if not self._open:
                 raise JournalError(f"{self.name} is not open (use `async with journal:`)")
-            claims = self._run_now(lambda store: store.commit(batch))
-            if claims is not NOT_NOW:
-                return claims  # type: ignore[no-any-return]
+            now: list[Claim | Queued] | NotNow = self._run_now(lambda store: store.commit(batch))
+            if not isinstance(now, NotNow):
+                return now
         timeout = self.commit_timeout
         if timeout is None:
             with trio.CancelScope(shield=True):

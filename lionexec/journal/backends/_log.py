@@ -80,7 +80,9 @@ def append(store: SqlStore, batch: Batch) -> list[Claim] | None:
     positions: dict[str, int] = {}
     answered = 0
     for m in batch.messages:
-        done = outcomes.get((m.branch_id, m.call_id)) if m.kind == "action_response" else None
+        done = None
+        if m.kind == "action_response" and m.call_id is not None:
+            done = outcomes.get((m.branch_id, m.call_id))
         if done is not None and done.response == m.body:
             answered += 1
             rows.append((*_message(m), None, None, None, None, done.outcome, done.at))

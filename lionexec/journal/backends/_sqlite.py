@@ -225,6 +225,12 @@ def _nothing() -> None:
     pass
 
 
+def _fold(store: Store) -> int:
+    """Fold the log of the journal *store* is a transaction of (see :mod:`._log`)."""
+    assert isinstance(store, SqlStore)
+    return store.fold()
+
+
 class _Writer:
     """A long-lived thread running :class:`_Job` s one at a time, in order.
 
@@ -590,16 +596,19 @@ class SqliteBackend(Backend):
         if conn is None or writer is None:
             raise JournalError(f"the journal at {self.target} is not open")
 
-        def interrupt(job: _Job[T]) -> None:
+        def interrupt(job: _Job[Any]) -> None:
             writer.interrupt_if_current(job, conn.interrupt)
 
         def transact(job: _Job[T | NotNow]) -> T | NotNow:
             return self._transact(conn, fn, job)
 
-        result = await writer.run(transact, abandon_on_cancel=cancellable, on_abandon=interrupt)
-        assert result is not NOT_NOW  # (only without a job)
+        result: T | NotNow = await writer.run(
+            transact, abandon_on_cancel=cancellable, on_abandon=interrupt
+        )
         self._fold_if_due()
-        return result  # type: ignore[return-value]
+        if isinstance(result, NotNow):  # (only without a job)
+            raise AssertionError("a transaction on the writer thread did not run")
+        return result
 
     def _begin(self, conn: sqlite3.Connection, job: _Job[Any] | None) -> bool:
         """Begin a write transaction. Waits for another connection's lock (up to
@@ -655,14 +664,14 @@ class SqliteBackend(Backend):
 
         def fold(job: _Job[int | NotNow]) -> int | NotNow:  # on the writer thread
             try:
-                return self._transact(conn, SqlStore.fold, job)
+                return self._transact(conn, _fold, job)
             finally:
                 self._fold_queued = False
 
         writer.submit(fold)
 
     def _transact(
-        self, conn: sqlite3.Connection, fn: Callable[[Store], T], job: _Job[T] | None
+        self, conn: sqlite3.Connection, fn: Callable[[Store], T], job: _Job[Any] | None
     ) -> T | NotNow:
         try:
             if job is not None and job.abandoned:
@@ -713,11 +722,12 @@ class SqliteBackend(Backend):
         if conn is not None and writer is not None:
             try:
                 # The tables hold everything once the journal is closed (for SQL of others').
+
+                def fold(job: _Job[int | NotNow]) -> int | NotNow:
+                    return self._transact(conn, _fold, job)
+
                 with contextlib.suppress(JournalError):  # (kept in the log: folded on a read)
-                    await writer.run(
-                        lambda job: self._transact(conn, SqlStore.fold, job),
-                        abandon_on_cancel=False,
-                    )
+                    await writer.run(fold, abandon_on_cancel=False)
                 await writer.run(lambda job: conn.close(), abandon_on_cancel=False)
             finally:
                 writer.stop()
