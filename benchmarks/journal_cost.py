@@ -165,6 +165,7 @@ def floor_body(strategy: str, target: Callable[[], str] | None) -> Body:
             elapsed = time.perf_counter() - start
         finally:
             if isinstance(branch, DurableFloorBranch):
+                branch.fold()  # (as lionexec's journal folds when it closes: not timed)
                 branch.close()
         assert all(r.outcome == "completed" for r in responses)
         return elapsed

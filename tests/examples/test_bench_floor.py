@@ -180,3 +180,54 @@ async def test_both_agree_on_any_argument_value(value: Any) -> None:
                 output = response.content.output
             seen.append((outcome(response), output))
         assert seen[0] == seen[1], seen
+
+
+def _journal_rows(path: Path) -> dict[str, Any]:
+    """What a journal file holds, without ids or times: kinds of the history in order, the
+    calls' (tool, arguments, effect, attempts, state, outcome), and the log's length."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        kinds = [k for (k,) in conn.execute("SELECT kind FROM lionexec_messages ORDER BY seq")]
+        calls = conn.execute(
+            "SELECT function, arguments, effect, attempts, state, outcome FROM lionexec_calls "
+            "ORDER BY arguments"
+        ).fetchall()
+        [(logged,)] = conn.execute("SELECT count(*) FROM lionexec_log")
+    return {"kinds": kinds, "calls": calls, "log": logged}
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "concurrent"])
+async def test_the_journal_floor_writes_what_the_journal_writes(
+    tmp_path: Path, strategy: str
+) -> None:
+    from benchmarks._journal_floor import DurableFloorBranch
+    from lionexec.journal import SqliteJournal
+    from lionexec.tools import Tool
+
+    async def noop(x: int) -> int:
+        """Return x."""
+        return x
+
+    batch = [{"function": "noop", "arguments": {"x": i}} for i in range(5)]
+    with trio.fail_after(30):
+        async with SqliteJournal(tmp_path / "lionexec.db") as journal:
+            branch = await journal.branch()
+            branch.register_tools(Tool.from_function(noop, effect="pure"))
+            async with branch:
+                await branch.act(batch, strategy=strategy)  # type: ignore[arg-type]
+        async with SqliteJournal(tmp_path / "floor.db"):  # the schema, nothing else
+            pass
+    floor = DurableFloorBranch(str(tmp_path / "floor.db"))
+    floor.register_tools([noop])
+    try:
+        with trio.fail_after(30):
+            await floor.act(batch, strategy=strategy)
+        floor.fold()
+    finally:
+        floor.close()
+    journaled = _journal_rows(tmp_path / "lionexec.db")
+    assert journaled["calls"] == [
+        ("noop", f'{{"x":{i}}}', "pure", 1, "done", "completed") for i in range(5)
+    ]
+    assert _journal_rows(tmp_path / "floor.db") == journaled
