@@ -1,4 +1,5 @@
-"""Instructions per call of each ``act`` row, lionexec against the equivalent floor (cachegrind).
+"""Instructions per call of each ``act`` row, lionexec against the equivalent floor, and of
+the SQLite journal's rows (cachegrind).
 
 Wall times on a shared machine drift with the load; instruction counts do not. Each figure is
 the difference of two runs of one scenario under ``valgrind --tool=cachegrind`` (one that
@@ -39,12 +40,30 @@ ROWS: dict[str, tuple[str, str, float]] = {
         "concurrent lionexec",
         1.2,
     ),
+    # (every instruction of the process: the thread that writes, and the log's folds, too)
+    "journal: sequential calls, SQLite": (
+        "journal-sequential lionexec",
+        "journal-sequential floor",
+        1.3,
+    ),
+    "journal: concurrent calls, SQLite / in memory": (
+        "journal-concurrent lionexec",
+        "concurrent lionexec",
+        2.5,
+    ),
 }
 
 
 def _body(scenario: str, impl: str) -> Any:
     from .act import act_body, single_call_body
 
+    if scenario.startswith("journal-"):  # on SQLite: lionexec's journal, or the journal floor
+        from . import journal_cost
+
+        strategy = scenario.removeprefix("journal-")
+        if impl == "floor":
+            return journal_cost.floor_body(strategy, journal_cost._sqlite_target)
+        return journal_cost.act_body(strategy, journal_cost._sqlite_target)
     if scenario == "single":
         return single_call_body(impl)
     if scenario == "governed":
