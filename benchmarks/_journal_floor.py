@@ -25,9 +25,9 @@ what the journal promises, written as a trio user would write it by hand:
 It checks, as the journal does before appending, that no later position of the branch is
 taken, no call row holds a key it claims and no call of its is queued for workers (one
 statement). What it leaves out against lionexec: recovery, idempotency-key repeats and waits,
-approvals, the commit watchdog, a lock held by another process (lionexec then commits on its writer thread),
-checkpoints on their own thread, branches and sinks of several branches sharing commits,
-strict-JSON conversion of hostile values.
+approvals, the commit watchdog, a lock held by another process (lionexec then commits on its
+writer thread), checkpoints on their own thread, branches and sinks of several branches
+sharing commits, strict-JSON conversion of hostile values.
 """
 
 from __future__ import annotations

@@ -18,12 +18,14 @@ from ..._public import publish as _publish
 from ._memory import MemoryBackend as MemoryBackend
 from ._memory import MemoryStore as MemoryStore
 from ._sqlite import SqliteBackend as SqliteBackend
+from .base import NOT_NOW as NOT_NOW
 from .base import ApprovalRow as ApprovalRow
 from .base import Backend as Backend
 from .base import Batch as Batch
 from .base import CallRow as CallRow
 from .base import Claim as Claim
 from .base import MessageRow as MessageRow
+from .base import NotNow as NotNow
 from .base import OutcomeOp as OutcomeOp
 from .base import Queued as Queued
 from .base import RequestOp as RequestOp
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from ._postgres import PostgresBackend, SharedListener, redact
 
 __all__ = [
+    "NOT_NOW",
     "ApprovalRow",
     "Batch",
     "CallRow",
@@ -40,6 +43,7 @@ __all__ = [
     "MemoryBackend",
     "MemoryStore",
     "MessageRow",
+    "NotNow",
     "OutcomeOp",
     "PostgresBackend",
     "Queued",

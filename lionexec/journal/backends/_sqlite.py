@@ -663,8 +663,8 @@ class SqliteBackend(Backend):
         self._fold_queued = True
 
         def fold(job: _Job[int | NotNow]) -> int | NotNow:  # on the writer thread
-            try:
-                return self._transact(conn, _fold, job)
+            try:  # (not if another process holds the lock: after the next transaction, then)
+                return self._transact(conn, _fold, None)
             finally:
                 self._fold_queued = False
 
@@ -724,9 +724,10 @@ class SqliteBackend(Backend):
                 # The tables hold everything once the journal is closed (for SQL of others').
 
                 def fold(job: _Job[int | NotNow]) -> int | NotNow:
-                    return self._transact(conn, _fold, job)
+                    return self._transact(conn, _fold, None)  # (never waiting for a lock)
 
-                with contextlib.suppress(JournalError):  # (kept in the log: folded on a read)
+                # What is not folded stays in the log, folded by the next reader.
+                with contextlib.suppress(JournalError):
                     await writer.run(fold, abandon_on_cancel=False)
                 await writer.run(lambda job: conn.close(), abandon_on_cancel=False)
             finally:

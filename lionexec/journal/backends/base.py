@@ -34,6 +34,7 @@ from typing import Final, Literal, Protocol, TypeVar, get_args, runtime_checkabl
 import attrs
 
 __all__ = [
+    "NOT_NOW",
     "ApprovalRow",
     "Backend",
     "Batch",
