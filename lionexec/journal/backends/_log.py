@@ -2,23 +2,24 @@
 
 A plain commit (write-aheads of calls on their first attempt under their own call id,
 their outcomes, messages) writes each message as one row of ``lionexec_log``: the message
-and, on a request, the key it claims, on a response, the outcome it records. One table with
-one index, so a commit writes few pages (what a commit costs is mostly the pages it writes;
+and, on a request, the key it claims, on a response, the outcome it records. One table whose
+only index is its primary key, so a commit writes few pages (what a commit costs is mostly the pages it writes;
 the per-branch and per-call tables and their indexes touch about ten).
 
 **Folding** moves the log into those tables (``lionexec_messages``, ``lionexec_calls``) in
 one transaction: before any other transaction reads or writes them (every read, and any
-commit that is not plain, folds first, in its own transaction), and in the background once
+commit that is not plain, folds first, in the same transaction), and in the background once
 the log holds :data:`FOLD_ROWS` rows. Written in bulk, a row costs a small part of what it
 costs a commit of its own. So every reader sees exactly what was committed, through the
 tables it always read.
 
-A commit is plain when nothing in it needs those tables' indexes to be decided: no
-approval; every request claims the key ``"<branch id>/<call id>"`` on its first attempt, and
-no call row holds that key, no call of that id is queued for workers; no message of its
-branches sits at or after its first position. Otherwise nothing is appended: the commit
-folds and takes the long way, as before. (A retry, or a key of the caller's own, always
-takes the long way: a key claimed again must meet the row that holds it.)
+A commit is plain when it is small (at most :data:`APPEND_ROWS` rows: a large group commit
+shares its pages among its rows already) and nothing in it needs those tables' indexes to be
+decided: no approval; every request claims the key ``"<branch id>/<call id>"`` on its first
+attempt, and no call row holds that key, no call of that id is queued for workers; no message
+of its branches sits at or after its first position. Otherwise nothing is appended: the
+commit folds and takes the long way, as before. (A retry, or a key of the caller's own,
+always takes the long way: a key claimed again must meet the row that holds it.)
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ _COLUMNS: Final = (
     "arguments, effect, outcome, at"
 )
 _WIDTH: Final = 13
+#: Rows a commit may write and still be appended: a larger group commit already shares its
+#: pages among many rows, and appending it would only add the fold's copy.
+APPEND_ROWS: Final = 64
 #: Log rows past which a journal folds in the background (on its writer thread).
 FOLD_ROWS: Final = 2048
 _CHUNK: Final = 400  # call ids per IN (...) list
@@ -70,7 +74,7 @@ def append(store: SqlStore, batch: Batch) -> list[Claim] | None:
     """Write *batch* (its messages, requests and outcomes; its branches are the caller's) as
     log rows, if it is plain (see the module docs): the claims then (each key new, one
     attempt). ``None``: it is not, and nothing was written."""
-    if batch.approvals or not batch.plain:
+    if batch.approvals or not batch.plain or batch.size() > APPEND_ROWS:
         return None
     outcomes = {(o.branch_id, o.call_id): o for o in batch.outcomes}
     if len(outcomes) != len(batch.outcomes):
