@@ -3,8 +3,8 @@
 A plain commit (write-aheads of calls on their first attempt under their own call id,
 their outcomes, messages) writes each message as one row of ``lionexec_log``: the message
 and, on a request, the key it claims, on a response, the outcome it records. One table whose
-only index is its primary key, so a commit writes few pages (what a commit costs is mostly the pages it writes;
-the per-branch and per-call tables and their indexes touch about ten).
+only index is its primary key, so a commit writes few pages (what a commit costs is mostly
+the pages it writes; the per-branch and per-call tables and their indexes touch about ten).
 
 **Folding** moves the log into those tables (``lionexec_messages``, ``lionexec_calls``) in
 one transaction: before any other transaction reads or writes them (every read, and any
@@ -24,7 +24,6 @@ always takes the long way: a key claimed again must meet the row that holds it.)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .base import DONE, REQUESTED, Batch, Claim, MessageRow, new_row
@@ -63,7 +62,6 @@ _WIDTH: Final = 13
 APPEND_ROWS: Final = 64
 #: Log rows past which a journal folds in the background (on its writer thread).
 FOLD_ROWS: Final = 2048
-_CHUNK: Final = 400  # call ids per IN (...) list
 _CALL_COLUMNS: Final = (
     "idempotency_key, branch_id, call_id, request_id, function, arguments, effect, attempts, "
     "state, outcome, response, requested_at, finished_at"
@@ -118,9 +116,10 @@ def _message(m: MessageRow) -> tuple[Any, ...]:
 
 
 def _taken(tx: Tx, batch: Batch, first: dict[str, int]) -> bool:
-    """Whether anything stands in the way of appending *batch*: a message of its branches at
-    or after its first position (in the log or the tables), a call row holding one of its
-    keys, a call of its queued for workers."""
+    """Whether anything stands in the way of appending *batch* (one statement): a message of
+    its branches at or after its first position (in the log or the tables), a call row
+    holding one of its keys, a call of its queued for workers. (A batch appended is small:
+    its lists stay far below any limit on parameters.)"""
     parts: list[str] = []
     params: list[Any] = []
     for branch_id, seq in first.items():
@@ -130,27 +129,15 @@ def _taken(tx: Tx, batch: Batch, first: dict[str, int]) -> bool:
     by_branch: dict[str, list[str]] = {}
     for op in batch.requests:
         by_branch.setdefault(op.branch_id, []).append(op.call_id)
-    if parts and _any(tx, parts, params):
-        return True
     for branch_id, call_ids in by_branch.items():
-        for start in range(0, len(call_ids), _CHUNK):
-            chunk = call_ids[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            keys = [f"{branch_id}/{call_id}" for call_id in chunk]
-            if _any(
-                tx,
-                [
-                    f"SELECT 1 FROM lionexec_calls WHERE idempotency_key IN ({marks})",
-                    f"SELECT 1 FROM lionexec_queue WHERE branch_id = ? AND call_id IN ({marks})",
-                ],
-                [*keys, branch_id, *chunk],
-            ):
-                return True
-    return False
-
-
-def _any(tx: Tx, selects: Sequence[str], params: Sequence[Any]) -> bool:
-    return bool(tx.execute(" UNION ALL ".join(selects) + " LIMIT 1", params))
+        marks = ", ".join("?" * len(call_ids))
+        parts.append(f"SELECT 1 FROM lionexec_calls WHERE idempotency_key IN ({marks})")
+        parts.append(f"SELECT 1 FROM lionexec_queue WHERE branch_id = ? AND call_id IN ({marks})")
+        params += [f"{branch_id}/{call_id}" for call_id in call_ids]
+        params += [branch_id, *call_ids]
+    if not parts:
+        return False
+    return bool(tx.execute(" UNION ALL ".join(parts) + " LIMIT 1", params))
 
 
 def fold(store: SqlStore) -> int:
