@@ -41,7 +41,6 @@ response.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -57,7 +56,13 @@ from lionexec.conversation import (
 )
 from lionexec.engine import EventStatus
 from lionexec.errors import ToolNotFoundError, ValidationError
-from lionexec.governance import CallContext, HookPoint, PermissionDecision, PreHookResult
+from lionexec.governance import (
+    CallContext,
+    HookPoint,
+    PermissionDecision,
+    PreHookResult,
+    ToolInvocation,
+)
 from lionexec.tools import FunctionCalling, Tool
 
 from ._alcall import AlcallParams
@@ -66,6 +71,7 @@ from ._delivery import tell_callbacks, tell_callbacks_shielded
 from ._envelope import Proposal
 from ._log import build_log_record
 from ._results import recorded_result, unserializable_result
+from ._scalars import has_non_finite, same_scalars
 from ._scope import CallScope, idempotency_key
 from ._unanswered import announce_interrupted, interruption
 from .sinks.base import WriteAhead
@@ -103,6 +109,7 @@ class CallTransaction:
     __slots__ = (
         "_context",
         "_key",
+        "_viewed",
         "arguments",
         "attempts",
         "event",
@@ -131,6 +138,7 @@ class CallTransaction:
         self.arguments: dict[str, Any] = {}
         self._context: CallContext | None = None
         self._key: str | None = None
+        self._viewed: dict[str, Any] | None = None
         self.event: FunctionCalling | None = None
         self.attempts = 0
         self.response: ActionResponse | None = None
@@ -155,19 +163,24 @@ class CallTransaction:
         """
         context = self._context
         if context is None and self.tool is not None:
-            proposal, arguments = self.proposal, self.arguments
-            tool, branch = self.tool, self.scope.branch_name
+            proposal, tool, branch = self.proposal, self.tool, self.scope.branch_name
             context = self._context = CallContext.for_call(
                 tool.name,
-                # held read-only: its own copy, unless nothing in it could change (scalars
-                # only), when it views the validated arguments, which nothing changes
-                arguments if atoms_only(arguments) else snapshot(arguments),
+                self._viewed or self._view(),
                 proposal.call_id,
                 branch,
                 tool,
                 self._key or idempotency_key(branch, proposal.call_id, tool, self.arguments),
             )
         return context
+
+    def _view(self) -> dict[str, Any]:
+        """The validated arguments as the context and the gate's invocation hold them,
+        read-only: their own copy, unless nothing in them could change (scalars only), when
+        the validated arguments themselves, which nothing changes. One for both."""
+        arguments = self.arguments
+        viewed = self._viewed = arguments if atoms_only(arguments) else snapshot(arguments)
+        return viewed
 
     # -- the whole call -----------------------------------------------------------------------
 
@@ -337,7 +350,7 @@ class CallTransaction:
         # (the request's own numbers are finite: the reader refuses NaN and Infinity)
         if arguments is not recorded:  # (validation normalized them)
             arguments = self._shared(arguments)
-            if arguments is not recorded and _has_non_finite(arguments):
+            if arguments is not recorded and has_non_finite(arguments):
                 return self._invalid(
                     ValidationError("arguments contain a non-finite number (NaN or Infinity)")
                 )
@@ -361,11 +374,17 @@ class CallTransaction:
         observer = scope.observer
         if observer is None or not scope.seams.must_authorize():
             return True  # nothing to ask: no invocation (nor context) to build
-        context = self.context
-        assert context is not None
+        tool = self.tool
+        assert tool is not None
         ask_gate = scope.seams.ask_gate
         assert ask_gate is not None
-        allowed = ask_gate(context.invocation())
+        # the invocation as the context would give it, without building a context for it
+        # (the policy and the hooks may need none)
+        allowed = ask_gate(
+            ToolInvocation._for_call(
+                tool.name, self._viewed or self._view(), self.proposal.call_id, scope.branch_name
+            )
+        )
         return True if allowed is True else self._gate_answered(allowed)
 
     async def _gate_answered(self, allowed: Awaitable[object]) -> bool:
@@ -377,15 +396,21 @@ class CallTransaction:
         """The permission policy (escalating if it says so); ``denied`` unless it allows.
         Whether the call goes on, at once, or (an escalation, a policy of a subclass) an
         awaitable of it."""
-        scope = self.scope
+        scope, tool = self.scope, self.tool
         if scope.policy is None:
             return True
+        assert tool is not None
+        seams = scope.seams
+        decision = seams.decided.get(tool)  # a decision that depends on the tool alone
+        if decision is not None:
+            return self._decided(decision)
         context = self.context
         assert context is not None
-        decide_now = scope.seams.decide_now
+        decide_now = seams.decide_now
         assert decide_now is not None
         decision = decide_now(context)
         if isinstance(decision, PermissionDecision):
+            seams.keep_decision(tool, decision)
             return self._decided(decision)
         return self._decision_awaited(decision)
 
@@ -402,19 +427,19 @@ class CallTransaction:
     def pre_hooks(self) -> bool | Awaitable[bool]:
         """The blocking ``tool.pre`` hooks; ``denied`` if one says no. Whether the call goes
         on, at once when every handler ran synchronously, otherwise an awaitable of it."""
-        scope = self.scope
-        if _TOOL_PRE not in scope.hooks.points:
+        scope, tool = self.scope, self.tool
+        hooks = scope.hooks
+        if _TOOL_PRE not in hooks.points:
             return True
-        context = self.context
-        assert context is not None
-        verdict = scope.seams.pre_now(
-            {
-                "tool_name": context.function,
-                "call_id": context.call_id,
-                "arguments": summarize(self.arguments),  # the dict the context's arguments copy
-                "context": context,
-            }
-        )
+        assert tool is not None
+        kwargs: dict[str, Any] = {"tool_name": tool.name, "call_id": self.proposal.call_id}
+        # what costs a summary or a context, only for a handler that may read it
+        reads = hooks._reads.get(_TOOL_PRE)
+        if reads is None or "arguments" in reads:
+            kwargs["arguments"] = summarize(self.arguments)  # (the dict the context views)
+        if reads is None or "context" in reads:
+            kwargs["context"] = self.context
+        verdict = scope.seams.pre_now(kwargs)
         if isinstance(verdict, PreHookResult):
             return self._pre_decided(verdict)
         return self._pre_awaited(verdict)
@@ -613,7 +638,7 @@ class CallTransaction:
         or a transform changed nothing that matters). Every event is kept in the log, and
         nothing changes validated arguments: one dict fewer retained per call kept."""
         recorded = self.request.content.arguments
-        if arguments is not recorded and _same_scalars(arguments, recorded):
+        if arguments is not recorded and same_scalars(arguments, recorded):
             return recorded
         return arguments
 
@@ -764,26 +789,26 @@ class CallTransaction:
         assert event is not None
         execution = event.execution
         point = _TOOL_POST if execution.status is _COMPLETED else _TOOL_ERROR
-        if point not in self.scope.hooks.points:
+        hooks = self.scope.hooks
+        if point not in hooks.points:
             return None
         proposal, emit = self.proposal, self.scope.seams.emit
+        # what costs a summary or a copy, only for a handler that may read it
+        reads = hooks._reads.get(point)
         # The keyword arguments are built inside the try, so their failure is reported too.
         try:
+            arguments: dict[str, Any] = {
+                "tool_name": proposal.function,
+                "call_id": proposal.call_id,
+            }
             if point is _TOOL_POST:
-                arguments: dict[str, Any] = {
-                    "tool_name": proposal.function,
-                    "call_id": proposal.call_id,
-                    "result": summarize(execution.response),
-                    "duration": execution.duration,
-                }
+                if reads is None or "result" in reads:
+                    arguments["result"] = summarize(execution.response)
             else:
-                arguments = {
-                    "tool_name": proposal.function,
-                    "call_id": proposal.call_id,
-                    "error": copy_error(execution.error),
-                    "status": execution.status,
-                    "duration": execution.duration,
-                }
+                if reads is None or "error" in reads:
+                    arguments["error"] = copy_error(execution.error)
+                arguments["status"] = execution.status
+            arguments["duration"] = execution.duration
             failures = self.scope.seams.emit_now(point, arguments)
         except Exception as exc:
             failures = []
@@ -839,40 +864,6 @@ class CallTransaction:
     def _failed(self, where: str, exc: Exception, culprit: object) -> None:
         """Report a seam's own failure during :meth:`announce` (never raised)."""
         self.scope.failures.failed(where, exc, call_id=self.proposal.call_id, culprit=culprit)
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _same_scalars(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether *a* and *b* hold the same scalar values of the same types under the same keys
-    (``1``, ``1.0`` and ``True`` differ here); ``False`` for anything nested."""
-    if len(a) != len(b):
-        return False
-    for key, value in a.items():
-        other = b.get(key, a)
-        if type(value) is not type(other) or type(value) not in _SCALARS or value != other:
-            return False
-    return True
-
-
-def _has_non_finite(value: object) -> bool:
-    """Whether a NaN or an infinity is anywhere in *value* (JSON-shaped containers).
-
-    Each container is walked once, however many paths lead to it (and a container inside
-    itself ends the walk there): iterative, so no nesting depth can raise."""
-    seen: set[int] = set()
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        cls = type(item)
-        if cls is float:
-            if not math.isfinite(item):
-                return True
-        elif (cls is dict or cls is list or cls is tuple) and id(item) not in seen:
-            seen.add(id(item))
-            stack.extend(item.values() if cls is dict else item)
-    return False
 
 
 def _denial(decision: PermissionDecision) -> str:

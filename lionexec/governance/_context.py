@@ -45,6 +45,15 @@ class ToolInvocation:
     call_id: str | None = None
     branch_id: str | None = None
 
+    @classmethod
+    def _for_call(
+        cls, function: str, arguments: dict[str, Any], call_id: str, branch_id: str | None
+    ) -> ToolInvocation:
+        """An invocation that views *arguments* read-only without copying them, for the act
+        transaction, which passes a dict nobody changes (as :meth:`CallContext.for_call`
+        takes one): a gate is asked without a call context built for it."""
+        return _build_invocation(function, MappingProxyType(arguments), call_id, branch_id)
+
 
 @attrs.frozen(kw_only=True)
 class CallContext:
