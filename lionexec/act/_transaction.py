@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import trio
@@ -297,9 +298,12 @@ class CallTransaction:
                 return None if going is False else self._resumed(1, going)
         if step <= 1 and scope.policy is not None:
             self.phase = "policy"
-            going = self.authorize()
-            if going is not True:
-                return None if going is False else self._resumed(2, going)
+            # a decision kept for the tool that allows (see authorize): nothing to ask
+            kept = scope.seams.decided.get(self.tool)  # type: ignore[arg-type]
+            if kept is None or kept.behavior != "allow":
+                going = self.authorize()
+                if going is not True:
+                    return None if going is False else self._resumed(2, going)
         if step <= 2 and _TOOL_PRE in scope.hooks.points:
             self.phase = "tool.pre"
             going = self.pre_hooks()
@@ -380,10 +384,9 @@ class CallTransaction:
         assert ask_gate is not None
         # the invocation as the context would give it, without building a context for it
         # (the policy and the hooks may need none)
+        viewed = MappingProxyType(self._viewed or self._view())
         allowed = ask_gate(
-            ToolInvocation._for_call(
-                tool.name, self._viewed or self._view(), self.proposal.call_id, scope.branch_name
-            )
+            ToolInvocation._for_call(tool.name, viewed, self.proposal.call_id, scope.branch_name)
         )
         return True if allowed is True else self._gate_answered(allowed)
 
@@ -441,7 +444,7 @@ class CallTransaction:
             kwargs["context"] = self.context
         verdict = scope.seams.pre_now(kwargs)
         if isinstance(verdict, PreHookResult):
-            return self._pre_decided(verdict)
+            return True if verdict.allowed else self._pre_decided(verdict)
         return self._pre_awaited(verdict)
 
     async def _pre_awaited(self, verdict: Awaitable[PreHookResult]) -> bool:
@@ -813,7 +816,7 @@ class CallTransaction:
         except Exception as exc:
             failures = []
             self._failed(_WHERE_POST if point is _TOOL_POST else _WHERE_ERROR, exc, emit)
-        if type(failures) is list:
+        if failures is None or type(failures) is list:  # (every handler ran synchronously)
             return None
         where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
         return self._seam(where, emit, lambda: failures)

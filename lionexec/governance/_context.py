@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -45,14 +45,12 @@ class ToolInvocation:
     call_id: str | None = None
     branch_id: str | None = None
 
-    @classmethod
-    def _for_call(
-        cls, function: str, arguments: dict[str, Any], call_id: str, branch_id: str | None
-    ) -> ToolInvocation:
-        """An invocation that views *arguments* read-only without copying them, for the act
-        transaction, which passes a dict nobody changes (as :meth:`CallContext.for_call`
-        takes one): a gate is asked without a call context built for it."""
-        return _build_invocation(function, MappingProxyType(arguments), call_id, branch_id)
+    #: ``_for_call(function, arguments, call_id, branch_id)``: an invocation holding
+    #: *arguments* as they are, which must be a read-only view
+    #: (:class:`types.MappingProxyType`) of a dict with string keys that nobody changes: no
+    #: converter runs and nothing is copied. For the act transaction, which asks a gate
+    #: without building a call context for it (set below, once the class exists).
+    _for_call: ClassVar[Callable[[str, Mapping[str, Any], str | None, str | None], ToolInvocation]]
 
 
 @attrs.frozen(kw_only=True)
@@ -136,6 +134,7 @@ class CallContext:
 
 
 _build_invocation = builder(ToolInvocation, "function", "arguments", "call_id", "branch_id")
+ToolInvocation._for_call = staticmethod(_build_invocation)
 _build_context = builder(
     CallContext, "function", "arguments", "call_id", "branch_id", "tool", "idempotency_key"
 )

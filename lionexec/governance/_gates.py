@@ -75,20 +75,17 @@ class SessionObserverStatistics:
     failures_dropped: int
 
 
-class _Kept:
-    """A stored payload copied when read (see :meth:`SessionObserver._keep`): *value* is a
-    record that must not be handed out, *detach* makes a copy of it that may be."""
+class _Kept(tuple[Any, Callable[[Any], Any]]):
+    """A stored payload copied when read (see :meth:`SessionObserver._keep`): ``(value,
+    detach)``, *value* a record that must not be handed out, *detach* what makes a copy of it
+    that may be. A tuple: made without running any Python code, once per observed call."""
 
-    __slots__ = ("detach", "value")
-
-    def __init__(self, value: Any, detach: Callable[[Any], Any]) -> None:
-        self.value = value
-        self.detach = detach
+    __slots__ = ()
 
 
 def _read(stored: Any) -> Any:
     """A stored payload as a reader gets it (a :class:`_Kept` one: its own copy)."""
-    return stored.detach(stored.value) if type(stored) is _Kept else stored
+    return stored[1](stored[0]) if type(stored) is _Kept else stored
 
 
 def _matches(condition: Condition, payload: Any) -> bool:
@@ -239,7 +236,7 @@ class SessionObserver:
     def by_type(self, cls: type[Any]) -> list[Any]:
         """The stored payloads that are instances of *cls*, in order."""
         return [
-            _read(r) for r in self._records if isinstance(r.value if type(r) is _Kept else r, cls)
+            _read(r) for r in self._records if isinstance(r[0] if type(r) is _Kept else r, cls)
         ]
 
     def stream(self, name: str) -> tuple[Any, ...]:
@@ -302,7 +299,7 @@ class SessionObserver:
         """
         if self._routes or self._subscriptions:
             return False
-        self._records.append(_Kept(record, detach))
+        self._records.append(_Kept((record, detach)))
         return True
 
     def _store(self, payload: Any, call_id: str | None) -> list[ReportedFailure]:

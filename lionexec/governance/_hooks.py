@@ -341,31 +341,36 @@ class HookBus:
         if point is _TOOL_PRE:
             raise ValueError("tool.pre is blocking: run its handlers with run_pre()")
         failures = self._emit_now(point, kwargs)
+        if failures is None:
+            return []
         return failures if isinstance(failures, list) else await failures
 
     def _emit_now(
         self, point: HookPoint, kwargs: dict[str, Any]
-    ) -> list[ReportedFailure] | Awaitable[list[ReportedFailure]]:
+    ) -> list[ReportedFailure] | Awaitable[list[ReportedFailure]] | None:
         """:meth:`_emit` for a non-blocking :class:`HookPoint` as far as it gets without
-        awaiting: the failures, or, at the first handler whose result must be awaited, a
-        coroutine that awaits it and runs the rest (see :meth:`_pre_now`)."""
-        failures: list[ReportedFailure] = []
+        awaiting: the failures (``None`` for none: no list made when every handler ran, as
+        most do), or, at the first handler whose result must be awaited, a coroutine that
+        awaits it and runs the rest (see :meth:`_pre_now`)."""
+        failures: list[ReportedFailure] | None = None
         run = self._handlers.get(point)
         if not run:
-            return failures
+            return None
         for index, handler in enumerate(run):
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
                 if result is not None and must_await(result):  # (None: the usual result)
-                    return self._emit_rest(point, run, index, result, kwargs, failures)
+                    return self._emit_rest(point, run, index, result, kwargs, failures or [])
             except StopHook:
                 break
             except Exception as exc:
-                failures.append(
-                    self.failures.failed(
-                        _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
-                    )
+                failed = self.failures.failed(
+                    _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
                 )
+                if failures is None:
+                    failures = [failed]
+                else:
+                    failures.append(failed)
         return failures
 
     async def _emit_rest(

@@ -97,7 +97,8 @@ class BoundSeams:
         pre_now: ``pre_now(kwargs)``: :attr:`run_pre` likewise: the
             :class:`PreHookResult`, or an awaitable of it.
         emit_now: ``emit_now(point, kwargs)``: :attr:`emit` for a :class:`HookPoint` other
-            than ``tool.pre``, likewise: the failures (a ``list``), or an awaitable of them.
+            than ``tool.pre``, likewise: the failures (a ``list``; ``None`` for none), or an
+            awaitable of them.
         decided: the policy's decisions that depend on the tool alone, by tool (see
             :meth:`keep_decision`): a call of a tool found here is decided without asking
             the policy. Empty, and left so, for a policy of a subclass.
@@ -241,4 +242,5 @@ class BoundSeams:
         each call: a gate set later applies. Synchronous; never blocks.
         """
         observer = self.observer
-        return observer is not None and (not self._plain_gate or observer.has_gate)
+        # (its gate read directly: the property would cost a call per governed call)
+        return observer is not None and (not self._plain_gate or observer._gate is not None)
