@@ -75,19 +75,6 @@ class SessionObserverStatistics:
     failures_dropped: int
 
 
-class _Kept(tuple[Any, Callable[[Any], Any]]):
-    """A stored payload copied when read (see :meth:`SessionObserver._keep`): ``(value,
-    detach)``, *value* a record that must not be handed out, *detach* what makes a copy of it
-    that may be. A tuple: made without running any Python code, once per observed call."""
-
-    __slots__ = ()
-
-
-def _read(stored: Any) -> Any:
-    """A stored payload as a reader gets it (a :class:`_Kept` one: its own copy)."""
-    return stored[1](stored[0]) if type(stored) is _Kept else stored
-
-
 def _matches(condition: Condition, payload: Any) -> bool:
     if isinstance(condition, type):
         return isinstance(payload, condition)
@@ -126,6 +113,11 @@ class SessionObserver:
         self._gate: Gate | None = None
         self._denials = 0
         self._records: list[Any] = []
+        #: The records :meth:`_keep` stored as recorded, by their index in ``_records``, each
+        #: with what copies it when read. Indexes, not a wrapper around each record: an
+        #: object per observed call, kept as long as the observer, costs the cyclic GC
+        #: more than storing it.
+        self._kept: dict[int, Callable[[Any], Any]] = {}
         self._subscriptions: list[tuple[Condition, Subscriber]] = []
         self._routes: list[tuple[Condition, str]] = []
         self._streams: dict[str, list[Any]] = {}
@@ -226,7 +218,10 @@ class SessionObserver:
         each read returns copies of its own (equal, not identical), so that changing one
         changes nothing recorded.
         """
-        return tuple(map(_read, self._records))
+        kept = self._kept
+        if not kept:
+            return tuple(self._records)
+        return tuple(kept[i](r) if i in kept else r for i, r in enumerate(self._records))
 
     @property
     def denials(self) -> list[GateDenied]:
@@ -235,8 +230,11 @@ class SessionObserver:
 
     def by_type(self, cls: type[Any]) -> list[Any]:
         """The stored payloads that are instances of *cls*, in order."""
+        kept = self._kept
         return [
-            _read(r) for r in self._records if isinstance(r[0] if type(r) is _Kept else r, cls)
+            kept[i](r) if i in kept else r
+            for i, r in enumerate(self._records)
+            if isinstance(r, cls)
         ]
 
     def stream(self, name: str) -> tuple[Any, ...]:
@@ -299,7 +297,9 @@ class SessionObserver:
         """
         if self._routes or self._subscriptions:
             return False
-        self._records.append(_Kept((record, detach)))
+        records = self._records
+        self._kept[len(records)] = detach
+        records.append(record)
         return True
 
     def _store(self, payload: Any, call_id: str | None) -> list[ReportedFailure]:

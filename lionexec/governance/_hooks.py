@@ -182,6 +182,14 @@ class HookBus:
       :class:`StopHook`); a handler that raises is reported once to :attr:`failures` (which
       keeps it and logs it on the ``lionexec`` logger) and returned, and the rest still run.
 
+    A handler is called with the keyword arguments its caller passes. A branch's calls pass
+    a keyword that costs something to make (a summary, an error's copy, the call context)
+    only when a handler at that point may read it: a handler that names it as a parameter,
+    or whose ``**`` parameter its code uses. One whose ``**`` catch-all its code never
+    touches (``lambda *, duration, **_: ...``) is not given the keywords it does not name;
+    any other callable gets them all. Which handlers may read what is settled when they
+    are added (:meth:`on`) or removed (:meth:`off`).
+
     Args:
         failures: where failures are reported; by default a :class:`~lionexec.FailureLog` of
             the bus's own. Pass a shared one (as a branch does) to keep and log each failure
