@@ -290,7 +290,9 @@ class HookBus:
         run = self._handlers.get(_TOOL_PRE)
         if not run:
             return _ALLOWED
-        for index, handler in enumerate(run):
+        index = -1  # (counted, not enumerated: no iterator and tuples made per handler)
+        for handler in run:
+            index += 1
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
                 if result is None or result is True:  # (the usual results: never awaitable)
@@ -364,7 +366,9 @@ class HookBus:
         run = self._handlers.get(point)
         if not run:
             return None
-        for index, handler in enumerate(run):
+        index = -1  # (counted: see _pre_now)
+        for handler in run:
+            index += 1
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
                 if result is not None and must_await(result):  # (None: the usual result)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 
 from lionexec import (
     ActionOutcome,
@@ -23,7 +24,7 @@ from lionexec import (
     PermissionPolicy,
     SessionObserver,
 )
-from lionexec.act import _transaction
+from lionexec.act import _announce, _transaction
 from lionexec.testing import assert_consistent
 from lionexec.testing import tool_call as call
 from lionexec.tools import ActionManager, Tool
@@ -326,7 +327,9 @@ async def test_no_summary_is_made_when_no_handler_may_read_one(
         made.append(value)
         return summarize(value, *args)
 
+    # the pre hooks' summary is made by the transaction, the post hooks' when it announces
     monkeypatch.setattr(_transaction, "summarize", counting)
+    monkeypatch.setattr(_announce, "summarize", counting)
     b = branch()
     b.hooks.on(HookPoint.TOOL_PRE, lambda **_: None)
     b.hooks.on(HookPoint.TOOL_POST, lambda *, duration, **_: None)
@@ -335,3 +338,39 @@ async def test_no_summary_is_made_when_no_handler_may_read_one(
     b.hooks.on(HookPoint.TOOL_POST, lambda *, result, **_: None)
     await b.act(call("add", a=1, b=2))
     assert made == [3]
+    b.hooks.on(HookPoint.TOOL_PRE, lambda *, arguments, **_: None)
+    await b.act(call("add", a=2, b=2))
+    assert made == [3, {"a": 2, "b": 2}, 4]
+
+
+# -- the phase a call's deadline names ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["gate", "policy", "tool.pre", "invoke"])
+async def test_a_call_deadline_names_the_phase_that_was_waiting(
+    phase: str, autojump_clock: Any
+) -> None:
+    from lionexec.act import AlcallParams
+
+    async def wait(*_: Any, **__: Any) -> bool:
+        await trio.sleep(10)
+        return True
+
+    async def slow_add(a: int, b: int) -> int:
+        await trio.sleep(10 if phase == "invoke" else 0)
+        return a + b
+
+    observer = SessionObserver()
+    observer.gate(wait if phase == "gate" else (lambda invocation: True))
+    policy = PermissionPolicy(
+        allow={"slow_add": ["*"]} if phase != "policy" else {},
+        escalate={"slow_add": ["*"]} if phase == "policy" else {},
+        on_escalate=wait,
+    )
+    b = Branch(observer=observer, policy=policy)
+    b.register_tools([slow_add])
+    b.hooks.on(HookPoint.TOOL_PRE, wait if phase == "tool.pre" else (lambda **_: None))
+    [response] = await b.act(call("slow_add", a=1, b=2), call_params=AlcallParams(call_timeout=5))
+    assert response.outcome is ActionOutcome.TIMED_OUT
+    assert response.content.error is not None
+    assert response.content.error.message.endswith(f"in phase {phase}")
