@@ -25,7 +25,7 @@ the same frozen :class:`~lionexec.governance.CallContext`:
    invoked outcome) hooks, the session observer, message callbacks and ``message.add`` hooks.
    Their failures are isolated and reported on the branch's
    :class:`~lionexec.FailureLog`; they see copies, and can never change or split what was
-   recorded.
+   recorded. (This phase lives in :mod:`._announce`, a base of the transaction.)
 
 The transaction receives its collaborators as one small record (:class:`CallScope
 <lionexec.act._scope.CallScope>`), never the branch itself; it calls the governance seams
@@ -41,8 +41,8 @@ response.
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import trio
@@ -57,15 +57,22 @@ from lionexec.conversation import (
 )
 from lionexec.engine import EventStatus
 from lionexec.errors import ToolNotFoundError, ValidationError
-from lionexec.governance import CallContext, HookPoint, PermissionDecision, PreHookResult
+from lionexec.governance import (
+    CallContext,
+    HookPoint,
+    PermissionDecision,
+    PreHookResult,
+    ToolInvocation,
+)
 from lionexec.tools import FunctionCalling, Tool
 
 from ._alcall import AlcallParams
-from ._copies import VERBOSE_LIMIT, copy_error, detached, detached_message, summarize
-from ._delivery import tell_callbacks, tell_callbacks_shielded
+from ._announce import Announcing
+from ._copies import VERBOSE_LIMIT, summarize
 from ._envelope import Proposal
 from ._log import build_log_record
 from ._results import recorded_result, unserializable_result
+from ._scalars import has_non_finite, same_scalars
 from ._scope import CallScope, idempotency_key
 from ._unanswered import announce_interrupted, interruption
 from .sinks.base import WriteAhead
@@ -82,16 +89,9 @@ _OUTCOME_COMPLETED = ActionOutcome.COMPLETED
 _OUTCOME_FAILED = ActionOutcome.FAILED
 _AWAITING_APPROVAL = ActionOutcome.AWAITING_APPROVAL
 _TOOL_PRE = HookPoint.TOOL_PRE
-_TOOL_POST = HookPoint.TOOL_POST
-_TOOL_ERROR = HookPoint.TOOL_ERROR
-_MESSAGE_ADD = HookPoint.MESSAGE_ADD
-# Where a failing seam is reported (as HookBus names its handlers' failures)
-_WHERE_POST = f"hook:{_TOOL_POST.value}"
-_WHERE_ERROR = f"hook:{_TOOL_ERROR.value}"
-_WHERE_MESSAGE_ADD = f"hook:{_MESSAGE_ADD.value}"
 
 
-class CallTransaction:
+class CallTransaction(Announcing):
     """One proposed call's way through every phase, to exactly one recorded response.
 
     Build one per call with the batch's :class:`CallScope` and parameters, then await
@@ -103,6 +103,7 @@ class CallTransaction:
     __slots__ = (
         "_context",
         "_key",
+        "_viewed",
         "arguments",
         "attempts",
         "event",
@@ -131,6 +132,7 @@ class CallTransaction:
         self.arguments: dict[str, Any] = {}
         self._context: CallContext | None = None
         self._key: str | None = None
+        self._viewed: dict[str, Any] | None = None
         self.event: FunctionCalling | None = None
         self.attempts = 0
         self.response: ActionResponse | None = None
@@ -155,19 +157,24 @@ class CallTransaction:
         """
         context = self._context
         if context is None and self.tool is not None:
-            proposal, arguments = self.proposal, self.arguments
-            tool, branch = self.tool, self.scope.branch_name
+            proposal, tool, branch = self.proposal, self.tool, self.scope.branch_name
             context = self._context = CallContext.for_call(
                 tool.name,
-                # held read-only: its own copy, unless nothing in it could change (scalars
-                # only), when it views the validated arguments, which nothing changes
-                arguments if atoms_only(arguments) else snapshot(arguments),
+                self._viewed or self._view(),
                 proposal.call_id,
                 branch,
                 tool,
                 self._key or idempotency_key(branch, proposal.call_id, tool, self.arguments),
             )
         return context
+
+    def _view(self) -> dict[str, Any]:
+        """The validated arguments as the context and the gate's invocation hold them,
+        read-only: their own copy, unless nothing in them could change (scalars only), when
+        the validated arguments themselves, which nothing changes. One for both."""
+        arguments = self.arguments
+        viewed = self._viewed = arguments if atoms_only(arguments) else snapshot(arguments)
+        return viewed
 
     # -- the whole call -----------------------------------------------------------------------
 
@@ -276,32 +283,34 @@ class CallTransaction:
         called through the scope's BoundSeams, without their own checkpoints (their public
         methods have one each): a governed call takes as many scheduler steps as a plain one.
         """
-        scope = self.scope
+        # (self.phase is named only where a phase awaits: the whole-call deadline, the one
+        # reader of it, can only cut a call there)
+        scope, tool = self.scope, self.tool
+        assert tool is not None
         if step <= 0 and scope.observer is not None:
-            self.phase = "gate"
             going = self.gate()
             if going is not True:
-                return None if going is False else self._resumed(1, going)
+                return None if going is False else self._resumed("gate", 1, going)
         if step <= 1 and scope.policy is not None:
-            self.phase = "policy"
-            going = self.authorize()
-            if going is not True:
-                return None if going is False else self._resumed(2, going)
+            # a decision kept for the tool that allows (see authorize): nothing to ask
+            kept = scope.seams.decided.get(tool)
+            if kept is None or kept.behavior != "allow":
+                going = self.authorize()
+                if going is not True:
+                    return None if going is False else self._resumed("policy", 2, going)
         if step <= 2 and _TOOL_PRE in scope.hooks.points:
-            self.phase = "tool.pre"
             going = self.pre_hooks()
             if going is not True:
-                return None if going is False else self._resumed(3, going)
-        tool = self.tool
-        assert tool is not None
+                return None if going is False else self._resumed("tool.pre", 3, going)
         if tool.preprocessor is not None:
             return self._transformed()
         self.phase = "invoke"
         return self.invoke()
 
-    async def _resumed(self, step: int, going: Awaitable[bool]) -> None:
-        """Await the phase that could not end synchronously (*going*: whether the call goes
-        on), then the phases from *step* on."""
+    async def _resumed(self, phase: str, step: int, going: Awaitable[bool]) -> None:
+        """Await the phase that could not end synchronously (*phase*; *going*: whether the
+        call goes on), then the phases from *step* on."""
+        self.phase = phase
         if not await going:
             return
         rest = self._from(step)
@@ -337,7 +346,7 @@ class CallTransaction:
         # (the request's own numbers are finite: the reader refuses NaN and Infinity)
         if arguments is not recorded:  # (validation normalized them)
             arguments = self._shared(arguments)
-            if arguments is not recorded and _has_non_finite(arguments):
+            if arguments is not recorded and has_non_finite(arguments):
                 return self._invalid(
                     ValidationError("arguments contain a non-finite number (NaN or Infinity)")
                 )
@@ -361,11 +370,21 @@ class CallTransaction:
         observer = scope.observer
         if observer is None or not scope.seams.must_authorize():
             return True  # nothing to ask: no invocation (nor context) to build
-        context = self.context
-        assert context is not None
+        tool = self.tool
+        assert tool is not None
         ask_gate = scope.seams.ask_gate
         assert ask_gate is not None
-        allowed = ask_gate(context.invocation())
+        # the invocation as the context would give it, without building a context for it
+        # (the policy and the hooks may need none)
+        viewed = self._viewed
+        if viewed is None:  # (the first to need them: no call of _view())
+            arguments = self.arguments
+            viewed = self._viewed = arguments if atoms_only(arguments) else snapshot(arguments)
+        allowed = ask_gate(
+            ToolInvocation._for_call(
+                tool.name, MappingProxyType(viewed), self.proposal.call_id, scope.branch_name
+            )
+        )
         return True if allowed is True else self._gate_answered(allowed)
 
     async def _gate_answered(self, allowed: Awaitable[object]) -> bool:
@@ -377,15 +396,21 @@ class CallTransaction:
         """The permission policy (escalating if it says so); ``denied`` unless it allows.
         Whether the call goes on, at once, or (an escalation, a policy of a subclass) an
         awaitable of it."""
-        scope = self.scope
+        scope, tool = self.scope, self.tool
         if scope.policy is None:
             return True
+        assert tool is not None
+        seams = scope.seams
+        decision = seams.decided.get(tool)  # a decision that depends on the tool alone
+        if decision is not None:
+            return self._decided(decision)
         context = self.context
         assert context is not None
-        decide_now = scope.seams.decide_now
+        decide_now = seams.decide_now
         assert decide_now is not None
         decision = decide_now(context)
         if isinstance(decision, PermissionDecision):
+            seams.keep_decision(tool, decision)
             return self._decided(decision)
         return self._decision_awaited(decision)
 
@@ -402,21 +427,21 @@ class CallTransaction:
     def pre_hooks(self) -> bool | Awaitable[bool]:
         """The blocking ``tool.pre`` hooks; ``denied`` if one says no. Whether the call goes
         on, at once when every handler ran synchronously, otherwise an awaitable of it."""
-        scope = self.scope
-        if _TOOL_PRE not in scope.hooks.points:
+        scope, tool = self.scope, self.tool
+        hooks = scope.hooks
+        if _TOOL_PRE not in hooks.points:
             return True
-        context = self.context
-        assert context is not None
-        verdict = scope.seams.pre_now(
-            {
-                "tool_name": context.function,
-                "call_id": context.call_id,
-                "arguments": summarize(self.arguments),  # the dict the context's arguments copy
-                "context": context,
-            }
-        )
+        assert tool is not None
+        kwargs: dict[str, Any] = {"tool_name": tool.name, "call_id": self.proposal.call_id}
+        # what costs a summary or a context, only for a handler that may read it
+        reads = hooks._reads.get(_TOOL_PRE)
+        if reads is None or "arguments" in reads:
+            kwargs["arguments"] = summarize(self.arguments)  # (the dict the context views)
+        if reads is None or "context" in reads:
+            kwargs["context"] = self.context
+        verdict = scope.seams.pre_now(kwargs)
         if isinstance(verdict, PreHookResult):
-            return self._pre_decided(verdict)
+            return True if verdict.allowed else self._pre_decided(verdict)
         return self._pre_awaited(verdict)
 
     async def _pre_awaited(self, verdict: Awaitable[PreHookResult]) -> bool:
@@ -613,7 +638,7 @@ class CallTransaction:
         or a transform changed nothing that matters). Every event is kept in the log, and
         nothing changes validated arguments: one dict fewer retained per call kept."""
         recorded = self.request.content.arguments
-        if arguments is not recorded and _same_scalars(arguments, recorded):
+        if arguments is not recorded and same_scalars(arguments, recorded):
             return recorded
         return arguments
 
@@ -683,196 +708,6 @@ class CallTransaction:
     def _finish_false(self, outcome: ActionOutcome, error: ErrorInfo) -> bool:
         self.finish(outcome, error=error)
         return False
-
-    # -- after evidence -----------------------------------------------------------------------
-
-    async def announce(self, deadline: float | None = None) -> None:
-        """Hooks, observer and message callbacks, after the record is complete. Never raises
-        an ``Exception``.
-
-        The ``on_message_added`` callbacks hear of the call even if a cancellation comes
-        first (in a hook, say): shielded, by *deadline* (that of the announcement of a call
-        being cancelled) or within the branch's ``cancel_grace``; then it propagates.
-
-        Each gets a copy (or a text summary) of what was recorded, never the record itself.
-        Their failures are reported on the branch's failure log (once each); so is one of
-        a seam's own method a subclass overrides, and the seams after it still run.
-        """
-        scope = self.scope
-        history = scope.history
-        try:
-            if self.event is not None:
-                pending = self._post_now()
-                if pending is not None:
-                    await pending
-                if scope.observer is not None:
-                    pending = self._observe_now()
-                    if pending is not None:
-                        await pending
-        except BaseException:  # cancelled in a hook: the callbacks still hear of the call
-            if history.on_message_added:
-                await self._tell_callbacks(deadline, shielded=True)
-            raise
-        if history.on_message_added:
-            await self._tell_callbacks(deadline)
-        if _MESSAGE_ADD in scope.hooks.points:
-            request, response = self.request, self.response
-            assert response is not None
-            emit_hook = scope.seams.emit
-            await self._seam(
-                _WHERE_MESSAGE_ADD,
-                emit_hook,
-                lambda: emit_hook(_MESSAGE_ADD, message=detached_message(request)),
-            )
-            await self._seam(
-                _WHERE_MESSAGE_ADD,
-                emit_hook,
-                lambda: emit_hook(_MESSAGE_ADD, message=detached_message(response)),
-            )
-
-    def _announce_now(self) -> Awaitable[None] | None:
-        """:meth:`announce` as far as it gets without awaiting: ``None`` when every seam ran
-        synchronously (synchronous ``tool.post``/``tool.error`` handlers, an observer that
-        keeps the event), otherwise an awaitable of the rest. Without message callbacks
-        or ``message.add`` handlers, and with synchronous hooks (most are), a call is
-        announced without a coroutine."""
-        scope = self.scope
-        if scope.history.on_message_added or _MESSAGE_ADD in scope.hooks.points:
-            return self.announce()
-        if self.event is None:
-            return None
-        pending = self._post_now()
-        if pending is not None:
-            return self._observed_after(pending)
-        if scope.observer is not None:
-            return self._observe_now()
-        return None
-
-    async def _observed_after(self, pending: Awaitable[None]) -> None:
-        await pending
-        if self.scope.observer is not None:
-            rest = self._observe_now()
-            if rest is not None:
-                await rest
-
-    def _post_now(self) -> Awaitable[None] | None:
-        """The ``tool.post`` (completed) or ``tool.error`` (any other invoked outcome)
-        handlers, as far as they run without awaiting: ``None``, or an awaitable of the rest.
-        A failure (of a handler, or of building its keyword arguments) is reported, never
-        raised."""
-        event = self.event
-        assert event is not None
-        execution = event.execution
-        point = _TOOL_POST if execution.status is _COMPLETED else _TOOL_ERROR
-        if point not in self.scope.hooks.points:
-            return None
-        proposal, emit = self.proposal, self.scope.seams.emit
-        # The keyword arguments are built inside the try, so their failure is reported too.
-        try:
-            if point is _TOOL_POST:
-                arguments: dict[str, Any] = {
-                    "tool_name": proposal.function,
-                    "call_id": proposal.call_id,
-                    "result": summarize(execution.response),
-                    "duration": execution.duration,
-                }
-            else:
-                arguments = {
-                    "tool_name": proposal.function,
-                    "call_id": proposal.call_id,
-                    "error": copy_error(execution.error),
-                    "status": execution.status,
-                    "duration": execution.duration,
-                }
-            failures = self.scope.seams.emit_now(point, arguments)
-        except Exception as exc:
-            failures = []
-            self._failed(_WHERE_POST if point is _TOOL_POST else _WHERE_ERROR, exc, emit)
-        if type(failures) is list:
-            return None
-        where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
-        return self._seam(where, emit, lambda: failures)
-
-    def _observe_now(self) -> Awaitable[None] | None:
-        """The session observer's record of the event: kept as it is, synchronously, when
-        nothing would see it at once (see :attr:`BoundSeams.keep_event`), otherwise an
-        awaitable emitting a copy. A failure is reported, never raised."""
-        seams = self.scope.seams
-        event = self.event
-        assert event is not None
-        try:
-            keep_event, emit_event = seams.keep_event, seams.emit_event
-            assert keep_event is not None and emit_event is not None
-            if keep_event(event, detached):
-                return None
-            emitted = emit_event(detached(event), call_id=self.proposal.call_id)
-        except Exception as exc:
-            self._failed("observer", exc, seams.emit_event)
-            return None
-        return self._seam("observer", seams.emit_event, lambda: emitted)
-
-    async def _tell_callbacks(self, deadline: float | None, *, shielded: bool = False) -> None:
-        """Tell the history's ``on_message_added`` callbacks of the recorded request and
-        response (copies): each callback each message once, even if a cancellation comes
-        (see :mod:`._delivery`); *shielded* while one is in flight already."""
-        scope = self.scope
-        response = self.response
-        assert response is not None
-        try:
-            messages = (detached_message(self.request), detached_message(response))
-        except Exception as exc:  # (copying never raises; a last guard)
-            self._failed("message_callback", exc, detached_message)
-            return
-        tell = tell_callbacks_shielded if shielded else tell_callbacks
-        await tell(scope.history, messages, self.proposal.call_id, scope.cancel_grace, deadline)
-
-    async def _seam(
-        self, where: str, culprit: object, emit: Callable[[], Awaitable[object]]
-    ) -> None:
-        """Await ``emit()`` (its arguments built inside, so their failure is caught too);
-        an ``Exception`` is reported (:meth:`_failed`), never raised."""
-        try:
-            await emit()
-        except Exception as exc:
-            self._failed(where, exc, culprit)
-
-    def _failed(self, where: str, exc: Exception, culprit: object) -> None:
-        """Report a seam's own failure during :meth:`announce` (never raised)."""
-        self.scope.failures.failed(where, exc, call_id=self.proposal.call_id, culprit=culprit)
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _same_scalars(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether *a* and *b* hold the same scalar values of the same types under the same keys
-    (``1``, ``1.0`` and ``True`` differ here); ``False`` for anything nested."""
-    if len(a) != len(b):
-        return False
-    for key, value in a.items():
-        other = b.get(key, a)
-        if type(value) is not type(other) or type(value) not in _SCALARS or value != other:
-            return False
-    return True
-
-
-def _has_non_finite(value: object) -> bool:
-    """Whether a NaN or an infinity is anywhere in *value* (JSON-shaped containers).
-
-    Each container is walked once, however many paths lead to it (and a container inside
-    itself ends the walk there): iterative, so no nesting depth can raise."""
-    seen: set[int] = set()
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        cls = type(item)
-        if cls is float:
-            if not math.isfinite(item):
-                return True
-        elif (cls is dict or cls is list or cls is tuple) and id(item) not in seen:
-            seen.add(id(item))
-            stack.extend(item.values() if cls is dict else item)
-    return False
 
 
 def _denial(decision: PermissionDecision) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -44,6 +44,13 @@ class ToolInvocation:
     )
     call_id: str | None = None
     branch_id: str | None = None
+
+    #: ``_for_call(function, arguments, call_id, branch_id)``: an invocation holding
+    #: *arguments* as they are, which must be a read-only view
+    #: (:class:`types.MappingProxyType`) of a dict with string keys that nobody changes: no
+    #: converter runs and nothing is copied. For the act transaction, which asks a gate
+    #: without building a call context for it (set below, once the class exists).
+    _for_call: ClassVar[Callable[[str, Mapping[str, Any], str | None, str | None], ToolInvocation]]
 
 
 @attrs.frozen(kw_only=True)
@@ -127,6 +134,7 @@ class CallContext:
 
 
 _build_invocation = builder(ToolInvocation, "function", "arguments", "call_id", "branch_id")
+ToolInvocation._for_call = staticmethod(_build_invocation)
 _build_context = builder(
     CallContext, "function", "arguments", "call_id", "branch_id", "tool", "idempotency_key"
 )

@@ -75,22 +75,6 @@ class SessionObserverStatistics:
     failures_dropped: int
 
 
-class _Kept:
-    """A stored payload copied when read (see :meth:`SessionObserver._keep`): *value* is a
-    record that must not be handed out, *detach* makes a copy of it that may be."""
-
-    __slots__ = ("detach", "value")
-
-    def __init__(self, value: Any, detach: Callable[[Any], Any]) -> None:
-        self.value = value
-        self.detach = detach
-
-
-def _read(stored: Any) -> Any:
-    """A stored payload as a reader gets it (a :class:`_Kept` one: its own copy)."""
-    return stored.detach(stored.value) if type(stored) is _Kept else stored
-
-
 def _matches(condition: Condition, payload: Any) -> bool:
     if isinstance(condition, type):
         return isinstance(payload, condition)
@@ -129,6 +113,11 @@ class SessionObserver:
         self._gate: Gate | None = None
         self._denials = 0
         self._records: list[Any] = []
+        #: The records :meth:`_keep` stored as recorded, by their index in ``_records``, each
+        #: with what copies it when read. Indexes, not a wrapper around each record: an
+        #: object per observed call, kept as long as the observer, costs the cyclic GC
+        #: more than storing it.
+        self._kept: dict[int, Callable[[Any], Any]] = {}
         self._subscriptions: list[tuple[Condition, Subscriber]] = []
         self._routes: list[tuple[Condition, str]] = []
         self._streams: dict[str, list[Any]] = {}
@@ -229,7 +218,10 @@ class SessionObserver:
         each read returns copies of its own (equal, not identical), so that changing one
         changes nothing recorded.
         """
-        return tuple(map(_read, self._records))
+        kept = self._kept
+        if not kept:
+            return tuple(self._records)
+        return tuple(kept[i](r) if i in kept else r for i, r in enumerate(self._records))
 
     @property
     def denials(self) -> list[GateDenied]:
@@ -238,8 +230,11 @@ class SessionObserver:
 
     def by_type(self, cls: type[Any]) -> list[Any]:
         """The stored payloads that are instances of *cls*, in order."""
+        kept = self._kept
         return [
-            _read(r) for r in self._records if isinstance(r.value if type(r) is _Kept else r, cls)
+            kept[i](r) if i in kept else r
+            for i, r in enumerate(self._records)
+            if isinstance(r, cls)
         ]
 
     def stream(self, name: str) -> tuple[Any, ...]:
@@ -302,7 +297,9 @@ class SessionObserver:
         """
         if self._routes or self._subscriptions:
             return False
-        self._records.append(_Kept(record, detach))
+        records = self._records
+        self._kept[len(records)] = detach
+        records.append(record)
         return True
 
     def _store(self, payload: Any, call_id: str | None) -> list[ReportedFailure]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dis
 import enum
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from types import MappingProxyType
+from types import CodeType, FunctionType, MappingProxyType, MethodType
 from typing import Any, Final, TypeAlias
 
 import attrs
@@ -78,6 +80,68 @@ _TOOL_PRE: Final = HookPoint.TOOL_PRE
 _ALLOWED: Final = PreHookResult(True)
 
 
+#: Names through which a function can read its own frame's locals, and so a keyword argument
+#: that its code never names.
+_INTROSPECTION: Final = frozenset(
+    {"locals", "vars", "eval", "exec", "_getframe", "currentframe", "f_locals", "breakpoint"}
+)
+
+
+def _keywords_read(handler: HookHandler) -> frozenset[str] | None:
+    """The keyword arguments *handler* may read, or ``None`` for any.
+
+    A function (or a bound method) with a ``**`` parameter that its code never uses (the
+    ``**_`` catch-all of ``lambda *, duration, **_: ...``) reads only the parameters it
+    names: a keyword it does not name lands in a dict nothing looks at. Any other callable
+    may read every keyword: one without a ``**`` parameter binds each to a parameter (or
+    refuses it with a ``TypeError``, which must still happen); a ``**`` parameter the code
+    uses, captures in a closure, or might reach through its frame (``locals()``...), any
+    other kind of callable (a class instance, a :func:`functools.partial`), each might read
+    anything.
+    """
+    function = handler.__func__ if type(handler) is MethodType else handler
+    if type(function) is not FunctionType:
+        return None
+    code = function.__code__
+    flags = code.co_flags
+    if not flags & inspect.CO_VARKEYWORDS:
+        return None
+    named = code.co_argcount + code.co_kwonlyargcount
+    rest = code.co_varnames[named + (1 if flags & inspect.CO_VARARGS else 0)]
+    if rest in code.co_cellvars or _mentions(code, rest) or _introspects(code):
+        return None
+    return frozenset(code.co_varnames[:named])
+
+
+def _read_by_all(handlers: tuple[HookHandler, ...]) -> frozenset[str] | None:
+    """The keyword arguments one of *handlers* may read, or ``None`` for any."""
+    reads: frozenset[str] = frozenset()
+    for handler in handlers:
+        named = _keywords_read(handler)
+        if named is None:
+            return None
+        reads |= named
+    return reads
+
+
+def _mentions(code: CodeType, name: str) -> bool:
+    """Whether an instruction of *code* (not of the code nested in it) names *name* (a local
+    loaded, stored or deleted; or, erring on the side of reading, a constant or global of
+    that name)."""
+    for instruction in dis.get_instructions(code):
+        value = instruction.argval
+        if (type(value) is str and value == name) or (type(value) is tuple and name in value):
+            return True
+    return False
+
+
+def _introspects(code: CodeType) -> bool:
+    """Whether *code*, or code nested in it, uses a name that reaches a frame's locals."""
+    if not _INTROSPECTION.isdisjoint(code.co_names):
+        return True
+    return any(type(const) is CodeType and _introspects(const) for const in code.co_consts)
+
+
 def _name(handler: HookHandler) -> str:
     return getattr(handler, "__qualname__", None) or repr(handler)
 
@@ -118,16 +182,30 @@ class HookBus:
       :class:`StopHook`); a handler that raises is reported once to :attr:`failures` (which
       keeps it and logs it on the ``lionexec`` logger) and returned, and the rest still run.
 
+    A handler is called with the keyword arguments its caller passes. A branch's calls pass
+    a keyword that costs something to make (a summary, an error's copy, the call context)
+    only when a handler at that point may read it: a handler that names it as a parameter,
+    or whose ``**`` parameter its code uses. One whose ``**`` catch-all its code never
+    touches (``lambda *, duration, **_: ...``) is not given the keywords it does not name;
+    any other callable gets them all. Which handlers may read what is settled when they
+    are added (:meth:`on`) or removed (:meth:`off`).
+
     Args:
         failures: where failures are reported; by default a :class:`~lionexec.FailureLog` of
             the bus's own. Pass a shared one (as a branch does) to keep and log each failure
             once, whichever component noticed it.
     """
 
-    __slots__ = ("_handlers", "failures", "points")
+    __slots__ = ("_handlers", "_reads", "failures", "points")
 
     def __init__(self, *, failures: FailureLog | None = None) -> None:
-        self._handlers: dict[HookPoint, list[HookHandler]] = {}
+        #: The handlers of each point, as the run that starts now sees them (a new tuple at
+        #: each change: a run goes on over the handlers it started with, and copies nothing).
+        self._handlers: dict[HookPoint, tuple[HookHandler, ...]] = {}
+        #: Per point with handlers, the keyword arguments one of them may read, or ``None``
+        #: for any (see :func:`_keywords_read`). The act transaction builds a costly keyword
+        #: (a summary, a copy, the call context) only where one may be read.
+        self._reads: dict[HookPoint, frozenset[str] | None] = {}
         #: The points that have a handler now (read-only; :meth:`on` and :meth:`off` keep it).
         #: ``point in bus.points`` is :meth:`has_handlers` without a call (the act path asks
         #: it several times per tool call, where a method call each would show).
@@ -141,26 +219,40 @@ class HookBus:
         if not callable(handler):
             raise TypeError(f"a hook handler must be callable, not {handler!r}")
         key = HookPoint(point)
-        self._handlers.setdefault(key, []).append(handler)
+        self._handlers[key] = (*self._handlers.get(key, ()), handler)
+        self._reread(key)
         self.points |= {key}
         return handler
 
     def off(self, point: HookPoint | str, handler: HookHandler) -> None:
         """Stop running *handler* at *point* (its latest registration); absent is fine."""
         key = HookPoint(point)
-        handlers = self._handlers.get(key, [])
+        handlers = self._handlers.get(key, ())
         for index in range(len(handlers) - 1, -1, -1):
             if handlers[index] == handler:
-                del handlers[index]
-                if not handlers:
+                rest = handlers[:index] + handlers[index + 1 :]
+                if rest:
+                    self._handlers[key] = rest
+                else:
                     del self._handlers[key]
                     self.points -= {key}
+                self._reread(key)
                 return
+
+    def _reread(self, key: HookPoint) -> None:
+        """Settle which keyword arguments the handlers at *key* may read (:attr:`_reads`).
+
+        A subclass may read them in its own methods: for its points, any."""
+        handlers = self._handlers.get(key)
+        if not handlers:
+            self._reads.pop(key, None)
+            return
+        self._reads[key] = None if type(self) is not HookBus else _read_by_all(handlers)
 
     def handlers_for(self, point: HookPoint | str) -> tuple[HookHandler, ...]:
         """The handlers at *point*, in the order they run."""
         key = point if type(point) is HookPoint else HookPoint(point)
-        return tuple(self._handlers.get(key, ()))
+        return self._handlers.get(key, ())
 
     def has_handlers(self, point: HookPoint) -> bool:
         """Whether any handler runs at *point* (a :class:`HookPoint`): ``bool(handlers_for(
@@ -195,11 +287,12 @@ class HookBus:
         """:meth:`_run_pre` as far as it gets without awaiting: the verdict, or, at the first
         handler whose result must be awaited, a coroutine that awaits it and runs the rest.
         Synchronous handlers (most are) then cost no coroutine at all."""
-        handlers = self._handlers.get(_TOOL_PRE)
-        if not handlers:
+        run = self._handlers.get(_TOOL_PRE)
+        if not run:
             return _ALLOWED
-        run = tuple(handlers)
-        for index, handler in enumerate(run):
+        index = -1  # (counted, not enumerated: no iterator and tuples made per handler)
+        for handler in run:
+            index += 1
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
                 if result is None or result is True:  # (the usual results: never awaitable)
@@ -258,32 +351,38 @@ class HookBus:
         if point is _TOOL_PRE:
             raise ValueError("tool.pre is blocking: run its handlers with run_pre()")
         failures = self._emit_now(point, kwargs)
+        if failures is None:
+            return []
         return failures if isinstance(failures, list) else await failures
 
     def _emit_now(
         self, point: HookPoint, kwargs: dict[str, Any]
-    ) -> list[ReportedFailure] | Awaitable[list[ReportedFailure]]:
+    ) -> list[ReportedFailure] | Awaitable[list[ReportedFailure]] | None:
         """:meth:`_emit` for a non-blocking :class:`HookPoint` as far as it gets without
-        awaiting: the failures, or, at the first handler whose result must be awaited, a
-        coroutine that awaits it and runs the rest (see :meth:`_pre_now`)."""
-        failures: list[ReportedFailure] = []
-        handlers = self._handlers.get(point)
-        if not handlers:
-            return failures
-        run = tuple(handlers)
-        for index, handler in enumerate(run):
+        awaiting: the failures (``None`` for none: no list made when every handler ran, as
+        most do), or, at the first handler whose result must be awaited, a coroutine that
+        awaits it and runs the rest (see :meth:`_pre_now`)."""
+        failures: list[ReportedFailure] | None = None
+        run = self._handlers.get(point)
+        if not run:
+            return None
+        index = -1  # (counted: see _pre_now)
+        for handler in run:
+            index += 1
             try:
                 result = handler(**kwargs)  # call_user, without its coroutine (see must_await)
                 if result is not None and must_await(result):  # (None: the usual result)
-                    return self._emit_rest(point, run, index, result, kwargs, failures)
+                    return self._emit_rest(point, run, index, result, kwargs, failures or [])
             except StopHook:
                 break
             except Exception as exc:
-                failures.append(
-                    self.failures.failed(
-                        _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
-                    )
+                failed = self.failures.failed(
+                    _WHERE[point], exc, call_id=_call_id_of(kwargs), culprit=handler
                 )
+                if failures is None:
+                    failures = [failed]
+                else:
+                    failures.append(failed)
         return failures
 
     async def _emit_rest(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .._failures import ReportedFailure
 from ._context import CallContext, ToolInvocation
@@ -11,7 +11,13 @@ from ._gates import SessionObserver
 from ._hooks import HookBus, HookPoint, PreHookResult
 from ._policy import PermissionDecision, PermissionPolicy
 
+if TYPE_CHECKING:
+    from lionexec.tools import Tool
+
 __all__ = ["BoundSeams"]
+
+#: How many tools' decisions :attr:`BoundSeams.decided` keeps (past that it starts over).
+_TOOLS_DECIDED: Final = 1_024
 
 
 def _quiet(seam: object, method: Any) -> Any:
@@ -91,7 +97,11 @@ class BoundSeams:
         pre_now: ``pre_now(kwargs)``: :attr:`run_pre` likewise: the
             :class:`PreHookResult`, or an awaitable of it.
         emit_now: ``emit_now(point, kwargs)``: :attr:`emit` for a :class:`HookPoint` other
-            than ``tool.pre``, likewise: the failures (a ``list``), or an awaitable of them.
+            than ``tool.pre``, likewise: the failures (a ``list``; ``None`` for none), or an
+            awaitable of them.
+        decided: the policy's decisions that depend on the tool alone, by tool (see
+            :meth:`keep_decision`): a call of a tool found here is decided without asking
+            the policy. Empty, and left so, for a policy of a subclass.
 
     **Without a coroutine.** The ``*_now`` callables of a seam of the class itself
     (not a subclass) call its synchronous gate, rules and handlers directly and return
@@ -110,10 +120,12 @@ class BoundSeams:
 
     __slots__ = (
         "_plain_gate",
+        "_plain_policy",
         "ask_gate",
         "authorize",
         "decide",
         "decide_now",
+        "decided",
         "emit",
         "emit_event",
         "emit_now",
@@ -188,11 +200,38 @@ class BoundSeams:
         self.emit_event: Final = emit_event
         self.keep_event: Final = keep_event
         self._plain_gate: Final = plain_gate
+        self._plain_policy: Final = type(policy) is PermissionPolicy
+        self.decided: Final[dict[Tool, PermissionDecision]] = {}
 
     def __repr__(self) -> str:
         return (
             f"BoundSeams(hooks={self.hooks!r}, observer={self.observer!r}, policy={self.policy!r})"
         )
+
+    def keep_decision(self, tool: Tool, decision: PermissionDecision) -> None:
+        """Keep the policy's *decision* about a call of *tool* in :attr:`decided`, if it is
+        the decision for every call of *tool* under this policy.
+
+        It is when the policy is :class:`PermissionPolicy` itself (a subclass may read the
+        arguments, or anything else: it is asked every call), *tool* declares no subject
+        argument (the rules then match the tool's name, read as text: no argument is read),
+        and the decision is not ``escalate`` (the escalation handler is asked each time).
+        Nothing it depends on can change under the same seams: a policy's rules and mode
+        are fixed, a subject kind is never registered again, a :class:`~lionexec.tools.Tool`
+        is frozen and registering another under its name makes a new one (another key), and
+        a branch binds new seams when its policy or registry is replaced. Up to 1,024 tools
+        are kept; past that the store starts over. Synchronous; never blocks.
+        """
+        if (
+            self._plain_policy
+            and tool.subject is None
+            and type(decision) is PermissionDecision
+            and decision.behavior != "escalate"
+        ):
+            decided = self.decided
+            if len(decided) >= _TOOLS_DECIDED:
+                decided.clear()
+            decided[tool] = decision
 
     def must_authorize(self) -> bool:
         """Whether a call must be shown to the observer's gate (:attr:`authorize`) at all.
@@ -203,4 +242,5 @@ class BoundSeams:
         each call: a gate set later applies. Synchronous; never blocks.
         """
         observer = self.observer
-        return observer is not None and (not self._plain_gate or observer.has_gate)
+        # (its gate read directly: the property would cost a call per governed call)
+        return observer is not None and (not self._plain_gate or observer._gate is not None)
