@@ -6,10 +6,11 @@ It is :class:`benchmarks._floor.FloorBranch` (the whole ``act`` contract in plai
 what the journal promises, written as a trio user would write it by hand:
 
 * one SQLite file in WAL mode with ``synchronous=NORMAL``, in **the journal's own schema**
-  (created by lionexec's migrations), written the way the journal writes it: each commit
-  appends its rows to ``lionexec_log`` (a message per row; a call's claim of its key as a row
-  of its own), and the log is folded into the history and calls tables by the same four
-  statements, once it holds 2,048 rows (what lionexec does on its writer thread);
+  (created by lionexec's migrations), written the way the journal writes it: a commit of at
+  most 64 rows appends them to ``lionexec_log`` (a message per row; a call's claim of its key
+  as a row of its own), and the log is folded into the history and calls tables by the same
+  four statements once it holds 2,048 rows (what lionexec does on its writer thread); a larger
+  commit folds the log and writes the tables directly;
 * **write-ahead**: a call's request message and its claim are committed before the tool runs;
   its response message with its outcome before ``act`` returns;
 * a **concurrent** batch commits every request in one transaction before the calls start and
@@ -68,6 +69,20 @@ _FOLD = (
 )
 FOLD_ROWS = 2048
 INLINE_ROWS = 16
+APPEND_ROWS = 64
+_MESSAGE = (
+    "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body, call_id) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_CLAIM = (
+    "INSERT INTO lionexec_calls (idempotency_key, function, arguments, effect, branch_id, "
+    "call_id, request_id, requested_at, attempts, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, "
+    "'requested')"
+)
+_OUTCOME = (
+    "UPDATE lionexec_calls SET state = 'done', outcome = ?, response = ?, finished_at = ? "
+    "WHERE branch_id = ? AND call_id = ? AND state = 'requested'"
+)
 
 
 class DurableFloorBranch(FloorBranch):
@@ -157,11 +172,26 @@ class DurableFloorBranch(FloorBranch):
             ).fetchall()
             if taken:
                 raise RuntimeError("the floor journals fresh calls only")
-            conn.execute(_APPEND + ", ".join([_ROW] * len(rows)), [v for r in rows for v in r])
+            if len(rows) <= APPEND_ROWS:
+                values = [v for r in rows for v in r]
+                conn.execute(_APPEND + ", ".join([_ROW] * len(rows)), values)
+            else:  # a large group commit: to the tables (the log folded first)
+                for statement in _FOLD:
+                    conn.execute(statement)
+                self._logged = 0
+                self._write_tables(rows)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def _write_tables(self, rows: list[tuple[Any, ...]]) -> None:
+        conn = self._conn
+        conn.executemany(_MESSAGE, [r[:2] + r[3:7] for r in rows if r[2] == 0])
+        claims = [(*r[7:11], r[0], r[6], r[3], r[12]) for r in rows if r[2] == 1]
+        conn.executemany(_CLAIM, claims)
+        outcomes = [(r[11], r[5], r[12], r[0], r[6]) for r in rows if r[11] is not None]
+        conn.executemany(_OUTCOME, outcomes)
 
     def _fold(self) -> None:
         conn = self._conn
@@ -179,7 +209,8 @@ class DurableFloorBranch(FloorBranch):
             self._transact(rows)
         else:
             await trio.to_thread.run_sync(self._transact, rows)
-        self._logged += len(rows)
+        if len(rows) <= APPEND_ROWS:
+            self._logged += len(rows)
         if self._logged >= FOLD_ROWS:
             self._logged = 0
             await trio.to_thread.run_sync(self._fold)
