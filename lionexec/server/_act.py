@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
-from ..act import Branch, read_proposal
+from .._slots import builder
+from ..act import Branch, Proposal, read_proposal
 from ..conversation import ActionOutcome, ActionRequest, ActionResponse
 from ..errors import DuplicateCallError
 from ..journal import Journal, canonical_json
@@ -25,7 +26,6 @@ from ._conversations import (
     Conversations,
     _is_cancellation,
     _journal_refusal,
-    _recorded_requests,
     tool_message,
 )
 from ._json import BadJSON, _json_type, _preview, loads
@@ -38,12 +38,14 @@ STRATEGIES: Final = ("concurrent", "sequential")
 
 @attrs.frozen
 class Call:
-    """One checked tool call of a request: its id, function, arguments and what act gets."""
+    """One checked tool call of a request: its id, function and arguments, the envelope act
+    gets (its arguments parsed) and what :func:`read_proposal` read from it."""
 
     call_id: str
     function: str
     arguments: dict[str, Any] | None
     envelope: object
+    proposal: Proposal
 
 
 @attrs.frozen
@@ -51,6 +53,11 @@ class ActBody:
     conversation_id: str
     calls: list[Call]
     strategy: str
+
+
+# Trusted builders (see lionexec._slots): _act_body checked every value, once per request.
+_build_call: Final = builder(Call, "call_id", "function", "arguments", "envelope", "proposal")
+_build_body: Final = builder(ActBody, "conversation_id", "calls", "strategy")
 
 
 class ActHandlers(Conversations):
@@ -61,8 +68,16 @@ class ActHandlers(Conversations):
     async def act(self, body: bytes, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         request = _act_body(body, self.config)
         conversation = self.conversation(request.conversation_id)
-        with self._using(conversation):
-            outcome = await until_disconnect(receive, partial(self._act, conversation, request))
+        conversation.active += 1  # (as _using marks it busy, without a context manager)
+        try:
+            outcome = await until_disconnect(
+                receive,
+                partial(self._act, conversation, request),
+                deadline=trio.current_time() + self.config.request_timeout,
+                timed_out=self._timed_out,
+            )
+        finally:
+            self._used(conversation)
         if outcome is None:
             return  # the client is gone
         if isinstance(outcome, HTTPError):
@@ -78,14 +93,17 @@ class ActHandlers(Conversations):
     async def _act(
         self, conversation: Conversation, request: ActBody
     ) -> list[ActionResponse] | HTTPError:
-        """Run *request* within ``request_timeout``; an HTTPError is returned, not raised
-        (it would leave the disconnect watcher's nursery wrapped in an exception group)."""
+        """Run *request* (:meth:`act` cuts it at ``request_timeout``); an HTTPError is
+        returned, not raised (it would leave the disconnect watcher's nursery wrapped in an
+        exception group)."""
+        async with conversation.lock:
+            if self.journal is None:
+                return await self._run(conversation, request)
+            return await self._run_journaled(conversation, request)
+
+    def _timed_out(self) -> HTTPError:
+        """The 504 of a request that took longer than ``request_timeout``."""
         timeout = self.config.request_timeout
-        with trio.move_on_after(timeout):
-            async with conversation.lock:
-                if self.journal is None:
-                    return await self._run(conversation, request)
-                return await self._run_journaled(conversation, request)
         if self.config.workers:
             return HTTPError(
                 504,
@@ -142,11 +160,11 @@ class ActHandlers(Conversations):
     ) -> list[ActionResponse] | HTTPError:
         cid, branch = conversation.id, conversation.branch
         calls = request.calls
-        recorded = _recorded_requests(branch.messages, {call.call_id for call in calls})
+        recorded = branch.messages.request_for_call_id
         slots: list[ActionResponse | None] = [None] * len(calls)
         fresh: list[int] = []
         for index, call in enumerate(calls):  # every check before anything runs
-            previous = recorded.get(call.call_id)
+            previous = recorded(call.call_id)
             if previous is None:
                 fresh.append(index)
                 continue
@@ -175,10 +193,14 @@ class ActHandlers(Conversations):
             conflict = await self._check_queued(branch, calls, fresh)
             if conflict is not None:
                 return conflict
-        self.hub.publish(
-            "act.start", cid, calls=len(calls), strategy=request.strategy,
-            replayed=len(calls) - len(fresh),
-        )  # fmt: skip
+        hub = self.hub
+        if hub.watched:
+            hub.publish(
+                "act.start", cid, calls=len(calls), strategy=request.strategy,
+                replayed=len(calls) - len(fresh),
+            )  # fmt: skip
+        else:
+            hub.publish("act.start", cid)  # nobody listens: only the event id advances
         first_new = len(branch.messages)
         try:
             await self._run_fresh(branch, calls, fresh, slots, request.strategy)
@@ -216,6 +238,10 @@ class ActHandlers(Conversations):
             return
         if self.config.workers:
             await self._submit_and_wait(branch, calls, fresh, slots, strategy)
+            return
+        if len(fresh) == 1:  # the call read once, here (see _act_body), not again by act
+            call = calls[fresh[0]]
+            [slots[fresh[0]]] = await branch._act_read(call.envelope, call.proposal, self.limiter)
             return
         envelopes = [calls[index].envelope for index in fresh]
         responses = await branch.act(envelopes, strategy=strategy, limiter=self.limiter)
@@ -343,8 +369,12 @@ def _act_body(body: bytes, config: ServerConfig) -> ActBody:
                 400, f"tool_calls[{index}]: call id {proposal.call_id!r} appears twice"
             )
         seen.add(proposal.call_id)
-        calls.append(Call(proposal.call_id, proposal.function, proposal.arguments, envelope))
-    return ActBody(conversation_id, calls, strategy)
+        calls.append(
+            _build_call(
+                proposal.call_id, proposal.function, proposal.arguments, envelope, proposal
+            )
+        )
+    return _build_body(conversation_id, calls, strategy)
 
 
 def _parsed_arguments(tool_call: object, index: int, config: ServerConfig) -> object:

@@ -3,6 +3,7 @@ leaves, and the refusals (:class:`HTTPError`) every handler raises."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -78,24 +79,40 @@ async def read_body(receive: ASGIReceiveCallable, limit: int, seconds: float) ->
 
 
 async def until_disconnect(
-    receive: ASGIReceiveCallable, work: Callable[[], Awaitable[T]]
+    receive: ASGIReceiveCallable,
+    work: Callable[[], Awaitable[T]],
+    *,
+    deadline: float = math.inf,
+    timed_out: Callable[[], T] | None = None,
 ) -> T | None:
     """Run *work*, cancelling it if the client disconnects first (then return ``None``).
 
-    Call it once the request body has been read: from then on this owns ``receive``.
+    With a *deadline* (``trio.current_time()``'s clock), *work* is also cancelled when it
+    passes; then what *timed_out* returns is returned (``None`` without it). The deadline is
+    the watcher's own nursery's: no cancel scope more per request. Call it once the request
+    body has been read: from then on this owns ``receive``.
     """
     result: T | None = None
+    done = gone = False
 
     async with trio.open_nursery() as nursery:
+        nursery.cancel_scope.deadline = deadline
 
         async def watch() -> None:
+            nonlocal gone
             while (await receive())["type"] != "http.disconnect":
                 pass
+            gone = True
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(watch)
         result = await work()
+        done = True
         nursery.cancel_scope.cancel()
+    if not done and not gone and timed_out is not None:
+        # neither finished nor left: the deadline cancelled the nursery (a cancellation
+        # from outside would have propagated, not reached this line)
+        return timed_out()
     return result
 
 

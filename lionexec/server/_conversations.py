@@ -152,15 +152,6 @@ def _watch(conversation: Conversation, hub: EventHub) -> Callable[[], None]:
     return unwatch
 
 
-def _recorded_requests(messages: MessageManager, call_ids: set[str]) -> dict[str, ActionRequest]:
-    """The requests already in *messages* whose call id is one of *call_ids*."""
-    lookup = getattr(messages, "request_for_call_id", None)
-    if lookup is not None:  # lionexec's index, where this version has it
-        found = {call_id: lookup(call_id) for call_id in call_ids}
-        return {call_id: r for call_id, r in found.items() if isinstance(r, ActionRequest)}
-    return {r.content.call_id: r for r in messages.requests() if r.content.call_id in call_ids}
-
-
 def _journal_refusal(exc: BaseException) -> JournalError | None:
     """The :class:`JournalError` that *exc* is (or is only made of), else ``None``. A
     :class:`NotDurableError` (the calls ran, their outcomes were not committed) counts as
@@ -312,9 +303,13 @@ class Conversations:
         try:
             yield
         finally:
-            conversation.active -= 1
-            if self.conversations.get(conversation.id) is conversation:
-                self._touch(conversation)
+            self._used(conversation)
+
+    def _used(self, conversation: Conversation) -> None:
+        """The end of a use of *conversation* that :meth:`_using` (or its caller) began."""
+        conversation.active -= 1
+        if self.conversations.get(conversation.id) is conversation:
+            self._touch(conversation)
 
     # -- the journaled branch of a request ---------------------------------------------------
 

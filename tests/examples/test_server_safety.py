@@ -400,6 +400,49 @@ async def test_request_timeout_cancels_the_calls_and_answers_504(autojump_clock:
     assert not app.conversations["t"].lock.locked()
 
 
+async def test_the_request_deadline_is_told_apart_from_a_disconnect(autojump_clock: Any) -> None:
+    """``until_disconnect``'s deadline: work past it gets ``timed_out()``, a client that
+    leaves first ``None``, work done in time its result; a cancellation from outside is not
+    read as the deadline (it propagates)."""
+    from lionexec.server._asgi import until_disconnect
+
+    leave = trio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def work(seconds: float) -> str:
+        await trio.sleep(seconds)
+        return "done"
+
+    def late() -> str:
+        return "late"
+
+    async def run(seconds: float) -> str | None:
+        deadline = trio.current_time() + 5
+        return await until_disconnect(
+            receive,  # type: ignore[arg-type]
+            partial(work, seconds),
+            deadline=deadline,
+            timed_out=late,
+        )
+
+    async def leave_after(seconds: float) -> None:
+        await trio.sleep(seconds)
+        leave.set()
+
+    with trio.fail_after(3 * BUDGET):  # (virtual seconds: 10 of them pass)
+        assert await run(1) == "done"
+        assert await run(10) == "late"
+        with trio.move_on_after(2) as outside:
+            await run(10)
+        assert outside.cancelled_caught
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(leave_after, 2)
+            assert await run(10) is None
+
+
 async def test_tool_calls_share_one_concurrency_cap_across_conversations() -> None:
     """``Branch.act(limiter=...)``: one cap across conversations."""
     gates = Gates()
