@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -18,7 +17,14 @@ from ..errors import DuplicateCallError
 from ..journal import Journal, canonical_json
 from ..journal.workers import load_request
 from ._approvals import _awaiting
-from ._asgi import HTTPError, send_json, until_disconnect
+from ._asgi import (
+    ClientGone,
+    HTTPError,
+    check_declared_size,
+    late_body,
+    receive_body,
+    send_json,
+)
 from ._config import ServerConfig
 from ._conversations import (
     CONVERSATION_ID,
@@ -31,7 +37,7 @@ from ._conversations import (
 from ._json import BadJSON, _json_type, _preview, loads
 
 if TYPE_CHECKING:
-    from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
+    from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
 
 STRATEGIES: Final = ("concurrent", "sequential")
 
@@ -65,23 +71,60 @@ class ActHandlers(Conversations):
 
     # -- POST /v1/act -------------------------------------------------------------------------
 
-    async def act(self, body: bytes, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-        request = _act_body(body, self.config)
-        conversation = self.conversation(request.conversation_id)
-        conversation.active += 1  # (as _using marks it busy, without a context manager)
-        try:
-            outcome = await until_disconnect(
-                receive,
-                partial(self._act, conversation, request),
-                deadline=trio.current_time() + self.config.request_timeout,
-                timed_out=self._timed_out,
-            )
-        finally:
-            self._used(conversation)
-        if outcome is None:
+    async def act(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        """Read the body, check it, run its calls, reply; 408, 413 and 400 as the module
+        says, 504 past ``request_timeout``, nothing if the client leaves.
+
+        The body is read, and the calls run, under one cancel scope: the nursery of the
+        disconnect watcher (see :func:`until_disconnect`), whose deadline is
+        ``body_timeout`` while the body arrives and ``request_timeout`` once the calls are
+        about to run (a cancel scope costs as much as a small call's check).
+        """
+        config = self.config
+        check_declared_size(scope, config.max_body)
+        refused: HTTPError | ClientGone | None = None
+        request: ActBody | None = None
+        outcome: list[ActionResponse] | HTTPError | None = None
+        done = gone = False
+        async with trio.open_nursery() as nursery:
+            cancel = nursery.cancel_scope
+            cancel.deadline = trio.current_time() + config.body_timeout
+            try:  # (raised in the nursery's body, it would leave wrapped in a group)
+                request = _act_body(await receive_body(receive, config.max_body), config)
+                conversation = self.conversation(request.conversation_id)
+            except (HTTPError, ClientGone) as exc:
+                refused = exc
+            else:
+
+                async def watch() -> None:
+                    nonlocal gone
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    gone = True
+                    cancel.cancel()
+
+                nursery.start_soon(watch)
+                cancel.deadline = trio.current_time() + config.request_timeout
+                conversation.active += 1  # (as _using marks it busy, without a context manager)
+                try:
+                    outcome = await self._act(conversation, request)
+                    done = True
+                finally:
+                    self._used(conversation)
+                cancel.cancel()
+        if refused is not None:
+            raise refused
+        if request is None:  # the nursery's deadline cut the body short
+            raise late_body(config.body_timeout)
+        if gone:
             return  # the client is gone
+        if not done:  # neither done nor left: the deadline (a cancellation from outside
+            raise self._timed_out()  # would have propagated, not reached this line)
         if isinstance(outcome, HTTPError):
             raise outcome
+        assert outcome is not None
         # in input order: each response answers the call at its position
         messages = [
             tool_message(response, call.call_id)

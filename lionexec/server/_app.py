@@ -24,6 +24,7 @@ from ._asgi import (
     _header,
     _lifespan,
     browser_refusal,
+    check_declared_size,
     query_parameters,
     read_body,
     send_chunk,
@@ -170,7 +171,7 @@ class App(ActHandlers, ApprovalHandlers):
         path, method = scope["path"], scope["method"]
         if path == "/v1/act":
             _allow(method, "POST")
-            await self.act(await self._body(scope, receive), receive, send)
+            await self.act(scope, receive, send)
         elif path.startswith("/v1/conversations/"):
             _allow(method, "GET")
             conversation_id = path.removeprefix("/v1/conversations/")
@@ -194,11 +195,8 @@ class App(ActHandlers, ApprovalHandlers):
             raise HTTPError(404, f"no such endpoint: {method} {path}")
 
     async def _body(self, scope: HTTPScope, receive: ASGIReceiveCallable) -> bytes:
-        limit = self.config.max_body
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared[:20]) > limit:
-            raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
-        return await read_body(receive, limit, self.config.body_timeout)
+        check_declared_size(scope, self.config.max_body)
+        return await read_body(receive, self.config.max_body, self.config.body_timeout)
 
     # -- GET /v1/events -----------------------------------------------------------------------
 

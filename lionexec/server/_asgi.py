@@ -3,7 +3,6 @@ leaves, and the refusals (:class:`HTTPError`) every handler raises."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -60,59 +59,61 @@ async def send_chunk(send: ASGISendCallable, body: bytes, *, more: bool = True) 
 
 async def read_body(receive: ASGIReceiveCallable, limit: int, seconds: float) -> bytes:
     """The request body: 413 past *limit* bytes, 408 if it takes over *seconds*."""
+    with trio.move_on_after(seconds):
+        return await receive_body(receive, limit)
+    raise late_body(seconds)
+
+
+async def receive_body(receive: ASGIReceiveCallable, limit: int) -> bytes:
+    """The request body, however long it takes (the caller bounds that): 413 past *limit*
+    bytes; :class:`ClientGone` if the client disconnects first."""
     chunks: list[bytes] = []
     size = 0
-    with trio.move_on_after(seconds):
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            if message["type"] != "http.request":
-                continue
-            chunks.append(message["body"])
-            size += len(message["body"])
-            if size > limit:
-                raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
-            if not message["more_body"]:
-                return b"".join(chunks)
-    raise HTTPError(408, f"request body did not arrive within body_timeout ({seconds:g} s)")
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        if message["type"] != "http.request":
+            continue
+        chunks.append(message["body"])
+        size += len(message["body"])
+        if size > limit:
+            raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+        if not message["more_body"]:
+            return b"".join(chunks)
+
+
+def check_declared_size(scope: HTTPScope, limit: int) -> None:
+    """A 413 before the body is read, if its declared ``Content-Length`` is over *limit*."""
+    declared = _header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared[:20]) > limit:
+        raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+
+
+def late_body(seconds: float) -> HTTPError:
+    """The 408 of a request body that did not arrive within *seconds* (``body_timeout``)."""
+    return HTTPError(408, f"request body did not arrive within body_timeout ({seconds:g} s)")
 
 
 async def until_disconnect(
-    receive: ASGIReceiveCallable,
-    work: Callable[[], Awaitable[T]],
-    *,
-    deadline: float = math.inf,
-    timed_out: Callable[[], T] | None = None,
+    receive: ASGIReceiveCallable, work: Callable[[], Awaitable[T]]
 ) -> T | None:
     """Run *work*, cancelling it if the client disconnects first (then return ``None``).
 
-    With a *deadline* (``trio.current_time()``'s clock), *work* is also cancelled when it
-    passes; then what *timed_out* returns is returned (``None`` without it). The deadline is
-    the watcher's own nursery's: no cancel scope more per request. Call it once the request
-    body has been read: from then on this owns ``receive``.
+    Call it once the request body has been read: from then on this owns ``receive``.
     """
     result: T | None = None
-    done = gone = False
 
     async with trio.open_nursery() as nursery:
-        nursery.cancel_scope.deadline = deadline
 
         async def watch() -> None:
-            nonlocal gone
             while (await receive())["type"] != "http.disconnect":
                 pass
-            gone = True
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(watch)
         result = await work()
-        done = True
         nursery.cancel_scope.cancel()
-    if not done and not gone and timed_out is not None:
-        # neither finished nor left: the deadline cancelled the nursery (a cancellation
-        # from outside would have propagated, not reached this line)
-        return timed_out()
     return result
 
 

@@ -400,47 +400,64 @@ async def test_request_timeout_cancels_the_calls_and_answers_504(autojump_clock:
     assert not app.conversations["t"].lock.locked()
 
 
-async def test_the_request_deadline_is_told_apart_from_a_disconnect(autojump_clock: Any) -> None:
-    """``until_disconnect``'s deadline: work past it gets ``timed_out()``, a client that
-    leaves first ``None``, work done in time its result; a cancellation from outside is not
-    read as the deadline (it propagates)."""
-    from lionexec.server._asgi import until_disconnect
-
-    leave = trio.Event()
+async def post_slowly(
+    app: Any, body: dict[str, Any], *, upload: float, leave_after: float | None = None
+) -> tuple[int, Any] | None:
+    """``POST /v1/act`` into the ASGI app, its body arriving in two chunks *upload* seconds
+    apart; the client disconnects *leave_after* seconds after the body (never, for
+    ``None``). The status and parsed reply, or ``None`` if nothing was sent."""
+    text = json.dumps(body).encode()
+    chunks = [text[:10], text[10:]]
+    sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
-        await leave.wait()
+        if chunks:
+            if len(chunks) == 1:
+                await trio.sleep(upload)
+            chunk = chunks.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
+        if leave_after is None:
+            await trio.sleep_forever()
+        await trio.sleep(leave_after)
         return {"type": "http.disconnect"}
 
-    async def work(seconds: float) -> str:
-        await trio.sleep(seconds)
-        return "done"
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
 
-    def late() -> str:
-        return "late"
+    await app(http_scope("POST", "/v1/act"), receive, send)
+    return (sent[0]["status"], strict_loads(sent[1]["body"])) if sent else None
 
-    async def run(seconds: float) -> str | None:
-        deadline = trio.current_time() + 5
-        return await until_disconnect(
-            receive,  # type: ignore[arg-type]
-            partial(work, seconds),
-            deadline=deadline,
-            timed_out=late,
+
+def slow_call(seconds: float) -> dict[str, Any]:
+    return {
+        "conversation_id": "s",
+        "tool_calls": [call("slow_echo", {"text": "t", "seconds": seconds}, "slow")],
+    }
+
+
+async def test_body_timeout_covers_the_body_and_request_timeout_the_calls(
+    autojump_clock: Any,
+) -> None:
+    """One deadline serves both, in turn: a body slower than ``body_timeout`` is a 408, calls
+    longer than ``body_timeout`` (but within ``request_timeout``) complete, the calls get
+    the whole ``request_timeout`` however long the body took, and calls past it are a 504;
+    a client that leaves is sent nothing."""
+    config = {"body_timeout": 2.0, "request_timeout": 5.0}
+    with trio.fail_after(BUDGET * 5):
+        assert await post_slowly(make_app(**config), slow_call(0), upload=3) == (
+            408,
+            {"error": "request body did not arrive within body_timeout (2 s)"},
         )
-
-    async def leave_after(seconds: float) -> None:
-        await trio.sleep(seconds)
-        leave.set()
-
-    with trio.fail_after(3 * BUDGET):  # (virtual seconds: 10 of them pass)
-        assert await run(1) == "done"
-        assert await run(10) == "late"
-        with trio.move_on_after(2) as outside:
-            await run(10)
-        assert outside.cancelled_caught
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(leave_after, 2)
-            assert await run(10) is None
+        posted = await post_slowly(make_app(**config), slow_call(4), upload=1.5)
+        assert posted is not None and posted[0] == 200, posted
+        assert posted[1]["messages"][0]["outcome"] == "completed"
+        posted = await post_slowly(make_app(**config), slow_call(6), upload=1.5)
+        assert posted is not None and posted[0] == 504, posted
+        assert posted[1]["error"].startswith("the request took longer than request_timeout (5 s)")
+        app = make_app(**config)
+        assert await post_slowly(app, slow_call(4), upload=1, leave_after=1) is None
+        [response] = app.conversations["s"].branch.messages.responses()
+        assert response.content.outcome.value == "cancelled"
 
 
 async def test_tool_calls_share_one_concurrency_cap_across_conversations() -> None:
