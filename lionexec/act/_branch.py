@@ -572,20 +572,24 @@ class Branch:
                 "or `await nursery.start(branch.serve)` before act()"
             )
 
-    async def _act_read(
+    def _act_read(
         self, envelope: object, proposal: Proposal, limiter: trio.CapacityLimiter | None
-    ) -> list[ActionResponse]:
+    ) -> Awaitable[list[ActionResponse]]:
         """``act([envelope], limiter=limiter)`` (its defaults otherwise), given *proposal*,
         what :func:`~lionexec.act.read_proposal` returned for *envelope*: act does not read
         the call again. For a caller that reads and checks its calls before acting (the
         server reads a request's before it creates the conversation). Only *proposal* is
         run: an envelope act would read otherwise (as a turn) goes to :meth:`act` whole.
-        Blocking and cancellation as :meth:`act`."""
+
+        Returns the coroutine to await (one coroutine fewer than an ``async def``); what
+        act refuses before it runs anything (outside trio, sinks not running) is raised
+        here, at the call. Blocking and cancellation as :meth:`act`.
+        """
         if type(envelope) is not dict or envelope.get("type") in _TURN_ITEMS:
-            return await self.act([envelope], limiter=limiter)
+            return self.act([envelope], limiter=limiter)
         require_trio("Branch.act()")
         self._check_serving()
-        return await self._act_one(proposal, DEFAULT_PARAMS, limiter, True, False)
+        return self._act_one(proposal, DEFAULT_PARAMS, limiter, True, False)
 
     async def _act_one(
         self,

@@ -108,9 +108,26 @@ class ActHandlers(Conversations):
                 nursery.start_soon(watch)
                 cancel.deadline = trio.current_time() + config.request_timeout
                 conversation.active += 1  # (as _using marks it busy, without a context manager)
+                lock = conversation.lock
                 try:
-                    outcome = await self._act(conversation, request)
-                    done = True
+                    # A free lock is taken without a schedule point of its own: the calls
+                    # that run under it are a checkpoint already (Branch.act is), and a trip
+                    # through the scheduler is a noticeable part of a small request's CPU. A
+                    # held one is waited for as ``async with`` waits (cancellably, in turn).
+                    try:
+                        lock.acquire_nowait()
+                    except trio.WouldBlock:
+                        await lock.acquire()
+                    try:
+                        # an HTTPError is returned, not raised (raised, it would leave the
+                        # nursery wrapped in an exception group)
+                        if self.journal is None:
+                            outcome = await self._run(conversation, request)
+                        else:
+                            outcome = await self._run_journaled(conversation, request)
+                        done = True
+                    finally:
+                        lock.release()
                 finally:
                     self._used(conversation)
                 cancel.cancel()
@@ -132,30 +149,6 @@ class ActHandlers(Conversations):
         ]
         payload = {"conversation_id": request.conversation_id, "messages": messages}
         await send_json(send, 200, payload)
-
-    async def _act(
-        self, conversation: Conversation, request: ActBody
-    ) -> list[ActionResponse] | HTTPError:
-        """Run *request* (:meth:`act` cuts it at ``request_timeout``); an HTTPError is
-        returned, not raised (it would leave the disconnect watcher's nursery wrapped in an
-        exception group).
-
-        A free lock is taken without a schedule point of its own: the calls that run under
-        it are a checkpoint already (``Branch.act`` is), and one trip through the scheduler
-        fewer is a noticeable part of a one-call request's CPU. A held one is waited for as
-        ``async with`` waits (cancellably, in turn).
-        """
-        lock = conversation.lock
-        try:
-            lock.acquire_nowait()
-        except trio.WouldBlock:
-            await lock.acquire()
-        try:
-            if self.journal is None:
-                return await self._run(conversation, request)
-            return await self._run_journaled(conversation, request)
-        finally:
-            lock.release()
 
     def _timed_out(self) -> HTTPError:
         """The 504 of a request that took longer than ``request_timeout``."""
@@ -259,7 +252,14 @@ class ActHandlers(Conversations):
             hub.publish("act.start", cid)  # nobody listens: only the event id advances
         first_new = len(branch.messages)
         try:
-            await self._run_fresh(branch, calls, fresh, slots, request.strategy)
+            if len(fresh) == 1 and not self.config.workers:
+                # the call read once (see _act_body), not again by act
+                call = calls[fresh[0]]
+                [slots[fresh[0]]] = await branch._act_read(
+                    call.envelope, call.proposal, self.limiter
+                )
+            else:
+                await self._run_fresh(branch, calls, fresh, slots, request.strategy)
         except BaseException as exc:
             if _is_cancellation(exc):
                 cancelled = [
@@ -294,10 +294,6 @@ class ActHandlers(Conversations):
             return
         if self.config.workers:
             await self._submit_and_wait(branch, calls, fresh, slots, strategy)
-            return
-        if len(fresh) == 1:  # the call read once, here (see _act_body), not again by act
-            call = calls[fresh[0]]
-            [slots[fresh[0]]] = await branch._act_read(call.envelope, call.proposal, self.limiter)
             return
         envelopes = [calls[index].envelope for index in fresh]
         responses = await branch.act(envelopes, strategy=strategy, limiter=self.limiter)
