@@ -58,8 +58,9 @@ class App(ActHandlers, ApprovalHandlers):
     Args:
         config: the limits (see :class:`ServerConfig`; its defaults otherwise).
         tools: the tools (functions or :class:`~lionexec.tools.Tool` objects) the
-            conversations may call: registered on each new conversation's branch (none by
-            default: the embedding program brings its own).
+            conversations may call: registered once, in the one registry every
+            conversation's branch shares (none by default: the embedding program brings its
+            own).
         journal: the open journal conversations are kept in (``None``: in memory). A
             ``config.journal`` is opened by :func:`open_app`, which passes it here.
         sinks: more evidence sinks for every journaled conversation's branch (an
@@ -107,6 +108,10 @@ class App(ActHandlers, ApprovalHandlers):
                 f"approve names unknown tools: {', '.join(map(repr, sorted(unknown)))} (the "
                 f"tools are {', '.join(sorted(self.registry.names)) or 'none'})"
             )
+        #: The tools of in-memory conversations, registered on first use (one registry,
+        #: shared by their branches: registering the tools per conversation cost more than
+        #: creating the conversation's branch).
+        self._memory_registry: ActionManager | None = None
         #: Conversation locks across replicas (a PostgreSQL journal; set by open_app).
         self.replica_locks: ReplicaLocks | None = None
         #: The policy of journaled conversations: ``config.approve`` tools wait for approval.

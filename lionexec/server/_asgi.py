@@ -67,20 +67,25 @@ async def read_body(receive: ASGIReceiveCallable, limit: int, seconds: float) ->
 async def receive_body(receive: ASGIReceiveCallable, limit: int) -> bytes:
     """The request body, however long it takes (the caller bounds that): 413 past *limit*
     bytes; :class:`ClientGone` if the client disconnects first."""
+    message = await receive()
+    if message["type"] == "http.request" and not message["more_body"]:
+        body: bytes = message["body"]  # the usual body: one message holds all of it
+        if len(body) > limit:
+            raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+        return body
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
-        if message["type"] != "http.request":
-            continue
-        chunks.append(message["body"])
-        size += len(message["body"])
-        if size > limit:
-            raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
-        if not message["more_body"]:
-            return b"".join(chunks)
+        if message["type"] == "http.request":
+            chunks.append(message["body"])
+            size += len(message["body"])
+            if size > limit:
+                raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+            if not message["more_body"]:
+                return b"".join(chunks)
+        message = await receive()
 
 
 def check_declared_size(scope: HTTPScope, limit: int) -> None:

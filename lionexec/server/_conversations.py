@@ -201,15 +201,18 @@ class Conversations:
     conversations: OrderedDict[str, Conversation]
     limiter: trio.CapacityLimiter
     _locks: dict[uuid.UUID, trio.Lock]
+    _memory_registry: ActionManager | None
 
     # -- conversations, eviction ------------------------------------------------------------
 
     def find(self, conversation_id: str) -> Conversation | None:
         """The live conversation with this id (marked used), or ``None``."""
-        self.evict_idle()
+        now = trio.current_time()
+        self._evict_idle(now)
         conversation = self.conversations.get(conversation_id)
         if conversation is not None:
-            self._touch(conversation)
+            conversation.last_used = now  # (as _touch, with the time read once)
+            self.conversations.move_to_end(conversation_id)
         return conversation
 
     def conversation(self, conversation_id: str) -> Conversation:
@@ -231,8 +234,11 @@ class Conversations:
                 )
             self._forget(self.conversations.pop(idle.id))
         if self.journal is None:
-            branch = Branch()
-            branch.register_tools(self.tools)
+            registry = self._memory_registry
+            if registry is None:
+                registry = self._memory_registry = ActionManager()
+                registry.register_tools(list(self.tools))
+            branch = Branch(registry=registry)
         else:  # a placeholder: each request loads the branch from the journal
             branch = Branch(id=branch_id_of(conversation_id), registry=self.registry)
         conversation = Conversation(conversation_id, branch)
@@ -251,10 +257,13 @@ class Conversations:
         Cheap: conversations are kept in order of last use, so the scan stops at the first
         one still fresh.
         """
+        return self._evict_idle(trio.current_time())
+
+    def _evict_idle(self, now: float) -> int:
         ttl = self.config.idle_ttl
         if ttl is None or not self.conversations:
             return 0
-        horizon = trio.current_time() - ttl
+        horizon = now - ttl
         expired = []
         for conversation in self.conversations.values():
             if conversation.last_used > horizon:

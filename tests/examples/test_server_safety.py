@@ -357,6 +357,52 @@ async def test_declared_oversized_body_gets_413_before_it_is_read() -> None:
     assert reply.json() == {"error": "request body is larger than max_body (1000 bytes)"}
 
 
+@pytest.mark.parametrize("chunks", [1, 3])
+async def test_an_undeclared_oversized_body_gets_413_in_one_message_or_many(chunks: int) -> None:
+    app = make_app(max_body=1000)
+    text = b"x" * 1001
+    size = -(-len(text) // chunks)
+    messages = [
+        {"type": "http.request", "body": text[i : i + size], "more_body": i + size < len(text)}
+        for i in range(0, len(text), size)
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with trio.fail_after(BUDGET):
+        await app(http_scope("POST", "/v1/act"), receive, send)  # (no Content-Length)
+    assert sent[0]["status"] == 413
+    assert strict_loads(sent[1]["body"]) == {
+        "error": "request body is larger than max_body (1000 bytes)"
+    }
+    assert app.conversations == {}
+
+
+async def test_in_memory_conversations_share_one_registry_of_the_tools() -> None:
+    app = make_app()
+    with trio.fail_after(BUDGET):
+        for name in ("a", "b"):
+            status, reply = await asgi_post(
+                app,
+                {
+                    "conversation_id": name,
+                    "tool_calls": [call("get_weather", {"city": name}, "w")],
+                },
+            )
+            assert status == 200 and reply["messages"][0]["outcome"] == "completed", reply
+    first, second = (app.conversations[name].branch for name in ("a", "b"))
+    assert first.registry is second.registry
+    assert sorted(first.registry.names) == sorted(tool.__name__ for tool in app.tools)
+
+
 async def test_calls_per_request_are_capped() -> None:
     app = make_app(max_calls=3)
     calls = [call("counted", {"key": "cap"}, str(i)) for i in range(4)]
