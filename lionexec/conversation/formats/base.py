@@ -307,6 +307,14 @@ def result_text(response: ActionResponse | None) -> tuple[str, bool]:
     ``None`` stands for a request that has no recorded response. Content parts are rendered
     as their text, with each image or file named.
     """
+    if response is not None:  # the usual results, without a _Result (as _result shows them)
+        content = response.content
+        if content.success:
+            output = content.output
+            if type(output) is str:
+                return output, False
+            if type(output) is dict and "type" not in output and is_flat_json(output):
+                return _json_text(output), False
     result = _result(response)
     return result.text, result.is_error
 
