@@ -42,6 +42,7 @@ __all__ = [
     "UNSERIALIZABLE",
     "JSONValue",
     "exception_record",
+    "is_flat_json",
     "is_unicode",
     "json_encoder",
     "jsonable",
@@ -115,6 +116,32 @@ def _flat(value: dict[Any, Any]) -> dict[str, JSONValue] | None:
             return None
         out[utf8_text(key)] = item
     return out
+
+
+def is_flat_json(value: dict[Any, Any]) -> bool:
+    """Whether :func:`jsonable` renders the dict *value* as an equal dict, changing nothing:
+    keys that are valid Unicode strings, values that are valid Unicode strings, booleans,
+    ``None``, ints below 2,000 bits or finite floats, each of its exact type. Such a dict is
+    its own rendering (a tool's usual output: encoded as it is, without a converted copy)."""
+    for key, item in value.items():
+        if type(key) is not str or not (_isascii(key) or is_unicode(key)):
+            return False
+        kind = type(item)
+        if kind is str:
+            if _isascii(item) or is_unicode(item):
+                continue
+            return False
+        if kind is int:
+            if item.bit_length() < _SMALL_INT_BITS:
+                continue
+            return False
+        if kind is float:
+            if math.isfinite(item):
+                continue
+            return False
+        if kind is not bool and item is not None:
+            return False
+    return True
 
 
 def _convert(value: object, depth: int, path: set[int]) -> JSONValue:

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lionexec._jsonable import (
@@ -36,6 +36,7 @@ from lionexec._jsonable import (
     _convert,
     _flat,
     exception_record,
+    is_flat_json,
     is_unicode,
     json_encoder,
     jsonable,
@@ -399,6 +400,35 @@ def test_a_flat_dict_converts_exactly_as_the_general_path(value: dict[str, Any])
     assert fast == _convert(value, 0, set())  # (NaN and the infinities are strings by now)
     assert fast is not value
     json.dumps(fast, allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+@settings(max_examples=300)
+@given(
+    st.dictionaries(
+        _keys,
+        st.one_of(_scalars, st.builds(lambda: MyStr("s")), st.builds(lambda: MyInt(3))),
+        max_size=8,
+    )
+)
+@example({"k": math.nan})
+@example({"k": -math.inf, "j": 1.5})
+@example({"k": 2**7000})
+@example({"k": "a\udfffb"})
+@example({"\ud800": 1})
+@example({"city": "Oslo", "high_c": 21, "rain": 0.5, "open": True, "note": None})
+def test_a_flat_json_dict_is_exactly_its_own_rendering(value: dict[str, Any]) -> None:
+    """is_flat_json says yes only where jsonable would change nothing (same items, same
+    exact types): wherever it would change something, no."""
+    rendered = jsonable(value)
+    unchanged = list(rendered.items()) == list(value.items()) and all(
+        type(a) is type(b) and type(k) is type(j)
+        for (k, a), (j, b) in zip(rendered.items(), value.items(), strict=True)
+    )
+    if is_flat_json(value):
+        assert unchanged, (value, rendered)
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        assert text == json.dumps(rendered, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
 
 
 @given(

@@ -32,7 +32,7 @@ from lionexec.tools import ActionManager, Tool
 
 from ._alcall import DEFAULT_PARAMS, AlcallParams
 from ._batch import fan_out
-from ._envelope import Proposal, read_batch, read_plain_call
+from ._envelope import _TURN_ITEMS, Proposal, read_batch, read_plain_call
 from ._evidence import DEFAULT_SINK_CAPACITY, Evidence, SinkFeed, SinkStatistics
 from ._log import EventLog
 from ._scope import CallScope, new_request
@@ -508,11 +508,7 @@ class Branch:
             raise ConfigurationError(
                 f"strategy must be 'concurrent' or 'sequential', got {strategy!r}"
             )
-        if self._feeds and not all(feed.serving for feed in self._feeds):
-            raise ConfigurationError(
-                "this branch has evidence sinks that are not running: use `async with branch:` "
-                "or `await nursery.start(branch.serve)` before act()"
-            )
+        self._check_serving()
         params = call_params or DEFAULT_PARAMS
         proposal = read_plain_call(action_request)
         if proposal is not None:  # one plain call (a server's request): no batch to run
@@ -568,6 +564,32 @@ class Branch:
             # what it settled may go, so such a branch trims above, on success only.
             if self.retain is not None and not durable:
                 self._trim(self.retain, before=None)
+
+    def _check_serving(self) -> None:
+        if self._feeds and not all(feed.serving for feed in self._feeds):
+            raise ConfigurationError(
+                "this branch has evidence sinks that are not running: use `async with branch:` "
+                "or `await nursery.start(branch.serve)` before act()"
+            )
+
+    def _act_read(
+        self, envelope: object, proposal: Proposal, limiter: trio.CapacityLimiter | None
+    ) -> Awaitable[list[ActionResponse]]:
+        """``act([envelope], limiter=limiter)`` (its defaults otherwise), given *proposal*,
+        what :func:`~lionexec.act.read_proposal` returned for *envelope*: act does not read
+        the call again. For a caller that reads and checks its calls before acting (the
+        server reads a request's before it creates the conversation). Only *proposal* is
+        run: an envelope act would read otherwise (as a turn) goes to :meth:`act` whole.
+
+        Returns the coroutine to await (one coroutine fewer than an ``async def``); what
+        act refuses before it runs anything (outside trio, sinks not running) is raised
+        here, at the call. Blocking and cancellation as :meth:`act`.
+        """
+        if type(envelope) is not dict or envelope.get("type") in _TURN_ITEMS:
+            return self.act([envelope], limiter=limiter)
+        require_trio("Branch.act()")
+        self._check_serving()
+        return self._act_one(proposal, DEFAULT_PARAMS, limiter, True, False)
 
     async def _act_one(
         self,

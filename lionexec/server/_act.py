@@ -5,19 +5,26 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
 
-from ..act import Branch, read_proposal
+from .._slots import builder
+from ..act import Branch, Proposal, read_proposal
 from ..conversation import ActionOutcome, ActionRequest, ActionResponse
 from ..errors import DuplicateCallError
 from ..journal import Journal, canonical_json
 from ..journal.workers import load_request
 from ._approvals import _awaiting
-from ._asgi import HTTPError, send_json, until_disconnect
+from ._asgi import (
+    ClientGone,
+    HTTPError,
+    check_declared_size,
+    late_body,
+    receive_body,
+    send_json,
+)
 from ._config import ServerConfig
 from ._conversations import (
     CONVERSATION_ID,
@@ -25,25 +32,26 @@ from ._conversations import (
     Conversations,
     _is_cancellation,
     _journal_refusal,
-    _recorded_requests,
     tool_message,
 )
 from ._json import BadJSON, _json_type, _preview, loads
 
 if TYPE_CHECKING:
-    from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
+    from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
 
 STRATEGIES: Final = ("concurrent", "sequential")
 
 
 @attrs.frozen
 class Call:
-    """One checked tool call of a request: its id, function, arguments and what act gets."""
+    """One checked tool call of a request: its id, function and arguments, the envelope act
+    gets (its arguments parsed) and what :func:`read_proposal` read from it."""
 
     call_id: str
     function: str
     arguments: dict[str, Any] | None
     envelope: object
+    proposal: Proposal
 
 
 @attrs.frozen
@@ -53,20 +61,87 @@ class ActBody:
     strategy: str
 
 
+# Trusted builders (see lionexec._slots): _act_body checked every value, once per request.
+_build_call: Final = builder(Call, "call_id", "function", "arguments", "envelope", "proposal")
+_build_body: Final = builder(ActBody, "conversation_id", "calls", "strategy")
+
+
 class ActHandlers(Conversations):
     """``POST /v1/act``: check a request, run its calls (or replay the recorded ones), reply."""
 
     # -- POST /v1/act -------------------------------------------------------------------------
 
-    async def act(self, body: bytes, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-        request = _act_body(body, self.config)
-        conversation = self.conversation(request.conversation_id)
-        with self._using(conversation):
-            outcome = await until_disconnect(receive, partial(self._act, conversation, request))
-        if outcome is None:
+    async def act(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        """Read the body, check it, run its calls, reply; 408, 413 and 400 as the module
+        says, 504 past ``request_timeout``, nothing if the client leaves.
+
+        The body is read, and the calls run, under one cancel scope: the nursery of the
+        disconnect watcher (see :func:`until_disconnect`), whose deadline is
+        ``body_timeout`` while the body arrives and ``request_timeout`` once the calls are
+        about to run (a cancel scope costs as much as a small call's check).
+        """
+        config = self.config
+        check_declared_size(scope, config.max_body)
+        refused: HTTPError | ClientGone | None = None
+        request: ActBody | None = None
+        outcome: list[ActionResponse] | HTTPError | None = None
+        done = gone = False
+        async with trio.open_nursery() as nursery:
+            cancel = nursery.cancel_scope
+            cancel.deadline = trio.current_time() + config.body_timeout
+            try:  # (raised in the nursery's body, it would leave wrapped in a group)
+                request = _act_body(await receive_body(receive, config.max_body), config)
+                conversation = self.conversation(request.conversation_id)
+            except (HTTPError, ClientGone) as exc:
+                refused = exc
+            else:
+
+                async def watch() -> None:
+                    nonlocal gone
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    gone = True
+                    cancel.cancel()
+
+                nursery.start_soon(watch)
+                cancel.deadline = trio.current_time() + config.request_timeout
+                conversation.active += 1  # (as _using marks it busy, without a context manager)
+                lock = conversation.lock
+                try:
+                    # A free lock is taken without a schedule point of its own: the calls
+                    # that run under it are a checkpoint already (Branch.act is), and a trip
+                    # through the scheduler is a noticeable part of a small request's CPU. A
+                    # held one is waited for as ``async with`` waits (cancellably, in turn).
+                    try:
+                        lock.acquire_nowait()
+                    except trio.WouldBlock:
+                        await lock.acquire()
+                    try:
+                        # an HTTPError is returned, not raised (raised, it would leave the
+                        # nursery wrapped in an exception group)
+                        if self.journal is None:
+                            outcome = await self._run(conversation, request)
+                        else:
+                            outcome = await self._run_journaled(conversation, request)
+                        done = True
+                    finally:
+                        lock.release()
+                finally:
+                    self._used(conversation)
+                cancel.cancel()
+        if refused is not None:
+            raise refused
+        if request is None:  # the nursery's deadline cut the body short
+            raise late_body(config.body_timeout)
+        if gone:
             return  # the client is gone
+        if not done:  # neither done nor left: the deadline (a cancellation from outside
+            raise self._timed_out()  # would have propagated, not reached this line)
         if isinstance(outcome, HTTPError):
             raise outcome
+        assert outcome is not None
         # in input order: each response answers the call at its position
         messages = [
             tool_message(response, call.call_id)
@@ -75,17 +150,9 @@ class ActHandlers(Conversations):
         payload = {"conversation_id": request.conversation_id, "messages": messages}
         await send_json(send, 200, payload)
 
-    async def _act(
-        self, conversation: Conversation, request: ActBody
-    ) -> list[ActionResponse] | HTTPError:
-        """Run *request* within ``request_timeout``; an HTTPError is returned, not raised
-        (it would leave the disconnect watcher's nursery wrapped in an exception group)."""
+    def _timed_out(self) -> HTTPError:
+        """The 504 of a request that took longer than ``request_timeout``."""
         timeout = self.config.request_timeout
-        with trio.move_on_after(timeout):
-            async with conversation.lock:
-                if self.journal is None:
-                    return await self._run(conversation, request)
-                return await self._run_journaled(conversation, request)
         if self.config.workers:
             return HTTPError(
                 504,
@@ -142,11 +209,11 @@ class ActHandlers(Conversations):
     ) -> list[ActionResponse] | HTTPError:
         cid, branch = conversation.id, conversation.branch
         calls = request.calls
-        recorded = _recorded_requests(branch.messages, {call.call_id for call in calls})
+        recorded = branch.messages.request_for_call_id
         slots: list[ActionResponse | None] = [None] * len(calls)
         fresh: list[int] = []
         for index, call in enumerate(calls):  # every check before anything runs
-            previous = recorded.get(call.call_id)
+            previous = recorded(call.call_id)
             if previous is None:
                 fresh.append(index)
                 continue
@@ -175,13 +242,24 @@ class ActHandlers(Conversations):
             conflict = await self._check_queued(branch, calls, fresh)
             if conflict is not None:
                 return conflict
-        self.hub.publish(
-            "act.start", cid, calls=len(calls), strategy=request.strategy,
-            replayed=len(calls) - len(fresh),
-        )  # fmt: skip
+        hub = self.hub
+        if hub.watched:
+            hub.publish(
+                "act.start", cid, calls=len(calls), strategy=request.strategy,
+                replayed=len(calls) - len(fresh),
+            )  # fmt: skip
+        else:
+            hub.publish("act.start", cid)  # nobody listens: only the event id advances
         first_new = len(branch.messages)
         try:
-            await self._run_fresh(branch, calls, fresh, slots, request.strategy)
+            if len(fresh) == 1 and not self.config.workers:
+                # the call read once (see _act_body), not again by act
+                call = calls[fresh[0]]
+                [slots[fresh[0]]] = await branch._act_read(
+                    call.envelope, call.proposal, self.limiter
+                )
+            else:
+                await self._run_fresh(branch, calls, fresh, slots, request.strategy)
         except BaseException as exc:
             if _is_cancellation(exc):
                 cancelled = [
@@ -343,8 +421,12 @@ def _act_body(body: bytes, config: ServerConfig) -> ActBody:
                 400, f"tool_calls[{index}]: call id {proposal.call_id!r} appears twice"
             )
         seen.add(proposal.call_id)
-        calls.append(Call(proposal.call_id, proposal.function, proposal.arguments, envelope))
-    return ActBody(conversation_id, calls, strategy)
+        calls.append(
+            _build_call(
+                proposal.call_id, proposal.function, proposal.arguments, envelope, proposal
+            )
+        )
+    return _build_body(conversation_id, calls, strategy)
 
 
 def _parsed_arguments(tool_call: object, index: int, config: ServerConfig) -> object:

@@ -24,6 +24,7 @@ from ._asgi import (
     _header,
     _lifespan,
     browser_refusal,
+    check_declared_size,
     query_parameters,
     read_body,
     send_chunk,
@@ -57,8 +58,9 @@ class App(ActHandlers, ApprovalHandlers):
     Args:
         config: the limits (see :class:`ServerConfig`; its defaults otherwise).
         tools: the tools (functions or :class:`~lionexec.tools.Tool` objects) the
-            conversations may call: registered on each new conversation's branch (none by
-            default: the embedding program brings its own).
+            conversations may call: registered once, in the one registry every
+            conversation's branch shares (none by default: the embedding program brings its
+            own).
         journal: the open journal conversations are kept in (``None``: in memory). A
             ``config.journal`` is opened by :func:`open_app`, which passes it here.
         sinks: more evidence sinks for every journaled conversation's branch (an
@@ -106,6 +108,10 @@ class App(ActHandlers, ApprovalHandlers):
                 f"approve names unknown tools: {', '.join(map(repr, sorted(unknown)))} (the "
                 f"tools are {', '.join(sorted(self.registry.names)) or 'none'})"
             )
+        #: The tools of in-memory conversations, registered on first use (one registry,
+        #: shared by their branches: registering the tools per conversation cost more than
+        #: creating the conversation's branch).
+        self._memory_registry: ActionManager | None = None
         #: Conversation locks across replicas (a PostgreSQL journal; set by open_app).
         self.replica_locks: ReplicaLocks | None = None
         #: The policy of journaled conversations: ``config.approve`` tools wait for approval.
@@ -170,7 +176,7 @@ class App(ActHandlers, ApprovalHandlers):
         path, method = scope["path"], scope["method"]
         if path == "/v1/act":
             _allow(method, "POST")
-            await self.act(await self._body(scope, receive), receive, send)
+            await self.act(scope, receive, send)
         elif path.startswith("/v1/conversations/"):
             _allow(method, "GET")
             conversation_id = path.removeprefix("/v1/conversations/")
@@ -194,11 +200,8 @@ class App(ActHandlers, ApprovalHandlers):
             raise HTTPError(404, f"no such endpoint: {method} {path}")
 
     async def _body(self, scope: HTTPScope, receive: ASGIReceiveCallable) -> bytes:
-        limit = self.config.max_body
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared[:20]) > limit:
-            raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
-        return await read_body(receive, limit, self.config.body_timeout)
+        check_declared_size(scope, self.config.max_body)
+        return await read_body(receive, self.config.max_body, self.config.body_timeout)
 
     # -- GET /v1/events -----------------------------------------------------------------------
 

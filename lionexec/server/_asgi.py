@@ -59,22 +59,45 @@ async def send_chunk(send: ASGISendCallable, body: bytes, *, more: bool = True) 
 
 async def read_body(receive: ASGIReceiveCallable, limit: int, seconds: float) -> bytes:
     """The request body: 413 past *limit* bytes, 408 if it takes over *seconds*."""
+    with trio.move_on_after(seconds):
+        return await receive_body(receive, limit)
+    raise late_body(seconds)
+
+
+async def receive_body(receive: ASGIReceiveCallable, limit: int) -> bytes:
+    """The request body, however long it takes (the caller bounds that): 413 past *limit*
+    bytes; :class:`ClientGone` if the client disconnects first."""
+    message = await receive()
+    if message["type"] == "http.request" and not message["more_body"]:
+        body: bytes = message["body"]  # the usual body: one message holds all of it
+        if len(body) > limit:
+            raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+        return body
     chunks: list[bytes] = []
     size = 0
-    with trio.move_on_after(seconds):
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            if message["type"] != "http.request":
-                continue
+    while True:
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        if message["type"] == "http.request":
             chunks.append(message["body"])
             size += len(message["body"])
             if size > limit:
                 raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
             if not message["more_body"]:
                 return b"".join(chunks)
-    raise HTTPError(408, f"request body did not arrive within body_timeout ({seconds:g} s)")
+        message = await receive()
+
+
+def check_declared_size(scope: HTTPScope, limit: int) -> None:
+    """A 413 before the body is read, if its declared ``Content-Length`` is over *limit*."""
+    declared = _header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared[:20]) > limit:
+        raise HTTPError(413, f"request body is larger than max_body ({limit} bytes)")
+
+
+def late_body(seconds: float) -> HTTPError:
+    """The 408 of a request body that did not arrive within *seconds* (``body_timeout``)."""
+    return HTTPError(408, f"request body did not arrive within body_timeout ({seconds:g} s)")
 
 
 async def until_disconnect(

@@ -152,15 +152,6 @@ def _watch(conversation: Conversation, hub: EventHub) -> Callable[[], None]:
     return unwatch
 
 
-def _recorded_requests(messages: MessageManager, call_ids: set[str]) -> dict[str, ActionRequest]:
-    """The requests already in *messages* whose call id is one of *call_ids*."""
-    lookup = getattr(messages, "request_for_call_id", None)
-    if lookup is not None:  # lionexec's index, where this version has it
-        found = {call_id: lookup(call_id) for call_id in call_ids}
-        return {call_id: r for call_id, r in found.items() if isinstance(r, ActionRequest)}
-    return {r.content.call_id: r for r in messages.requests() if r.content.call_id in call_ids}
-
-
 def _journal_refusal(exc: BaseException) -> JournalError | None:
     """The :class:`JournalError` that *exc* is (or is only made of), else ``None``. A
     :class:`NotDurableError` (the calls ran, their outcomes were not committed) counts as
@@ -210,15 +201,18 @@ class Conversations:
     conversations: OrderedDict[str, Conversation]
     limiter: trio.CapacityLimiter
     _locks: dict[uuid.UUID, trio.Lock]
+    _memory_registry: ActionManager | None
 
     # -- conversations, eviction ------------------------------------------------------------
 
     def find(self, conversation_id: str) -> Conversation | None:
         """The live conversation with this id (marked used), or ``None``."""
-        self.evict_idle()
+        now = trio.current_time()
+        self._evict_idle(now)
         conversation = self.conversations.get(conversation_id)
         if conversation is not None:
-            self._touch(conversation)
+            conversation.last_used = now  # (as _touch, with the time read once)
+            self.conversations.move_to_end(conversation_id)
         return conversation
 
     def conversation(self, conversation_id: str) -> Conversation:
@@ -240,8 +234,11 @@ class Conversations:
                 )
             self._forget(self.conversations.pop(idle.id))
         if self.journal is None:
-            branch = Branch()
-            branch.register_tools(self.tools)
+            registry = self._memory_registry
+            if registry is None:
+                registry = self._memory_registry = ActionManager()
+                registry.register_tools(list(self.tools))
+            branch = Branch(registry=registry)
         else:  # a placeholder: each request loads the branch from the journal
             branch = Branch(id=branch_id_of(conversation_id), registry=self.registry)
         conversation = Conversation(conversation_id, branch)
@@ -260,10 +257,13 @@ class Conversations:
         Cheap: conversations are kept in order of last use, so the scan stops at the first
         one still fresh.
         """
+        return self._evict_idle(trio.current_time())
+
+    def _evict_idle(self, now: float) -> int:
         ttl = self.config.idle_ttl
         if ttl is None or not self.conversations:
             return 0
-        horizon = trio.current_time() - ttl
+        horizon = now - ttl
         expired = []
         for conversation in self.conversations.values():
             if conversation.last_used > horizon:
@@ -312,9 +312,13 @@ class Conversations:
         try:
             yield
         finally:
-            conversation.active -= 1
-            if self.conversations.get(conversation.id) is conversation:
-                self._touch(conversation)
+            self._used(conversation)
+
+    def _used(self, conversation: Conversation) -> None:
+        """The end of a use of *conversation* that :meth:`_using` (or its caller) began."""
+        conversation.active -= 1
+        if self.conversations.get(conversation.id) is conversation:
+            self._touch(conversation)
 
     # -- the journaled branch of a request ---------------------------------------------------
 

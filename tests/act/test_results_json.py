@@ -139,3 +139,38 @@ async def test_an_unserializable_result_is_journaled_as_the_same_failure(tmp_pat
         [kept] = (await journal.branch(name)).messages.responses()
     assert kept.outcome is ActionOutcome.FAILED
     assert kept.error == response.error
+
+
+class Text(str):
+    """A str subclass: JSON text, though not of the exact type."""
+
+
+FLAT = [
+    {"city": "Oslo", "high_c": 21, "rain": 0.5, "open": True, "note": None},
+    {"a": float("nan")},
+    {"a": float("-inf"), "b": 1},
+    {"big": 2**20_000},
+    {"big": -(2**3_000)},
+    {1: "an int key", "b": 2},
+    {"t": Text("x")},
+    {"d": decimal.Decimal("1.5")},
+    {"nested": {"a": float("inf")}},
+    {"s": "\ud800"},
+    {},
+]
+
+
+@pytest.mark.parametrize("value", FLAT, ids=[f"flat{i}" for i in range(len(FLAT))])
+def test_the_flat_dict_fast_path_judges_and_copies_as_the_walk_does(value: Any) -> None:
+    from lionexec._snapshot import snapshot
+    from lionexec.act._results import not_json, recorded_result
+
+    copied, problem = recorded_result(value)
+    assert problem == not_json(snapshot(value))
+    assert copied is not value
+    if problem is None:
+        assert copied == value
+    value_keys = list(value)
+    if value_keys:  # the record's own copy: changing the tool's dict changes nothing
+        value[value_keys[0]] = "changed"
+        assert copied[value_keys[0]] != "changed"

@@ -174,6 +174,22 @@ def test_completed_outputs_are_text_as_is_and_json_otherwise() -> None:
         assert result_text(ActionResponse.create(request, output=output)) == (text, False)
 
 
+def test_a_dict_output_is_its_strict_json_text_and_a_part_is_its_part() -> None:
+    request = ActionRequest.create("f")
+    cases: list[tuple[object, str]] = [
+        ({"city": "Oslo", "high_c": 21}, '{"city": "Oslo", "high_c": 21}'),
+        ({"rain": 0.5, "open": True, "note": None}, '{"rain": 0.5, "open": true, "note": null}'),
+        ({"k": "\u00e9\U0001f600"}, '{"k": "\u00e9\U0001f600"}'),  # non-ASCII kept as it is
+        ({"k": "a\ud800"}, '{"k": "a\ufffd"}'),  # a lone surrogate: U+FFFD
+        ({"k\udc00": 1}, '{"k\ufffd": 1}'),
+        ({"n": 2**20_000}, '{"n": "<int with 20001 bits>"}'),
+        ({"type": "text", "text": "a part"}, "a part"),  # a content part: its text
+        ({"type": "note", "n": 1}, '{"type": "note", "n": 1}'),
+    ]
+    for output, text in cases:
+        assert result_text(ActionResponse.create(request, output=output)) == (text, False)
+
+
 def test_denied_and_cancelled_calls_export_as_errors_with_their_outcome() -> None:
     request = ActionRequest.create("f")
     for outcome in (ActionOutcome.DENIED, ActionOutcome.CANCELLED, ActionOutcome.TIMED_OUT):

@@ -357,6 +357,52 @@ async def test_declared_oversized_body_gets_413_before_it_is_read() -> None:
     assert reply.json() == {"error": "request body is larger than max_body (1000 bytes)"}
 
 
+@pytest.mark.parametrize("chunks", [1, 3])
+async def test_an_undeclared_oversized_body_gets_413_in_one_message_or_many(chunks: int) -> None:
+    app = make_app(max_body=1000)
+    text = b"x" * 1001
+    size = -(-len(text) // chunks)
+    messages = [
+        {"type": "http.request", "body": text[i : i + size], "more_body": i + size < len(text)}
+        for i in range(0, len(text), size)
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with trio.fail_after(BUDGET):
+        await app(http_scope("POST", "/v1/act"), receive, send)  # (no Content-Length)
+    assert sent[0]["status"] == 413
+    assert strict_loads(sent[1]["body"]) == {
+        "error": "request body is larger than max_body (1000 bytes)"
+    }
+    assert app.conversations == {}
+
+
+async def test_in_memory_conversations_share_one_registry_of_the_tools() -> None:
+    app = make_app()
+    with trio.fail_after(BUDGET):
+        for name in ("a", "b"):
+            status, reply = await asgi_post(
+                app,
+                {
+                    "conversation_id": name,
+                    "tool_calls": [call("get_weather", {"city": name}, "w")],
+                },
+            )
+            assert status == 200 and reply["messages"][0]["outcome"] == "completed", reply
+    first, second = (app.conversations[name].branch for name in ("a", "b"))
+    assert first.registry is second.registry
+    assert sorted(first.registry.names) == sorted(tool.__name__ for tool in app.tools)
+
+
 async def test_calls_per_request_are_capped() -> None:
     app = make_app(max_calls=3)
     calls = [call("counted", {"key": "cap"}, str(i)) for i in range(4)]
@@ -398,6 +444,66 @@ async def test_request_timeout_cancels_the_calls_and_answers_504(autojump_clock:
     assert outcomes["slow"]["outcome"] == "cancelled"
     assert [e.data["call_ids"] for e in seen if e.type == "act.cancelled"] == [["slow"]]
     assert not app.conversations["t"].lock.locked()
+
+
+async def post_slowly(
+    app: Any, body: dict[str, Any], *, upload: float, leave_after: float | None = None
+) -> tuple[int, Any] | None:
+    """``POST /v1/act`` into the ASGI app, its body arriving in two chunks *upload* seconds
+    apart; the client disconnects *leave_after* seconds after the body (never, for
+    ``None``). The status and parsed reply, or ``None`` if nothing was sent."""
+    text = json.dumps(body).encode()
+    chunks = [text[:10], text[10:]]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if chunks:
+            if len(chunks) == 1:
+                await trio.sleep(upload)
+            chunk = chunks.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
+        if leave_after is None:
+            await trio.sleep_forever()
+        await trio.sleep(leave_after)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(http_scope("POST", "/v1/act"), receive, send)
+    return (sent[0]["status"], strict_loads(sent[1]["body"])) if sent else None
+
+
+def slow_call(seconds: float) -> dict[str, Any]:
+    return {
+        "conversation_id": "s",
+        "tool_calls": [call("slow_echo", {"text": "t", "seconds": seconds}, "slow")],
+    }
+
+
+async def test_body_timeout_covers_the_body_and_request_timeout_the_calls(
+    autojump_clock: Any,
+) -> None:
+    """One deadline serves both, in turn: a body slower than ``body_timeout`` is a 408, calls
+    longer than ``body_timeout`` (but within ``request_timeout``) complete, the calls get
+    the whole ``request_timeout`` however long the body took, and calls past it are a 504;
+    a client that leaves is sent nothing."""
+    config = {"body_timeout": 2.0, "request_timeout": 5.0}
+    with trio.fail_after(BUDGET * 5):
+        assert await post_slowly(make_app(**config), slow_call(0), upload=3) == (
+            408,
+            {"error": "request body did not arrive within body_timeout (2 s)"},
+        )
+        posted = await post_slowly(make_app(**config), slow_call(4), upload=1.5)
+        assert posted is not None and posted[0] == 200, posted
+        assert posted[1]["messages"][0]["outcome"] == "completed"
+        posted = await post_slowly(make_app(**config), slow_call(6), upload=1.5)
+        assert posted is not None and posted[0] == 504, posted
+        assert posted[1]["error"].startswith("the request took longer than request_timeout (5 s)")
+        app = make_app(**config)
+        assert await post_slowly(app, slow_call(4), upload=1, leave_after=1) is None
+        [response] = app.conversations["s"].branch.messages.responses()
+        assert response.content.outcome.value == "cancelled"
 
 
 async def test_tool_calls_share_one_concurrency_cap_across_conversations() -> None:

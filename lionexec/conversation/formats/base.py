@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runt
 
 import attrs
 
-from ..._jsonable import json_encoder, utf8_text
+from ..._jsonable import is_flat_json, json_encoder, utf8_text
 from ..._jsonable import jsonable as strict_json
 from ...errors import ConfigurationError
 from .._messages import (
@@ -307,6 +307,14 @@ def result_text(response: ActionResponse | None) -> tuple[str, bool]:
     ``None`` stands for a request that has no recorded response. Content parts are rendered
     as their text, with each image or file named.
     """
+    if response is not None:  # the usual results, without a _Result (as _result shows them)
+        content = response.content
+        if content.success:
+            output = content.output
+            if type(output) is str:
+                return output, False
+            if type(output) is dict and "type" not in output and is_flat_json(output):
+                return _json_text(output), False
     result = _result(response)
     return result.text, result.is_error
 
@@ -321,6 +329,9 @@ def _result(response: ActionResponse | None) -> _Result:
         output = content.output
         if isinstance(output, str):
             return _Result(output, None, False)
+        if type(output) is dict and "type" not in output and is_flat_json(output):
+            # (a content part has a "type"): its own strict rendering, encoded as it is
+            return _Result(_json_text(output), None, False)
         parts = content_parts(output)
         if parts is not None:
             return _Result(_parts_text(parts), parts, False)
