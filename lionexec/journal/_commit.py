@@ -388,7 +388,7 @@ class CommitEngine:
             claims: list[Claim | Queued] = []
             if batch:
                 claims = await self._commit_batch(batch)
-            elif self._run_now is None:
+            else:
                 await trio.lowlevel.checkpoint()
         except BaseException as exc:
             for sink, start in staged.items():

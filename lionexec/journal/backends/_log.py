@@ -148,7 +148,7 @@ def fold(store: SqlStore) -> int:
     while a statement runs: a fold on the writer thread leaves the trio thread running).
     """
     tx = store.tx_unfolded
-    counted = tx.execute("SELECT COUNT(*), COUNT(*) FILTER (WHERE event = 0) FROM lionexec_log")
+    counted = tx.execute("SELECT COUNT(*), COALESCE(SUM(event = 0), 0) FROM lionexec_log")
     total, messages = (int(n) for n in counted[0])
     if not total:
         return 0

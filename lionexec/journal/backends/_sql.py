@@ -420,13 +420,6 @@ class SqlStore:
     def insert_message_rows(self, messages: Sequence[MessageRow]) -> None:
         self._insert_messages(messages)
 
-    def insert_call_rows(self, rows: Sequence[CallRow]) -> None:
-        insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
-        self._insert(insert, _CALL_TYPES, [_values(row) for row in rows], "ON CONFLICT DO NOTHING")
-
-    def mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
-        self._mark_done(outcomes)
-
     def _value_lists(
         self, head: str, width: int, rows: Sequence[Sequence[Any]], tail: str = ""
     ) -> Iterator[tuple[str, list[Any]]]:
