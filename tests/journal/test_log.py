@@ -180,3 +180,20 @@ async def test_a_journal_of_schema_4_is_migrated_in_place(tmp_path: Path) -> Non
             [(version,)] = conn.execute("SELECT version FROM lionexec_schema_version")
     assert version == 5
     assert [c.done for c in journaled] == [True] * 3
+
+
+async def test_an_sqlite_without_update_from_folds_outcomes_one_row_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sqlite, "_UPDATE_FROM", False)  # (as SQLite before 3.33)
+    path = tmp_path / "j.db"
+    with trio.fail_after(30):
+        async with SqliteJournal(path) as journal:
+            branch = await journal.branch()
+            branch.register_tools(add)
+            async with branch:
+                await branch.act(calls(3), strategy="sequential")
+                assert counts(path)["lionexec_log"] == 9
+            journaled = await journal.calls(branch.id)
+    assert [(c.done, c.outcome) for c in journaled] == [(True, "completed")] * 3
+    assert counts(path)["lionexec_log"] == 0

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from .base import DONE, REQUESTED, Batch, Claim, MessageRow, new_row
+from .base import DONE, REQUESTED, Batch, Claim, MessageRow, OutcomeOp, new_row
 
 if TYPE_CHECKING:
     from ._sql import SqlStore, Tx
@@ -168,6 +168,19 @@ def fold(store: SqlStore) -> int:
         f"call_id, message_id, function, arguments, effect, 1, '{REQUESTED}', NULL, NULL, at, "
         "NULL FROM lionexec_log WHERE event = 1 ORDER BY branch_id, seq ON CONFLICT DO NOTHING"
     )
+    if not store.update_from:  # (SQLite before 3.33: no UPDATE ... FROM)
+        done = tx.execute(
+            "SELECT branch_id, call_id, outcome, body, at FROM lionexec_log "
+            "WHERE event = 0 AND outcome IS NOT NULL"
+        )
+        store.mark_done(
+            [
+                OutcomeOp(branch_id=b, call_id=c, outcome=o, response=r, at=a)
+                for b, c, o, r, a in done
+            ]
+        )
+        tx.execute("DELETE FROM lionexec_log")
+        return total
     # (the log drives the join: "+" keeps the planner off the state index)
     tx.execute(
         f"UPDATE lionexec_calls SET state = '{DONE}', outcome = l.outcome, response = l.body, "

@@ -420,6 +420,9 @@ class SqlStore:
     def insert_message_rows(self, messages: Sequence[MessageRow]) -> None:
         self._insert_messages(messages)
 
+    def mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
+        self._mark_done(outcomes)
+
     def _value_lists(
         self, head: str, width: int, rows: Sequence[Sequence[Any]], tail: str = ""
     ) -> Iterator[tuple[str, list[Any]]]:
