@@ -177,6 +177,8 @@ async def check_run(database: Path, provider: TurnProvider, effects: Path, resul
             assert response is not None
             if response.outcome is ActionOutcome.COMPLETED:
                 assert ran[invoice] == 1, invoice
+            elif response.outcome is ActionOutcome.CANCELLED:  # killed before its claim
+                assert invoice not in ran, invoice  # committed: so it never ran
             else:  # a charge the kill interrupted is never run again
                 assert response.outcome is ActionOutcome.INTERRUPTED, response.outcome
 
