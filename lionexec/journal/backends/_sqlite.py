@@ -721,12 +721,12 @@ class SqliteBackend(Backend):
             checkpointer.stop()
         if conn is not None and writer is not None:
             try:
-                # The tables hold everything once the journal is closed (for SQL of others').
-
+                # The tables hold everything once the journal is closed (for SQL of others');
+                # what is not folded (the lock taken, an error) stays in the log, folded by
+                # the next reader.
                 def fold(job: _Job[int | NotNow]) -> int | NotNow:
                     return self._transact(conn, _fold, None)  # (never waiting for a lock)
 
-                # What is not folded stays in the log, folded by the next reader.
                 with contextlib.suppress(JournalError):
                     await writer.run(fold, abandon_on_cancel=False)
                 await writer.run(lambda job: conn.close(), abandon_on_cancel=False)
