@@ -575,8 +575,8 @@ class SqlStore:
             )
             locks = ""
             inserted = self._insert_unqueued([_values(row) for row in fresh])
-            if inserted == len(fresh):
-                tx.execute("RELEASE SAVEPOINT lionexec_claim")
+            if inserted == len(fresh):  # (the savepoint ends with the transaction: on
+                # PostgreSQL a RELEASE of its own would be one more round trip)
                 return [Claim(row, True, 0) for row in fresh]
             tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")  # (the locks are kept)
             tx.execute("RELEASE SAVEPOINT lionexec_claim")
