@@ -9,8 +9,8 @@ and ``calls`` stream. On a journal in memory (no SQL) each is one page: it is in
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Sequence
-from typing import Any, Final
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 from ._journal import Journal
 from ._keys import branch_uuid
@@ -33,6 +33,8 @@ __all__ = [
 
 #: Rows read per transaction.
 PAGE: Final = 500
+
+R = TypeVar("R")
 
 _MESSAGE_COLUMNS = "branch_id, seq, message_id, kind, body, call_id"
 _QUEUE_COLUMNS = (
@@ -78,6 +80,28 @@ def _sql(store: Store) -> Any:
     return getattr(store, "tx", None)
 
 
+async def _pages(
+    journal: Journal,
+    page: Callable[[Store, Any], list[R]],
+    key: Callable[[R], Any],
+) -> AsyncGenerator[list[R], None]:
+    """``page(store, after)`` read again and again, one transaction each, from the row after
+    *after* (``None``: the first; then ``key`` of the last row read), until a page comes back
+    short of :data:`PAGE` rows; each non-empty page is yielded."""
+    after: Any = None
+    while True:
+
+        def read(store: Store, after: Any = after) -> list[R]:
+            return page(store, after)
+
+        rows = await journal._run(read)
+        if rows:
+            yield rows
+        if len(rows) < PAGE:
+            return
+        after = key(rows[-1])
+
+
 def _call_filter(
     row: CallRow, branch: str | None, status: str | None, since: float | None
 ) -> bool:
@@ -90,7 +114,7 @@ def _call_filter(
     return status is None or (row.state == DONE and row.outcome == status)
 
 
-async def call_pages(
+def call_pages(
     journal: Journal,
     *,
     branch: str | None = None,
@@ -102,47 +126,38 @@ async def call_pages(
     *status*: an outcome (``completed``, ``failed``, ...) or ``unfinished``; *since*: only
     calls requested at or after these epoch seconds.
     """
-    after: tuple[float, str] | None = None
-    while True:
 
-        def page(store: Store, after: tuple[float, str] | None = after) -> list[CallRow]:
-            tx = _sql(store)
-            if tx is None:
-                return [
-                    r
-                    for r in store.calls(branch, False)
-                    if _call_filter(r, branch, status, since)
-                    and (after is None or (r.requested_at, r.key) > after)
-                ][:PAGE]
-            conditions: list[str] = []
-            params: list[Any] = []
-            if branch is not None:
-                conditions.append("branch_id = ?")
-                params.append(branch)
-            if status == "unfinished":
-                conditions.append("state = ?")
-                params.append(REQUESTED)
-            elif status is not None:
-                conditions.append("state = ? AND outcome = ?")
-                params += [DONE, status]
-            if since is not None:
-                conditions.append("requested_at >= ?")
-                params.append(since)
-            order = ("requested_at", "idempotency_key")
-            rows = _select_page(
-                tx, "lionexec_calls", _CALL_COLUMNS, conditions, params, order, after
-            )
-            return [_call(row) for row in rows]
+    def page(store: Store, after: tuple[float, str] | None) -> list[CallRow]:
+        tx = _sql(store)
+        if tx is None:
+            return [
+                r
+                for r in store.calls(branch, False)
+                if _call_filter(r, branch, status, since)
+                and (after is None or (r.requested_at, r.key) > after)
+            ][:PAGE]
+        conditions: list[str] = []
+        params: list[Any] = []
+        if branch is not None:
+            conditions.append("branch_id = ?")
+            params.append(branch)
+        if status == "unfinished":
+            conditions.append("state = ?")
+            params.append(REQUESTED)
+        elif status is not None:
+            conditions.append("state = ? AND outcome = ?")
+            params += [DONE, status]
+        if since is not None:
+            conditions.append("requested_at >= ?")
+            params.append(since)
+        order = ("requested_at", "idempotency_key")
+        rows = _select_page(tx, "lionexec_calls", _CALL_COLUMNS, conditions, params, order, after)
+        return [_call(row) for row in rows]
 
-        rows = await journal._run(page)
-        if rows:
-            yield rows
-        if len(rows) < PAGE:
-            return
-        after = (rows[-1].requested_at, rows[-1].key)
+    return _pages(journal, page, lambda row: (row.requested_at, row.key))
 
 
-async def queue_pages(
+def queue_pages(
     journal: Journal,
     *,
     branch: str | None = None,
@@ -155,46 +170,37 @@ async def queue_pages(
 
     *status* matches the outcome, or ``unfinished`` (not yet answered).
     """
-    after: tuple[float, str, str] | None = None
     names = [name.strip() for name in _QUEUE_COLUMNS.split(",")]
-    while True:
 
-        def page(
-            store: Store, after: tuple[float, str, str] | None = after
-        ) -> list[dict[str, Any]]:
-            tx = _sql(store)
-            if tx is None:
-                return []
-            conditions: list[str] = []
-            params: list[Any] = []
-            if branch is not None:
-                conditions.append("branch_id = ?")
-                params.append(branch)
-            if status == "unfinished":
-                conditions.append("state <> ?")
-                params.append(DONE)
-            elif status is not None:
-                conditions.append("outcome = ?")
-                params.append(status)
-            if since is not None:
-                conditions.append("submitted_at >= ?")
-                params.append(since)
-            order = ("submitted_at", "branch_id", "call_id")
-            rows = _select_page(
-                tx, "lionexec_queue", _QUEUE_COLUMNS, conditions, params, order, after
-            )
-            return [dict(zip(names, row, strict=True)) for row in rows]
+    def page(store: Store, after: tuple[float, str, str] | None) -> list[dict[str, Any]]:
+        tx = _sql(store)
+        if tx is None:
+            return []
+        conditions: list[str] = []
+        params: list[Any] = []
+        if branch is not None:
+            conditions.append("branch_id = ?")
+            params.append(branch)
+        if status == "unfinished":
+            conditions.append("state <> ?")
+            params.append(DONE)
+        elif status is not None:
+            conditions.append("outcome = ?")
+            params.append(status)
+        if since is not None:
+            conditions.append("submitted_at >= ?")
+            params.append(since)
+        order = ("submitted_at", "branch_id", "call_id")
+        rows = _select_page(tx, "lionexec_queue", _QUEUE_COLUMNS, conditions, params, order, after)
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
-        rows = await journal._run(page)
-        if rows:
-            yield rows
-        if len(rows) < PAGE:
-            return
-        last = rows[-1]
-        after = (float(last["submitted_at"]), last["branch_id"], last["call_id"])
+    def key(row: dict[str, Any]) -> tuple[float, str, str]:
+        return (float(row["submitted_at"]), row["branch_id"], row["call_id"])
+
+    return _pages(journal, page, key)
 
 
-async def approval_pages(
+def approval_pages(
     journal: Journal,
     *,
     branch: str | None = None,
@@ -212,47 +218,40 @@ async def approval_pages(
     """
     name = None if branch is None else str(branch_uuid(branch))
     now = journal.clock()
-    after: tuple[float, str] | None = None
-    while True:
 
-        def page(store: Store, after: tuple[float, str] | None = after) -> list[ApprovalRow]:
-            if after is None:
-                store.expire_approvals(now)
-            tx = _sql(store)
-            if tx is None:
-                return [
-                    r
-                    for r in store.approvals(name, status)
-                    if (since is None or r.created_at >= since)
-                    and (call_id is None or r.call_id == call_id)
-                    and (after is None or (r.created_at, r.approval_id) > after)
-                ][:PAGE]
-            conditions: list[str] = []
-            params: list[Any] = []
-            if name is not None:
-                conditions.append("branch_id = ?")
-                params.append(name)
-            if status is not None:
-                conditions.append("state = ?")
-                params.append(status)
-            if since is not None:
-                conditions.append("created_at >= ?")
-                params.append(since)
-            if call_id is not None:
-                conditions.append("call_id = ?")
-                params.append(call_id)
-            order = ("created_at", "approval_id")
-            rows = _select_page(
-                tx, "lionexec_approvals", _APPROVAL_COLUMNS, conditions, params, order, after
-            )
-            return [_approval(row) for row in rows]
+    def page(store: Store, after: tuple[float, str] | None) -> list[ApprovalRow]:
+        if after is None:
+            store.expire_approvals(now)
+        tx = _sql(store)
+        if tx is None:
+            return [
+                r
+                for r in store.approvals(name, status)
+                if (since is None or r.created_at >= since)
+                and (call_id is None or r.call_id == call_id)
+                and (after is None or (r.created_at, r.approval_id) > after)
+            ][:PAGE]
+        conditions: list[str] = []
+        params: list[Any] = []
+        if name is not None:
+            conditions.append("branch_id = ?")
+            params.append(name)
+        if status is not None:
+            conditions.append("state = ?")
+            params.append(status)
+        if since is not None:
+            conditions.append("created_at >= ?")
+            params.append(since)
+        if call_id is not None:
+            conditions.append("call_id = ?")
+            params.append(call_id)
+        order = ("created_at", "approval_id")
+        rows = _select_page(
+            tx, "lionexec_approvals", _APPROVAL_COLUMNS, conditions, params, order, after
+        )
+        return [_approval(row) for row in rows]
 
-        rows = await journal._run(page)
-        if rows:
-            yield rows
-        if len(rows) < PAGE:
-            return
-        after = (rows[-1].created_at, rows[-1].approval_id)
+    return _pages(journal, page, lambda row: (row.created_at, row.approval_id))
 
 
 async def approval_counts(journal: Journal) -> dict[str, int]:
