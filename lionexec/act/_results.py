@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import attrs
 
-from lionexec._jsonable import MAX_DEPTH
+from lionexec._jsonable import MAX_DEPTH, is_flat_json
 from lionexec._snapshot import snapshot
 from lionexec.conversation._parts import content_parts
 
@@ -49,31 +49,10 @@ def recorded_result(value: object) -> tuple[Any, str | None]:
         return value, None
     if cls is int and value.bit_length() < _SMALL_INT_BITS:  # type: ignore[attr-defined]
         return value, None
-    if cls is dict and _flat_json(value):  # type: ignore[arg-type]
+    if cls is dict and is_flat_json(value):  # type: ignore[arg-type]
         return value.copy(), None  # type: ignore[attr-defined]
     copied = snapshot(value)
     return copied, not_json(copied)
-
-
-def _flat_json(value: dict[Any, Any]) -> bool:
-    """Whether the dict *value* is flat JSON data: string keys, and values that are strings,
-    booleans, ``None``, ints that print, or finite floats, each of its exact type. Nothing
-    in it needs a walk (:func:`not_json` finds nothing) and a shallow copy is a deep one;
-    the usual dict a tool returns, read in one pass."""
-    for key, item in value.items():
-        if type(key) is not str:
-            return False
-        cls = type(item)
-        if cls is str or cls is bool or item is None:
-            continue
-        if cls is int:
-            if item.bit_length() < _SMALL_INT_BITS:
-                continue
-            return False
-        if cls is float and math.isfinite(item):
-            continue
-        return False
-    return True
 
 
 def not_json(value: object) -> str | None:
