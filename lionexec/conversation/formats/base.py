@@ -307,16 +307,23 @@ def result_text(response: ActionResponse | None) -> tuple[str, bool]:
     ``None`` stands for a request that has no recorded response. Content parts are rendered
     as their text, with each image or file named.
     """
-    if response is not None:  # the usual results, without a _Result (as _result shows them)
-        content = response.content
-        if content.success:
-            output = content.output
-            if type(output) is str:
-                return output, False
-            if type(output) is dict and "type" not in output and is_flat_json(output):
-                return _json_text(output), False
+    if response is not None and response.content.success:  # (without building a _Result)
+        text = _plain_text(response.content.output)
+        if text is not None:
+            return text, False
     result = _result(response)
     return result.text, result.is_error
+
+
+def _plain_text(output: object) -> str | None:
+    """The text of a successful *output* shown as it is: a string, or a flat dict's strict
+    JSON (its own rendering, encoded as it is; a content part has a ``"type"``). ``None``
+    for any other output."""
+    if isinstance(output, str):
+        return output
+    if type(output) is dict and "type" not in output and is_flat_json(output):
+        return _json_text(output)
+    return None
 
 
 def _result(response: ActionResponse | None) -> _Result:
@@ -327,11 +334,9 @@ def _result(response: ActionResponse | None) -> _Result:
     content = response.content
     if content.success:
         output = content.output
-        if isinstance(output, str):
-            return _Result(output, None, False)
-        if type(output) is dict and "type" not in output and is_flat_json(output):
-            # (a content part has a "type"): its own strict rendering, encoded as it is
-            return _Result(_json_text(output), None, False)
+        text = _plain_text(output)
+        if text is not None:
+            return _Result(text, None, False)
         parts = content_parts(output)
         if parts is not None:
             return _Result(_parts_text(parts), parts, False)
