@@ -100,7 +100,6 @@ async def test_the_trio_thread_never_waits_for_another_connections_write_lock(
     async with SqliteJournal(path) as journal:
         branch = await journal.branch()
         branch.register_tools(add)
-        ticks = 0
         async with branch:
             holder = sqlite3.connect(path, isolation_level=None)
             holder.execute("BEGIN IMMEDIATE")
@@ -114,10 +113,8 @@ async def test_the_trio_thread_never_waits_for_another_connections_write_lock(
                         done.set()
 
                     nursery.start_soon(act)
-                    with trio.fail_after(30):
-                        while ticks < 20:  # the trio thread is free: this task runs
-                            await trio.sleep(0.005)
-                            ticks += 1
+                    with trio.fail_after(30):  # the trio thread is free: every task parks
+                        await trio.testing.wait_all_tasks_blocked()
                     assert not done.is_set()  # its write-ahead waits for the lock
                     holder.execute("ROLLBACK")
                     with trio.fail_after(30):
