@@ -24,8 +24,12 @@ The **equivalent floor** column (``--impl floor``) runs the same batches on the 
 trio and ``sqlite3`` with the journal's schema (:mod:`benchmarks._journal_floor`): what the
 journal's promise costs at least, written lean.
 
-The issue's targets, checked in the report: SQLite concurrent within 3× of in-memory,
-SQLite sequential under 150 µs per call, PostgreSQL concurrent at least 2,000 calls/s.
+* **paired against a floor**: SQLite-journaled ``act`` against the journal floor, and
+  PostgreSQL-journaled ``act`` against in-memory ``act``, interleaved the same way.
+
+The targets, checked in the report: SQLite sequential under 150 µs per call and within 1.3×
+of the journal floor (paired), SQLite concurrent within 2.5× of in-memory (paired),
+PostgreSQL concurrent within 3× of in-memory (paired) and at least 2,000 calls/s.
 
 PostgreSQL: the server of :class:`benchmarks.workers.Postgres` (started by this process in a
 temporary directory, stopped at exit), or the one at ``LIONEXEC_BENCH_POSTGRES`` (an admin
@@ -271,16 +275,47 @@ def cases(impl: str, quick: bool) -> list[Case]:
         )
         for name, target in (("SQLite", _sqlite_target), ("PostgreSQL", _postgres_database))
     ]
+    strategies = ("concurrent", "sequential")
     paired = Case(
         f"journal: SQLite / in memory, paired in one process, {k(n)}",
         n,
         paired_body(
             {
+                f"{strategy} calls": (act_body(strategy, _sqlite_target), act_body(strategy, None))
+                for strategy in strategies
+            },
+            PAIRED_RUNS,
+        ),
+        kind="report",
+        warmup=10,
+    )
+    # the journal against the same promise written lean (the journal floor, same schema)
+    paired_floor = Case(
+        f"journal: SQLite / equivalent floor, paired in one process, {k(n)}",
+        n,
+        paired_body(
+            {
                 f"{strategy} calls": (
                     act_body(strategy, _sqlite_target),
+                    floor_body(strategy, _sqlite_target),
+                )
+                for strategy in strategies
+            },
+            PAIRED_RUNS,
+        ),
+        kind="report",
+        warmup=10,
+    )
+    paired_postgres = Case(
+        f"journal: PostgreSQL / in memory, paired in one process, {k(n)}",
+        n,
+        paired_body(
+            {
+                f"{strategy} calls": (
+                    act_body(strategy, _postgres_target),
                     act_body(strategy, None),
                 )
-                for strategy in ("concurrent", "sequential")
+                for strategy in strategies
             },
             PAIRED_RUNS,
         ),
@@ -330,7 +365,8 @@ def cases(impl: str, quick: bool) -> list[Case]:
         return kept + unavailable(rest, "no floor written: SQLite only")
     if impl != "lionexec":
         return unavailable(act_rows + recovery_rows, "no counterpart: lionexec's durable journal")
-    out = act_rows + power_rows + recovery_rows + [paired, power, transactions]
+    out = act_rows + power_rows + recovery_rows
+    out += [paired, paired_floor, paired_postgres, power, transactions]
     try:
         _postgres_target()
     except Exception as exc:  # no server binaries, no psycopg: those rows n/a, with the reason
