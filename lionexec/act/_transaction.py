@@ -178,11 +178,12 @@ class CallTransaction(Announcing):
 
     # -- the whole call -----------------------------------------------------------------------
 
-    async def run(self, *, suppress_errors: bool = True, verbose: bool = False) -> ActionResponse:
+    async def run(self, suppress_errors: bool = True, verbose: bool = False) -> ActionResponse:
         """Run every phase and return the recorded response.
 
         Raises the tool's original exception after recording, when the call failed and
         *suppress_errors* is false. Cancellation records ``cancelled`` and propagates.
+        (Positional arguments too: a batch's task runs ``CallTransaction.run`` itself.)
         """
         if verbose:
             logger.info(
@@ -196,23 +197,40 @@ class CallTransaction(Announcing):
             # the whole call's deadline runs from here, though the phases that end without
             # awaiting (resolve; a synchronous gate, rules and hooks) cannot be cut by it
             started = 0.0 if deadline is None else trio.current_time()
-            phases = self._phases()
-            if phases is None:
-                pass  # a phase ended the call
-            elif deadline is None:
-                await phases
+            if deadline is None:
+                if self.resolve():  # (otherwise resolve ended the call)
+                    if (
+                        self.scope.plain
+                        and _TOOL_PRE not in self.scope.hooks.points
+                        and self.tool.preprocessor is None  # type: ignore[union-attr]
+                        and self.params.timeout is None
+                    ):
+                        # nothing between resolve and the tool (no gate, policy, tool.pre
+                        # hook, transform, sink to write ahead to, attempt deadline): the
+                        # event is awaited here, as invoke() would, without its coroutine
+                        self.phase = "invoke"
+                        event = self._begin_attempt(1)
+                        await event._run()
+                        if not self._attempted(event):
+                            await self._retried()
+                    else:
+                        rest = self._from(0)
+                        if rest is not None:
+                            await rest
             else:
-                with trio.move_on_at(started + deadline):
-                    await phases
-                if self.response is None:
-                    self._cut_short(
-                        ActionOutcome.TIMED_OUT,
-                        ErrorInfo(
-                            "TimeoutError",
-                            f"the call took longer than {deadline:g}s (call_timeout), "
-                            f"in phase {self.phase}",
-                        ),
-                    )
+                phases = self._phases()
+                if phases is not None:  # (otherwise a phase ended the call)
+                    with trio.move_on_at(started + deadline):
+                        await phases
+                    if self.response is None:
+                        self._cut_short(
+                            ActionOutcome.TIMED_OUT,
+                            ErrorInfo(
+                                "TimeoutError",
+                                f"the call took longer than {deadline:g}s (call_timeout), "
+                                f"in phase {self.phase}",
+                            ),
+                        )
         except Exception as exc:  # a fault in a phase itself, not in the tool
             if self.response is not None:
                 raise
@@ -250,6 +268,12 @@ class CallTransaction(Announcing):
         if self.failure is not None and not suppress_errors:
             raise self.failure
         return response
+
+    async def _retried(self) -> None:
+        """The attempts after a failed first one that may be retried (see :meth:`invoke`)."""
+        await trio.sleep(self.params.retry_delay(self.attempts - 1))
+        self._begin_attempt(self.attempts + 1)
+        await self.invoke()
 
     def _phases(self) -> Coroutine[Any, Any, None] | None:
         """:meth:`resolve`, then the coroutine of the phases after it, for :meth:`run` to
@@ -509,7 +533,6 @@ class CallTransaction(Announcing):
         """The write-ahead point, then attempts, each a fresh event, until one settles it."""
         tool, params, scope = self.tool, self.params, self.scope
         assert tool is not None
-        may_retry = tool.idempotent or params.force_retry
         if self.event is None:  # no transform built it
             self._begin_attempt(1)
         while True:
@@ -543,18 +566,28 @@ class CallTransaction(Announcing):
                         error=ErrorInfo("TimeoutError", f"timed out after {params.timeout:g}s"),
                     )
                     return
-            execution = event.execution  # (not the Event properties: a call each, per read)
-            if execution.status is _COMPLETED:
-                self._finish_completed(event)
-                return
-            error = execution.error
-            assert isinstance(error, BaseException)
-            if not may_retry or self.attempts > params.retry_attempts:
-                self.failure = error if isinstance(error, Exception) else None
-                self.finish(_OUTCOME_FAILED, error=ErrorInfo.from_exception(error))
+            if self._attempted(event):
                 return
             await trio.sleep(params.retry_delay(self.attempts - 1))
             self._begin_attempt(self.attempts + 1)
+
+    def _attempted(self, event: FunctionCalling) -> bool:
+        """Record the call if the attempt that ran *event* settles it: ``completed``, or
+        ``failed`` when the tool may not be retried or the attempts are spent. ``False``:
+        the call is to be retried."""
+        execution = event.execution  # (not the Event properties: a call each, per read)
+        if execution.status is _COMPLETED:
+            self._finish_completed(event)
+            return True
+        error = execution.error
+        assert isinstance(error, BaseException)
+        tool, params = self.tool, self.params
+        assert tool is not None
+        if not (tool.idempotent or params.force_retry) or self.attempts > params.retry_attempts:
+            self.failure = error if isinstance(error, Exception) else None
+            self.finish(_OUTCOME_FAILED, error=ErrorInfo.from_exception(error))
+            return True
+        return False
 
     # -- evidence -----------------------------------------------------------------------------
 
