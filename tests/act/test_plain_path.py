@@ -253,12 +253,14 @@ async def test_a_batch_cancelled_before_it_starts_records_the_same_on_both_paths
 
 
 async def test_a_failure_raised_ends_a_plain_batch_as_a_general_one() -> None:
+    # (sequential: in a concurrent batch, whether the others end first is the scheduler's)
     out = []
     for params in (None, AlcallParams(timeout=3600.0)):
         branch = fresh()
         with pytest.raises(ValueError, match="boom 0"):
             await branch.act(
                 [{"function": "boom", "arguments": {"a": 0}}, *adds(2)],
+                strategy="sequential",
                 suppress_errors=False,
                 call_params=params,
             )
