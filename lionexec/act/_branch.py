@@ -780,7 +780,7 @@ class Branch:
     @trio.lowlevel.enable_ki_protection
     def _admit_one(self, request: ActionRequest) -> None:
         """:meth:`_admit` for the one request :meth:`_act_one` made (no turn)."""
-        self.messages._append_new((request,))
+        self.messages._append_one(request)
         running.add(id(request))
         _set(self, "_in_flight", self._in_flight + 1)
 
@@ -795,10 +795,15 @@ class Branch:
             self.log.discard({m.id for m in removed if isinstance(m, ActionResponse)})
 
     def _scope(self) -> CallScope:
-        failures = self.failures
-        for part in (self.hooks, self.observer, self.messages):  # one log: stored, logged once
-            if part is not None and part.failures is not failures:
-                part.failures = failures
+        failures, hooks, observer = self.failures, self.hooks, self.observer
+        messages = self.messages
+        # one log: stored, logged once (each part's, unless someone replaced it since)
+        if hooks.failures is not failures:
+            hooks.failures = failures
+        if observer is not None and observer.failures is not failures:
+            observer.failures = failures
+        if messages.failures is not failures:
+            messages.failures = failures
         scope = self._last_scope
         if scope is None:  # reused until a collaborator is replaced (see _RESCOPE): per act
             # it would cost a sixth of a one-call act's own work

@@ -211,7 +211,9 @@ class CallTransaction(Announcing):
                         self.phase = "invoke"
                         event = self._begin_attempt(1)
                         await event._run()
-                        if not self._attempted(event):
+                        if event.execution.status is _COMPLETED:
+                            self._finish_completed(event)
+                        elif not self._attempted(event):
                             await self._retried()
                     else:
                         rest = self._from(0)
