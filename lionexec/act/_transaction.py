@@ -192,18 +192,16 @@ class CallTransaction(Announcing):
                 summarize(self.proposal.arguments, VERBOSE_LIMIT),
                 self.call_id,
             )
+        scope, params = self.scope, self.params
         try:
-            deadline = self.params.call_timeout
-            # the whole call's deadline runs from here, though the phases that end without
-            # awaiting (resolve; a synchronous gate, rules and hooks) cannot be cut by it
-            started = 0.0 if deadline is None else trio.current_time()
+            deadline = params.call_timeout
             if deadline is None:
                 if self.resolve():  # (otherwise resolve ended the call)
                     if (
-                        self.scope.plain
-                        and _TOOL_PRE not in self.scope.hooks.points
+                        scope.plain
+                        and _TOOL_PRE not in scope.hooks.points
                         and self.tool.preprocessor is None  # type: ignore[union-attr]
-                        and self.params.timeout is None
+                        and params.timeout is None
                     ):
                         # nothing between resolve and the tool (no gate, policy, tool.pre
                         # hook, transform, sink to write ahead to, attempt deadline): the
@@ -220,6 +218,10 @@ class CallTransaction(Announcing):
                         if rest is not None:
                             await rest
             else:
+                # the whole call's deadline runs from here, though the phases that end
+                # without awaiting (resolve; a synchronous gate, rules and hooks) cannot be
+                # cut by it
+                started = trio.current_time()
                 phases = self._phases()
                 if phases is not None:  # (otherwise a phase ended the call)
                     with trio.move_on_at(started + deadline):
@@ -245,7 +247,7 @@ class CallTransaction(Announcing):
         except BaseException as exc:
             if self.response is None:
                 self._cut_short(ActionOutcome.CANCELLED, interruption(exc))
-                await announce_interrupted(self.scope, [self])
+                await announce_interrupted(scope, [self])
             raise
         response = self.response
         assert response is not None
@@ -260,10 +262,10 @@ class CallTransaction(Announcing):
                     VERBOSE_LIMIT,
                 ),
             )
-        scope = self.scope
-        if response.content.outcome is not _AWAITING_APPROVAL and (
+        if (
             scope.hooks.points or scope.observer is not None or scope.history.on_message_added
-        ):  # a parked call has recorded nothing to announce; nobody listening, nothing to do
+        ) and response.content.outcome is not _AWAITING_APPROVAL:
+            # nobody listening, nothing to do; a parked call has recorded nothing to announce
             pending = self._announce_now()
             if pending is not None:
                 await pending
