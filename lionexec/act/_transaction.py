@@ -27,6 +27,11 @@ the same frozen :class:`~lionexec.governance.CallContext`:
    :class:`~lionexec.FailureLog`; they see copies, and can never change or split what was
    recorded. (This phase lives in :mod:`._announce`, a base of the transaction.)
 
+A call with nothing to do between resolve and invoke (no gate, policy, ``tool.pre`` hook or
+transform) and nothing invoke adds to its event's run (no sink to write ahead to, no attempt
+deadline) has its event run by :meth:`~CallTransaction.run` itself: the same records, one
+coroutine fewer (``tests/act/test_plain_path.py`` compares both ways field by field).
+
 The transaction receives its collaborators as one small record (:class:`CallScope
 <lionexec.act._scope.CallScope>`), never the branch itself; it calls the governance seams
 through the scope's :class:`~lionexec.governance.BoundSeams`.
@@ -197,10 +202,12 @@ class CallTransaction(Announcing):
             deadline = params.call_timeout
             if deadline is None:
                 if self.resolve():  # (otherwise resolve ended the call)
+                    tool = self.tool
+                    assert tool is not None
                     if (
                         scope.plain
                         and _TOOL_PRE not in scope.hooks.points
-                        and self.tool.preprocessor is None  # type: ignore[union-attr]
+                        and tool.preprocessor is None
                         and params.timeout is None
                     ):
                         # nothing between resolve and the tool (no gate, policy, tool.pre
