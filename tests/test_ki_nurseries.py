@@ -57,7 +57,9 @@ async def test_the_act_and_engine_nurseries(holders: dict[str, bool], tmp_path: 
     branch = Branch.with_log_file(tmp_path / "log.jsonl")
     branch.register_tools(Tool.from_function(ok))
     async with branch:
-        await branch.act([{"function": "ok", "arguments": {}}] * 2)
+        await branch.act([{"function": "ok", "arguments": {}}] * 2)  # (spawn_each)
+        limiter = trio.CapacityLimiter(2)  # (fan_out's _concurrently)
+        await branch.act([{"function": "ok", "arguments": {}}] * 2, limiter=limiter)
     processor = Processor(queue_capacity=4, capacity_refresh_time=0.01, concurrency_limit=1)
     await processor.enqueue(Nothing())
     await processor.process()
@@ -69,6 +71,7 @@ async def test_the_act_and_engine_nurseries(holders: dict[str, bool], tmp_path: 
         [
             "Branch.__aenter__",
             "Branch._serve",
+            "spawn_each",
             "_concurrently",
             "Processor._cycle",
             "Executor.running",

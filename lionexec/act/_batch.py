@@ -221,6 +221,29 @@ async def _concurrently(
         raise _unwrap(group) from None
 
 
+@trio.lowlevel.enable_ki_protection
+async def spawn_each(
+    func: Callable[..., Awaitable[object]], items: Sequence[T], *args: object
+) -> None:
+    """``func(item, *args)`` for every item, each in its own task of one nursery: the
+    concurrent path of :func:`fan_out` without a cap, a throttle, a limiter or
+    *return_exceptions*, for a *func* that keeps its own result (no slot to fill: one
+    coroutine fewer per item). Starts in input order, checkpointing every 64 starts.
+
+    An exception from one call cancels the others and is raised as :func:`fan_out` raises
+    it; cancellation of the caller cancels every call and propagates. KI-protected, as
+    :func:`_concurrently` is (the calls' tasks are not).
+    """
+    try:
+        async with trio.open_nursery() as nursery:
+            for index, item in enumerate(items):
+                if index % _SPAWN_CHECKPOINT_EVERY == _SPAWN_CHECKPOINT_EVERY - 1:
+                    await trio.lowlevel.checkpoint()  # a long spawning loop lets others run
+                nursery.start_soon(func, item, *args)
+    except BaseExceptionGroup as group:
+        raise _unwrap(group) from None
+
+
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """What a caller of a fan-out should see of its nursery's exception group.
 

@@ -31,7 +31,7 @@ from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
 from lionexec.tools import ActionManager, Tool
 
 from ._alcall import DEFAULT_PARAMS, AlcallParams
-from ._batch import fan_out
+from ._batch import fan_out, spawn_each
 from ._envelope import _TURN_ITEMS, Proposal, read_batch, read_plain_call
 from ._evidence import DEFAULT_SINK_CAPACITY, Evidence, SinkFeed, SinkStatistics
 from ._log import EventLog
@@ -533,20 +533,31 @@ class Branch:
         lost = [feed.lost for feed in durable] if durable else []
         try:
             self._admit(batch.turn, requests, made_here)
-
-            def run(_index: int, transaction: CallTransaction) -> Awaitable[ActionResponse]:
-                # the transaction's own coroutine, not one around it (one coroutine fewer
-                # per call)
-                return transaction.run(suppress_errors=suppress_errors, verbose=verbose_action)
-
-            results: list[Any] = await fan_out(
-                run,
-                transactions,
-                max_concurrent=1 if strategy == "sequential" else params.max_concurrent,
-                throttle_period=params.throttle_period,
-                return_exceptions=params.return_exceptions,
-                limiter=limiter,
-            )
+            results: list[Any]
+            if (
+                limiter is not None
+                or params.throttle_period
+                or params.return_exceptions
+                or (params.max_concurrent is not None and strategy != "sequential")
+            ):
+                results = await fan_out(
+                    lambda _index, transaction: transaction.run(suppress_errors, verbose_action),
+                    transactions,
+                    max_concurrent=1 if strategy == "sequential" else params.max_concurrent,
+                    throttle_period=params.throttle_period,
+                    return_exceptions=params.return_exceptions,
+                    limiter=limiter,
+                )
+            elif strategy == "sequential" or len(transactions) == 1:  # (as fan_out runs them)
+                results = []
+                for transaction in transactions:
+                    await trio.lowlevel.checkpoint()
+                    results.append(await transaction.run(suppress_errors, verbose_action))
+            else:  # each task runs its transaction's own coroutine, which keeps its response
+                await spawn_each(
+                    CallTransaction.run, transactions, suppress_errors, verbose_action
+                )
+                results = [transaction.response for transaction in transactions]
             if durable:
                 await self._held(requests, results, lost)
             return results
@@ -618,14 +629,10 @@ class Branch:
             try:
                 if limiter is None:
                     await trio.lowlevel.checkpoint()
-                    results: list[Any] = [
-                        await transaction.run(suppress_errors=suppress_errors, verbose=verbose)
-                    ]
+                    results: list[Any] = [await transaction.run(suppress_errors, verbose)]
                 else:
                     async with limiter:  # (a checkpoint)
-                        results = [
-                            await transaction.run(suppress_errors=suppress_errors, verbose=verbose)
-                        ]
+                        results = [await transaction.run(suppress_errors, verbose)]
             except Exception as exc:
                 if not params.return_exceptions:
                     raise
@@ -773,7 +780,7 @@ class Branch:
     @trio.lowlevel.enable_ki_protection
     def _admit_one(self, request: ActionRequest) -> None:
         """:meth:`_admit` for the one request :meth:`_act_one` made (no turn)."""
-        self.messages._append_new((request,))
+        self.messages._append_one(request)
         running.add(id(request))
         _set(self, "_in_flight", self._in_flight + 1)
 
@@ -788,10 +795,15 @@ class Branch:
             self.log.discard({m.id for m in removed if isinstance(m, ActionResponse)})
 
     def _scope(self) -> CallScope:
-        failures = self.failures
-        for part in (self.hooks, self.observer, self.messages):  # one log: stored, logged once
-            if part is not None and part.failures is not failures:
-                part.failures = failures
+        failures, hooks, observer = self.failures, self.hooks, self.observer
+        messages = self.messages
+        # one log: stored, logged once (each part's, unless someone replaced it since)
+        if hooks.failures is not failures:
+            hooks.failures = failures
+        if observer is not None and observer.failures is not failures:
+            observer.failures = failures
+        if messages.failures is not failures:
+            messages.failures = failures
         scope = self._last_scope
         if scope is None:  # reused until a collaborator is replaced (see _RESCOPE): per act
             # it would cost a sixth of a one-call act's own work

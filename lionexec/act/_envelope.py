@@ -431,10 +431,10 @@ def _proposal(
         )
     if call_id is not None and not isinstance(call_id, str):
         raise ValueError(f"a tool call id must be a string, got {_shown(call_id)}")
-    if not is_unicode(function) or "\x00" in function:
+    if not (str.isascii(function) or is_unicode(function)) or "\x00" in function:
         _refuse_text("function name", function)
     if call_id is not None:
-        if not is_unicode(call_id) or "\x00" in call_id:
+        if not (str.isascii(call_id) or is_unicode(call_id)) or "\x00" in call_id:
             _refuse_text("call id", call_id)
         if len(call_id) > MAX_CALL_ID_CHARS:
             raise ValueError(

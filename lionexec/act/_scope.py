@@ -53,9 +53,14 @@ class CallScope:
     #: The governance seams, bound once per scope rather than looked up once per call and
     #: seam (five lookups per governed call, a cost every call of the branch would pay).
     seams: BoundSeams = attrs.field(init=False, eq=False, repr=False)
+    #: No gate, no policy and no sink: nothing of the scope stands between a resolved call
+    #: and its tool but ``tool.pre`` hooks (asked per call: they may be added at any time).
+    plain: bool = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "seams", BoundSeams(self.hooks, self.observer, self.policy))
+        plain = self.observer is None and self.policy is None and not self.evidence.feeds
+        object.__setattr__(self, "plain", plain)
 
 
 def new_request(scope: CallScope, proposal: Proposal) -> ActionRequest:

@@ -27,6 +27,11 @@ the same frozen :class:`~lionexec.governance.CallContext`:
    :class:`~lionexec.FailureLog`; they see copies, and can never change or split what was
    recorded. (This phase lives in :mod:`._announce`, a base of the transaction.)
 
+A call with nothing to do between resolve and invoke (no gate, policy, ``tool.pre`` hook or
+transform) and nothing invoke adds to its event's run (no sink to write ahead to, no attempt
+deadline) has its event run by :meth:`~CallTransaction.run` itself: the same records, one
+coroutine fewer (``tests/act/test_plain_path.py`` compares both ways field by field).
+
 The transaction receives its collaborators as one small record (:class:`CallScope
 <lionexec.act._scope.CallScope>`), never the branch itself; it calls the governance seams
 through the scope's :class:`~lionexec.governance.BoundSeams`.
@@ -178,11 +183,12 @@ class CallTransaction(Announcing):
 
     # -- the whole call -----------------------------------------------------------------------
 
-    async def run(self, *, suppress_errors: bool = True, verbose: bool = False) -> ActionResponse:
+    async def run(self, suppress_errors: bool = True, verbose: bool = False) -> ActionResponse:
         """Run every phase and return the recorded response.
 
         Raises the tool's original exception after recording, when the call failed and
         *suppress_errors* is false. Cancellation records ``cancelled`` and propagates.
+        (Positional arguments too: a batch's task runs ``CallTransaction.run`` itself.)
         """
         if verbose:
             logger.info(
@@ -191,28 +197,51 @@ class CallTransaction(Announcing):
                 summarize(self.proposal.arguments, VERBOSE_LIMIT),
                 self.call_id,
             )
+        scope, params = self.scope, self.params
         try:
-            deadline = self.params.call_timeout
-            # the whole call's deadline runs from here, though the phases that end without
-            # awaiting (resolve; a synchronous gate, rules and hooks) cannot be cut by it
-            started = 0.0 if deadline is None else trio.current_time()
-            phases = self._phases()
-            if phases is None:
-                pass  # a phase ended the call
-            elif deadline is None:
-                await phases
+            deadline = params.call_timeout
+            if deadline is None:
+                if self.resolve():  # (otherwise resolve ended the call)
+                    tool = self.tool
+                    assert tool is not None
+                    if (
+                        scope.plain
+                        and _TOOL_PRE not in scope.hooks.points
+                        and tool.preprocessor is None
+                        and params.timeout is None
+                    ):
+                        # nothing between resolve and the tool (no gate, policy, tool.pre
+                        # hook, transform, sink to write ahead to, attempt deadline): the
+                        # event is awaited here, as invoke() would, without its coroutine
+                        self.phase = "invoke"
+                        event = self._begin_attempt(1)
+                        await event._run()
+                        if event.execution.status is _COMPLETED:
+                            self._finish_completed(event)
+                        elif not self._attempted(event):
+                            await self._retried()
+                    else:
+                        rest = self._from(0)
+                        if rest is not None:
+                            await rest
             else:
-                with trio.move_on_at(started + deadline):
-                    await phases
-                if self.response is None:
-                    self._cut_short(
-                        ActionOutcome.TIMED_OUT,
-                        ErrorInfo(
-                            "TimeoutError",
-                            f"the call took longer than {deadline:g}s (call_timeout), "
-                            f"in phase {self.phase}",
-                        ),
-                    )
+                # the whole call's deadline runs from here, though the phases that end
+                # without awaiting (resolve; a synchronous gate, rules and hooks) cannot be
+                # cut by it
+                started = trio.current_time()
+                phases = self._phases()
+                if phases is not None:  # (otherwise a phase ended the call)
+                    with trio.move_on_at(started + deadline):
+                        await phases
+                    if self.response is None:
+                        self._cut_short(
+                            ActionOutcome.TIMED_OUT,
+                            ErrorInfo(
+                                "TimeoutError",
+                                f"the call took longer than {deadline:g}s (call_timeout), "
+                                f"in phase {self.phase}",
+                            ),
+                        )
         except Exception as exc:  # a fault in a phase itself, not in the tool
             if self.response is not None:
                 raise
@@ -225,7 +254,7 @@ class CallTransaction(Announcing):
         except BaseException as exc:
             if self.response is None:
                 self._cut_short(ActionOutcome.CANCELLED, interruption(exc))
-                await announce_interrupted(self.scope, [self])
+                await announce_interrupted(scope, [self])
             raise
         response = self.response
         assert response is not None
@@ -240,16 +269,22 @@ class CallTransaction(Announcing):
                     VERBOSE_LIMIT,
                 ),
             )
-        scope = self.scope
-        if response.content.outcome is not _AWAITING_APPROVAL and (
+        if (
             scope.hooks.points or scope.observer is not None or scope.history.on_message_added
-        ):  # a parked call has recorded nothing to announce; nobody listening, nothing to do
+        ) and response.content.outcome is not _AWAITING_APPROVAL:
+            # nobody listening, nothing to do; a parked call has recorded nothing to announce
             pending = self._announce_now()
             if pending is not None:
                 await pending
         if self.failure is not None and not suppress_errors:
             raise self.failure
         return response
+
+    async def _retried(self) -> None:
+        """The attempts after a failed first one that may be retried (see :meth:`invoke`)."""
+        await trio.sleep(self.params.retry_delay(self.attempts - 1))
+        self._begin_attempt(self.attempts + 1)
+        await self.invoke()
 
     def _phases(self) -> Coroutine[Any, Any, None] | None:
         """:meth:`resolve`, then the coroutine of the phases after it, for :meth:`run` to
@@ -509,7 +544,6 @@ class CallTransaction(Announcing):
         """The write-ahead point, then attempts, each a fresh event, until one settles it."""
         tool, params, scope = self.tool, self.params, self.scope
         assert tool is not None
-        may_retry = tool.idempotent or params.force_retry
         if self.event is None:  # no transform built it
             self._begin_attempt(1)
         while True:
@@ -543,18 +577,28 @@ class CallTransaction(Announcing):
                         error=ErrorInfo("TimeoutError", f"timed out after {params.timeout:g}s"),
                     )
                     return
-            execution = event.execution  # (not the Event properties: a call each, per read)
-            if execution.status is _COMPLETED:
-                self._finish_completed(event)
-                return
-            error = execution.error
-            assert isinstance(error, BaseException)
-            if not may_retry or self.attempts > params.retry_attempts:
-                self.failure = error if isinstance(error, Exception) else None
-                self.finish(_OUTCOME_FAILED, error=ErrorInfo.from_exception(error))
+            if self._attempted(event):
                 return
             await trio.sleep(params.retry_delay(self.attempts - 1))
             self._begin_attempt(self.attempts + 1)
+
+    def _attempted(self, event: FunctionCalling) -> bool:
+        """Record the call if the attempt that ran *event* settles it: ``completed``, or
+        ``failed`` when the tool may not be retried or the attempts are spent. ``False``:
+        the call is to be retried."""
+        execution = event.execution  # (not the Event properties: a call each, per read)
+        if execution.status is _COMPLETED:
+            self._finish_completed(event)
+            return True
+        error = execution.error
+        assert isinstance(error, BaseException)
+        tool, params = self.tool, self.params
+        assert tool is not None
+        if not (tool.idempotent or params.force_retry) or self.attempts > params.retry_attempts:
+            self.failure = error if isinstance(error, Exception) else None
+            self.finish(_OUTCOME_FAILED, error=ErrorInfo.from_exception(error))
+            return True
+        return False
 
     # -- evidence -----------------------------------------------------------------------------
 

@@ -377,6 +377,12 @@ class MessageManager:
             by_call_id.setdefault(request.content.call_id, request)
         self._appended += len(requests)
 
+    def _append_one(self, request: ActionRequest) -> None:
+        """:meth:`_append_new` of one request (a one-call act's)."""
+        self._messages[request.id] = request
+        self._by_call_id.setdefault(request.content.call_id, request)
+        self._appended += 1
+
     def _answer(self, request: ActionRequest, response: ActionResponse) -> None:
         """:meth:`record_action` for the act transaction, which admitted *request* here and
         built *response* for it (:meth:`ActionResponse._recorded`: a new id, the same
