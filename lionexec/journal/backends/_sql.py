@@ -44,6 +44,7 @@ from .base import (
 __all__ = [
     "BRANCH_LOCK",
     "MIGRATIONS",
+    "OPTIMISM_FAILED",
     "SCHEMA_VERSION",
     "SqlStore",
     "Tx",
@@ -223,21 +224,20 @@ BRANCH_LOCK: Final = 0x6C786271  # "lxbq"
 
 
 def branch_locks(branch_ids: Iterable[str]) -> str:
-    """The statements that take the transaction-scoped advisory lock of each of *branch_ids*
-    on PostgreSQL, in one order (of their keys: two transactions never wait for each other
-    in a cycle), ``;``-separated, with no parameters (the keys are numbers computed here): so
-    they can share a round trip with another statement without parameters.
+    """The statement that takes the transaction-scoped advisory lock of each of *branch_ids*
+    on PostgreSQL, in one order (of their keys, left to right: two transactions never wait
+    for each other in a cycle), with no parameters (the keys are numbers computed here).
 
     ``Journal.submit`` and a commit that claims calls take the locks of
     their branches before they read the other's table (``lionexec_calls``,
     ``lionexec_queue``): at READ COMMITTED, each could otherwise check before the other
     commits, and a call would be both queued for workers and claimed by a branch's
-    ``act()``. Statements of their own: the statements after them see what the transaction
+    ``act()``. A statement of its own: the statements after it see what the transaction
     they waited for committed. (SQLite needs none: its ``BEGIN IMMEDIATE`` transactions run
     one at a time.)
     """
     keys = sorted({zlib.crc32(b.encode("utf-8", "surrogatepass")) - 2**31 for b in branch_ids})
-    return "; ".join(f"SELECT pg_advisory_xact_lock({BRANCH_LOCK}, {key})" for key in keys)
+    return "SELECT " + ", ".join(f"pg_advisory_xact_lock({BRANCH_LOCK}, {key})" for key in keys)
 
 
 def lock_branches(tx: Tx, branch_ids: Iterable[str]) -> None:
@@ -360,6 +360,13 @@ class SqlStore:
     row: ``sqlite3`` releases the GIL around every statement, and taking it back waits for
     the trio thread's switch interval (5 ms) whenever that thread is busy, so ``executemany``
     over 1,000 rows could take seconds on a loaded server (0.04 ms a row this way).
+
+    With *send* (PostgreSQL's pipeline: a statement sent with it waits for the next one whose
+    result is read, so that they share one round trip) a commit is sent whole, none of its
+    results read: each statement that would need a look at its result (every message
+    inserted, every key claimed) checks it on the server instead, and fails the transaction
+    (:data:`OPTIMISM_FAILED`) if it does not hold. The backend then runs the transaction
+    again without *send*, the long way (so a transaction function may run twice).
     """
 
     def __init__(
@@ -370,8 +377,10 @@ class SqlStore:
         max_params: int = 999,
         update_from: bool = True,
         log: bool = False,
+        send: Callable[[str, Sequence[Any]], None] | None = None,
     ) -> None:
         self._tx = tx
+        self._send = send
         self.bulk = bulk
         self.max_params = max_params
         #: ``UPDATE ... FROM`` is understood (SQLite 3.33 and later); else one row at a time.
@@ -448,18 +457,25 @@ class SqlStore:
                 self._tx.execute_count(sql, params)
                 for sql, params in self._value_lists(head, len(types), rows, tail)
             )
-        arrays = ", ".join(f"?::{kind}[]" for kind in types)
         return len(
             self._tx.execute(
-                f"{head} SELECT * FROM unnest({arrays}) {tail} RETURNING 1",
-                _columns(rows, len(types)),
+                f"{_unnest(head, types, tail)} RETURNING 1", _columns(rows, len(types))
             )
         )
 
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """A statement whose result is not read (sent with the next one that is, if it can)."""
+        if self._send is not None:
+            self._send(sql, params)
+        else:
+            self._tx.execute(sql, params)
+
     def commit(self, batch: Batch) -> list[Claim | Queued]:
+        if self._send is not None and not self.log:
+            return self._commit_unread(batch)
         tx = self._tx
         self._insert(
-            "INSERT INTO lionexec_branches (branch_id, created_at)",
+            _BRANCHES,
             ("text", "double precision"),
             batch.branches,
             "ON CONFLICT DO NOTHING",
@@ -483,12 +499,53 @@ class SqlStore:
             self._mark_done(batch.outcomes)
         return claims
 
+    def _commit_unread(self, batch: Batch) -> list[Claim | Queued]:
+        """:meth:`commit` with no result read (see the class docs): the usual commit, every
+        message new and every key new and not queued, is one round trip with its ``BEGIN``
+        and ``COMMIT``. Keys repeated within the batch go the long way at once."""
+        send = self._send
+        assert send is not None
+        if batch.branches:
+            send(
+                _unnest(_BRANCHES, ("text", "double precision"), "ON CONFLICT DO NOTHING"),
+                _columns(batch.branches, 2),
+            )
+        if batch.messages:
+            rows = [_message(m) for m in batch.messages]
+            send(
+                _all_or_fail(
+                    _unnest(_MESSAGES, _MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING")
+                ),
+                [*_columns(rows, len(_MESSAGE_TYPES)), len(rows)],
+            )
+        if batch.approvals:
+            self._tx.executemany(
+                f"INSERT INTO lionexec_approvals ({_APPROVAL_COLUMNS}) VALUES "
+                f"({', '.join('?' * 17)}) ON CONFLICT DO NOTHING",
+                [attrs.astuple(row) for row in batch.approvals],
+            )
+        claims: list[Claim | Queued] = []
+        ops = batch.requests
+        if ops and len({op.key for op in ops}) == len(ops):
+            fresh = [new_row(op, attempts=1) for op in ops]
+            send(branch_locks(op.branch_id for op in ops), ())
+            send(
+                _all_or_fail(_unqueued_bulk()),
+                [*_columns([_values(row) for row in fresh], len(_CALL_TYPES)), len(fresh)],
+            )
+            claims = [Claim(row, True, 0) for row in fresh]
+        elif ops:
+            claims = self._claim(batch)
+        if batch.outcomes:
+            self._mark_done(batch.outcomes)
+        return claims
+
     def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
         """Mark the calls of *outcomes* done with their outcome, in multi-row statements."""
         tx = self._tx
         rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
         if self.bulk:
-            tx.execute(
+            self._write(
                 "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
                 "response = v.response, finished_at = v.at "
                 "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
@@ -526,12 +583,9 @@ class SqlStore:
         """
         if not messages:
             return
-        rows = [(m.branch_id, m.seq, m.message_id, m.kind, m.body, m.call_id) for m in messages]
+        rows = [_message(m) for m in messages]
         inserted = self._insert(
-            "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body, call_id)",
-            ("text", "bigint", "text", "text", "text", "text"),
-            rows,
-            "ON CONFLICT (branch_id, seq) DO NOTHING",
+            _MESSAGES, _MESSAGE_TYPES, rows, "ON CONFLICT (branch_id, seq) DO NOTHING"
         )
         if inserted == len(rows):
             return
@@ -561,8 +615,8 @@ class SqlStore:
         nothing is claimed (:class:`Queued`)."""
         tx = self._tx
         ops = batch.requests
-        # PostgreSQL: the branches' locks (branch_locks) before the queue is read, in the
-        # round trip of the savepoint
+        # PostgreSQL: the branches' locks (branch_locks) before the queue is read (pipelined:
+        # in the round trip of the savepoint)
         locks = branch_locks(op.branch_id for op in ops) if self.bulk else ""
         if len({op.key for op in ops}) == len(ops):
             # The usual case, every key new and no call queued: insert the rows as claimed
@@ -570,10 +624,10 @@ class SqlStore:
             # queued, undo and go the long way. (Reading back and updating the rows it had just
             # inserted took a third of the writer's time with many concurrent calls.)
             fresh = [new_row(op, attempts=1) for op in ops]
-            tx.execute(
-                f"{locks}; SAVEPOINT lionexec_claim" if locks else "SAVEPOINT lionexec_claim"
-            )
-            locks = ""
+            if locks:
+                self._write(locks)
+                locks = ""
+            tx.execute("SAVEPOINT lionexec_claim")
             inserted = self._insert_unqueued([_values(row) for row in fresh])
             if inserted == len(fresh):  # (the savepoint ends with the transaction: on
                 # PostgreSQL a RELEASE of its own would be one more round trip)
@@ -581,7 +635,7 @@ class SqlStore:
             tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")  # (the locks are kept)
             tx.execute("RELEASE SAVEPOINT lionexec_claim")
         elif locks:
-            tx.execute(locks)
+            self._write(locks)
         queued = self._queued(ops)
         if queued:
             ops = [op for op in ops if (op.branch_id, op.call_id) not in queued]
@@ -596,16 +650,13 @@ class SqlStore:
     def _insert_unqueued(self, rows: Sequence[Sequence[Any]]) -> int:
         """Insert the call rows *rows* (as :meth:`_insert` would) but those of calls queued
         for workers, and those whose key or call is taken; return how many were inserted."""
-        head = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) SELECT * FROM"
         if self.bulk:
-            arrays = ", ".join(f"?::{kind}[]" for kind in _CALL_TYPES)
-            names = ", ".join(f"column{i}" for i in range(1, len(_CALL_TYPES) + 1))
             return len(
                 self._tx.execute(
-                    f"{head} unnest({arrays}) AS v ({names}){_UNQUEUED} RETURNING 1",
-                    _columns(rows, len(_CALL_TYPES)),
+                    f"{_unqueued_bulk()} RETURNING 1", _columns(rows, len(_CALL_TYPES))
                 )
             )
+        head = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) SELECT * FROM"
         return sum(
             self._tx.execute_count(sql, params)
             for sql, params in self._value_lists(
@@ -796,6 +847,45 @@ def _approval(row: Sequence[Any]) -> ApprovalRow:
         decided_by=row[15],
         reason=row[16],
     )
+
+
+_BRANCHES = "INSERT INTO lionexec_branches (branch_id, created_at)"
+_MESSAGES = "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body, call_id)"
+_MESSAGE_TYPES = ("text", "bigint", "text", "text", "text", "text")
+
+#: What a statement of an unread commit raises when what it checks does not hold (its
+#: SQLSTATE: division by zero, which no statement of the journal can raise otherwise).
+OPTIMISM_FAILED: Final = "22012"
+
+
+def _unnest(head: str, types: Sequence[str], tail: str = "") -> str:
+    """``head SELECT * FROM unnest(...) tail``: rows given as one array per column."""
+    arrays = ", ".join(f"?::{kind}[]" for kind in types)
+    return f"{head} SELECT * FROM unnest({arrays}) {tail}"
+
+
+def _unqueued_bulk() -> str:
+    """The claim's insert over arrays (see :meth:`SqlStore._insert_unqueued`)."""
+    arrays = ", ".join(f"?::{kind}[]" for kind in _CALL_TYPES)
+    names = ", ".join(f"column{i}" for i in range(1, len(_CALL_TYPES) + 1))
+    return (
+        f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) SELECT * FROM unnest({arrays}) "
+        f"AS v ({names}){_UNQUEUED}"
+    )
+
+
+def _all_or_fail(insert: str) -> str:
+    """*insert* (a PostgreSQL ``INSERT``), failing with :data:`OPTIMISM_FAILED` unless it
+    inserted as many rows as its last parameter says: so a pipelined commit that need not
+    read the count still never commits without it."""
+    return (
+        f"WITH inserted AS ({insert} RETURNING 1) "
+        "SELECT 1 / (count(*) = ?::bigint)::integer FROM inserted"
+    )
+
+
+def _message(m: MessageRow) -> tuple[Any, ...]:
+    return (m.branch_id, m.seq, m.message_id, m.kind, m.body, m.call_id)
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
