@@ -471,7 +471,12 @@ class SqlStore:
             self._tx.execute(sql, params)
 
     def commit(self, batch: Batch) -> list[Claim | Queued]:
-        if self._send is not None and not self.log:
+        if (
+            self._send is not None
+            and not self.log
+            and not batch.approvals
+            and len({op.key for op in batch.requests}) == len(batch.requests)
+        ):  # (else: the long way, each result read)
             return self._commit_unread(batch)
         tx = self._tx
         self._insert(
@@ -500,59 +505,51 @@ class SqlStore:
         return claims
 
     def _commit_unread(self, batch: Batch) -> list[Claim | Queued]:
-        """:meth:`commit` with no result read (see the class docs): the usual commit, every
-        message new and every key new and not queued, is one round trip with its ``BEGIN``
-        and ``COMMIT``. Keys repeated within the batch go the long way at once."""
+        """:meth:`commit` with no result read (see the class docs), in two statements (each
+        costs the client more than the server: they are combined): the branches, messages
+        (and the outcomes, if no call is claimed) and the branches' locks (see
+        :func:`branch_locks`), then, seeing what the transactions waited for committed, the
+        claims and the outcomes (a statement of their own if an outcome is of a call claimed
+        here: a statement does not see its own inserts)."""
         send = self._send
         assert send is not None
+        ops = batch.requests
+        first, second, third = _Combined(), _Combined(), _Combined()
         if batch.branches:
-            send(
+            first.add(
                 _unnest(_BRANCHES, ("text", "double precision"), "ON CONFLICT DO NOTHING"),
                 _columns(batch.branches, 2),
             )
         if batch.messages:
             rows = [_message(m) for m in batch.messages]
-            send(
-                _all_or_fail(
-                    _unnest(_MESSAGES, _MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING")
-                ),
-                [*_columns(rows, len(_MESSAGE_TYPES)), len(rows)],
+            first.add(
+                _unnest(_MESSAGES, _MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING"),
+                _columns(rows, len(_MESSAGE_TYPES)),
+                expect=len(rows),
             )
-        if batch.approvals:
-            self._tx.executemany(
-                f"INSERT INTO lionexec_approvals ({_APPROVAL_COLUMNS}) VALUES "
-                f"({', '.join('?' * 17)}) ON CONFLICT DO NOTHING",
-                [attrs.astuple(row) for row in batch.approvals],
+        fresh = [new_row(op, attempts=1) for op in ops]
+        if fresh:
+            first.also(branch_locks(op.branch_id for op in ops).removeprefix("SELECT "))
+            second.add(
+                _unqueued_bulk(),
+                _columns([_values(row) for row in fresh], len(_CALL_TYPES)),
+                expect=len(fresh),
             )
-        claims: list[Claim | Queued] = []
-        ops = batch.requests
-        if ops and len({op.key for op in ops}) == len(ops):
-            fresh = [new_row(op, attempts=1) for op in ops]
-            send(branch_locks(op.branch_id for op in ops), ())
-            send(
-                _all_or_fail(_unqueued_bulk()),
-                [*_columns([_values(row) for row in fresh], len(_CALL_TYPES)), len(fresh)],
-            )
-            claims = [Claim(row, True, 0) for row in fresh]
-        elif ops:
-            claims = self._claim(batch)
         if batch.outcomes:
-            self._mark_done(batch.outcomes)
-        return claims
+            claimed = {(op.branch_id, op.call_id) for op in ops}
+            late = any((o.branch_id, o.call_id) in claimed for o in batch.outcomes)
+            (third if late else second if fresh else first).add(*_done(batch.outcomes))
+        for statement in (first, second, third):
+            if statement:
+                send(*statement.sql())
+        return [Claim(row, True, 0) for row in fresh]
 
     def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
         """Mark the calls of *outcomes* done with their outcome, in multi-row statements."""
         tx = self._tx
         rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
         if self.bulk:
-            self._write(
-                "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
-                "response = v.response, finished_at = v.at "
-                "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
-                "?::double precision[]) AS v (branch_id, call_id, outcome, response, at) "
-                "WHERE c.branch_id = v.branch_id AND c.call_id = v.call_id AND c.state = ?",
-                [DONE, *_columns(rows, 5), REQUESTED],
-            )
+            self._write(*_done(outcomes))
         elif self.update_from:
             for sql, params in self._value_lists(
                 f"UPDATE lionexec_calls SET state = '{DONE}', outcome = v.column3, "
@@ -874,13 +871,51 @@ def _unqueued_bulk() -> str:
     )
 
 
-def _all_or_fail(insert: str) -> str:
-    """*insert* (a PostgreSQL ``INSERT``), failing with :data:`OPTIMISM_FAILED` unless it
-    inserted as many rows as its last parameter says: so a pipelined commit that need not
-    read the count still never commits without it."""
+class _Combined:
+    """Data-modifying statements combined into one PostgreSQL statement (each a ``WITH``
+    query, all run to completion over one snapshot), with what its ``SELECT`` evaluates."""
+
+    def __init__(self) -> None:
+        self._queries: list[str] = []
+        self._params: list[Any] = []
+        self._checks: list[str] = []
+        self._expected: list[int] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._queries or self._checks)
+
+    def add(self, sql: str, params: Sequence[Any], *, expect: int | None = None) -> None:
+        """Add *sql*; with *expect*, the statement fails with :data:`OPTIMISM_FAILED` unless
+        *sql* changes exactly *expect* rows (so a commit that reads no count still never
+        commits without it)."""
+        name = f"w{len(self._queries)}"
+        returning = " RETURNING 1" if expect is not None else ""
+        self._queries.append(f"{name} AS ({sql}{returning})")
+        self._params.extend(params)
+        if expect is not None:
+            self._checks.append(f"1 / ((SELECT count(*) FROM {name}) = ?::bigint)::integer")
+            self._expected.append(expect)
+
+    def also(self, expressions: str) -> None:
+        """Evaluate *expressions* (no parameters) too."""
+        self._checks.append(expressions)
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """The statement and its parameters."""
+        head = f"WITH {', '.join(self._queries)} " if self._queries else ""
+        return f"{head}SELECT {', '.join(self._checks) or '1'}", self._params + self._expected
+
+
+def _done(outcomes: Sequence[OutcomeOp]) -> tuple[str, list[Any]]:
+    """The ``UPDATE`` over arrays marking the calls of *outcomes* done (PostgreSQL)."""
+    rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
     return (
-        f"WITH inserted AS ({insert} RETURNING 1) "
-        "SELECT 1 / (count(*) = ?::bigint)::integer FROM inserted"
+        "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
+        "response = v.response, finished_at = v.at "
+        "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
+        "?::double precision[]) AS v (branch_id, call_id, outcome, response, at) "
+        "WHERE c.branch_id = v.branch_id AND c.call_id = v.call_id AND c.state = ?",
+        [DONE, *_columns(rows, 5), REQUESTED],
     )
 
 
