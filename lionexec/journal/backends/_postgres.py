@@ -128,7 +128,11 @@ def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unr
             conn.execute("COMMIT")
             pipeline.sync()
         except BaseException:
-            # (bounded: a broken connection fails at once; the pool then drops it)
+            # (bounded: a broken connection fails at once; the pool then drops it.) After a
+            # failed statement the server skips everything up to the next sync, a ROLLBACK
+            # too: sync first.
+            with contextlib.suppress(psycopg.Error):
+                pipeline.sync()
             with contextlib.suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
                 pipeline.sync()

@@ -23,6 +23,21 @@ import attrs
 from lionexec._jsonable import utf8_text
 
 from ..errors import JournalError, JournalSchemaError
+from ._bulk import (
+    BRANCHES,
+    CALL_COLUMNS,
+    CALL_TYPES,
+    MESSAGE_TYPES,
+    MESSAGES,
+    OPTIMISM_FAILED,
+    UNQUEUED,
+    Combined,
+    columns,
+    done,
+    message_row,
+    unnest,
+    unqueued,
+)
 from ._log import LOG_TABLE, append, fold
 from .base import (
     DONE,
@@ -199,23 +214,12 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str | Callable[[Tx], None], ...]], ...]
 #: The newest schema version this lionexec writes.
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
-_CALL_COLUMNS = (
-    "idempotency_key, branch_id, call_id, request_id, function, arguments, effect, attempts, "
-    "state, outcome, response, requested_at, finished_at"
-)
-_CALL_TYPES = (*("text",) * 7, "integer", "text", "text", "text", *("double precision",) * 2)
 _APPROVAL_COLUMNS = (
     "approval_id, idempotency_key, branch_id, call_id, request_id, function, arguments, "
     "digest, policy, rule, escalation, state, created_at, expires_at, decided_at, decided_by, "
     "reason"
 )
 _CHUNK = 400  # keys per IN (...) list: well under every placeholder limit
-#: The rows a claim inserts (a ``VALUES`` list or an ``unnest``, its columns ``column1``...)
-#: but those of calls submitted to workers: such a call is not claimed (``Queued``).
-_UNQUEUED = (
-    " WHERE NOT EXISTS (SELECT 1 FROM lionexec_queue AS q WHERE q.branch_id = v.column2 "
-    "AND q.call_id = v.column3) ON CONFLICT DO NOTHING"
-)
 
 #: The first key of the transaction-scoped advisory locks a PostgreSQL transaction takes per
 #: branch (``pg_advisory_xact_lock(BRANCH_LOCK, <CRC-32 of the branch id>)``, the two-key
@@ -458,9 +462,7 @@ class SqlStore:
                 for sql, params in self._value_lists(head, len(types), rows, tail)
             )
         return len(
-            self._tx.execute(
-                f"{_unnest(head, types, tail)} RETURNING 1", _columns(rows, len(types))
-            )
+            self._tx.execute(f"{unnest(head, types, tail)} RETURNING 1", columns(rows, len(types)))
         )
 
     def _write(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -480,7 +482,7 @@ class SqlStore:
             return self._commit_unread(batch)
         tx = self._tx
         self._insert(
-            _BRANCHES,
+            BRANCHES,
             ("text", "double precision"),
             batch.branches,
             "ON CONFLICT DO NOTHING",
@@ -514,31 +516,31 @@ class SqlStore:
         send = self._send
         assert send is not None
         ops = batch.requests
-        first, second, third = _Combined(), _Combined(), _Combined()
+        first, second, third = Combined(), Combined(), Combined()
         if batch.branches:
             first.add(
-                _unnest(_BRANCHES, ("text", "double precision"), "ON CONFLICT DO NOTHING"),
-                _columns(batch.branches, 2),
+                unnest(BRANCHES, ("text", "double precision"), "ON CONFLICT DO NOTHING"),
+                columns(batch.branches, 2),
             )
         if batch.messages:
-            rows = [_message(m) for m in batch.messages]
+            rows = [message_row(m) for m in batch.messages]
             first.add(
-                _unnest(_MESSAGES, _MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING"),
-                _columns(rows, len(_MESSAGE_TYPES)),
+                unnest(MESSAGES, MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING"),
+                columns(rows, len(MESSAGE_TYPES)),
                 expect=len(rows),
             )
         fresh = [new_row(op, attempts=1) for op in ops]
         if fresh:
             first.also(branch_locks(op.branch_id for op in ops).removeprefix("SELECT "))
             second.add(
-                _unqueued_bulk(),
-                _columns([_values(row) for row in fresh], len(_CALL_TYPES)),
+                unqueued(),
+                columns([_values(row) for row in fresh], len(CALL_TYPES)),
                 expect=len(fresh),
             )
         if batch.outcomes:
             claimed = {(op.branch_id, op.call_id) for op in ops}
             late = any((o.branch_id, o.call_id) in claimed for o in batch.outcomes)
-            (third if late else second if fresh else first).add(*_done(batch.outcomes))
+            (third if late else second if fresh else first).add(*done(batch.outcomes))
         for statement in (first, second, third):
             if statement:
                 send(*statement.sql())
@@ -549,7 +551,7 @@ class SqlStore:
         tx = self._tx
         rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
         if self.bulk:
-            self._write(*_done(outcomes))
+            self._write(*done(outcomes))
         elif self.update_from:
             for sql, params in self._value_lists(
                 f"UPDATE lionexec_calls SET state = '{DONE}', outcome = v.column3, "
@@ -580,9 +582,9 @@ class SqlStore:
         """
         if not messages:
             return
-        rows = [_message(m) for m in messages]
+        rows = [message_row(m) for m in messages]
         inserted = self._insert(
-            _MESSAGES, _MESSAGE_TYPES, rows, "ON CONFLICT (branch_id, seq) DO NOTHING"
+            MESSAGES, MESSAGE_TYPES, rows, "ON CONFLICT (branch_id, seq) DO NOTHING"
         )
         if inserted == len(rows):
             return
@@ -649,15 +651,13 @@ class SqlStore:
         for workers, and those whose key or call is taken; return how many were inserted."""
         if self.bulk:
             return len(
-                self._tx.execute(
-                    f"{_unqueued_bulk()} RETURNING 1", _columns(rows, len(_CALL_TYPES))
-                )
+                self._tx.execute(f"{unqueued()} RETURNING 1", columns(rows, len(CALL_TYPES)))
             )
-        head = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) SELECT * FROM"
+        head = f"INSERT INTO lionexec_calls ({CALL_COLUMNS}) SELECT * FROM"
         return sum(
             self._tx.execute_count(sql, params)
             for sql, params in self._value_lists(
-                f"{head} (", len(_CALL_TYPES), rows, f") AS v{_UNQUEUED}"
+                f"{head} (", len(CALL_TYPES), rows, f") AS v{UNQUEUED}"
             )
         )
 
@@ -683,9 +683,9 @@ class SqlStore:
     def _claim_slowly(self, ops: Sequence[RequestOp]) -> list[Claim | Queued]:
         """Claim the keys of *ops* (none queued), reading back the rows that hold them."""
         tx = self._tx
-        insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
+        insert = f"INSERT INTO lionexec_calls ({CALL_COLUMNS})"
         self._insert(
-            insert, _CALL_TYPES, [_values(new_row(op)) for op in ops], "ON CONFLICT DO NOTHING"
+            insert, CALL_TYPES, [_values(new_row(op)) for op in ops], "ON CONFLICT DO NOTHING"
         )
         keys = list(dict.fromkeys(op.key for op in ops))
         rows: dict[str, CallRow] = {}
@@ -693,7 +693,7 @@ class SqlStore:
             chunk = keys[start : start + _CHUNK]
             marks = ", ".join("?" * len(chunk))
             for raw in tx.execute(
-                f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key IN ({marks})",
+                f"SELECT {CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key IN ({marks})",
                 chunk,
             ):
                 row = _call(raw)
@@ -704,7 +704,7 @@ class SqlStore:
             held = rows.get(op.key)
             if held is None:  # this call holds another key (its key derivation changed)
                 found = tx.execute(
-                    f"SELECT {_CALL_COLUMNS} FROM lionexec_calls "
+                    f"SELECT {CALL_COLUMNS} FROM lionexec_calls "
                     "WHERE branch_id = ? AND call_id = ?",
                     (op.branch_id, op.call_id),
                 )
@@ -755,7 +755,7 @@ class SqlStore:
         self._fold()
         clause, params = _where(branch_id, REQUESTED if unfinished else None)
         rows = self._tx.execute(
-            f"SELECT {_CALL_COLUMNS} FROM lionexec_calls{clause} "
+            f"SELECT {CALL_COLUMNS} FROM lionexec_calls{clause} "
             "ORDER BY requested_at, idempotency_key",
             params,
         )
@@ -764,7 +764,7 @@ class SqlStore:
     def call(self, key: str) -> CallRow | None:
         self._fold()
         rows = self._tx.execute(
-            f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
+            f"SELECT {CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
         )
         return _call(rows[0]) if rows else None
 
@@ -844,88 +844,6 @@ def _approval(row: Sequence[Any]) -> ApprovalRow:
         decided_by=row[15],
         reason=row[16],
     )
-
-
-_BRANCHES = "INSERT INTO lionexec_branches (branch_id, created_at)"
-_MESSAGES = "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body, call_id)"
-_MESSAGE_TYPES = ("text", "bigint", "text", "text", "text", "text")
-
-#: What a statement of an unread commit raises when what it checks does not hold (its
-#: SQLSTATE: division by zero, which no statement of the journal can raise otherwise).
-OPTIMISM_FAILED: Final = "22012"
-
-
-def _unnest(head: str, types: Sequence[str], tail: str = "") -> str:
-    """``head SELECT * FROM unnest(...) tail``: rows given as one array per column."""
-    arrays = ", ".join(f"?::{kind}[]" for kind in types)
-    return f"{head} SELECT * FROM unnest({arrays}) {tail}"
-
-
-def _unqueued_bulk() -> str:
-    """The claim's insert over arrays (see :meth:`SqlStore._insert_unqueued`)."""
-    arrays = ", ".join(f"?::{kind}[]" for kind in _CALL_TYPES)
-    names = ", ".join(f"column{i}" for i in range(1, len(_CALL_TYPES) + 1))
-    return (
-        f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) SELECT * FROM unnest({arrays}) "
-        f"AS v ({names}){_UNQUEUED}"
-    )
-
-
-class _Combined:
-    """Data-modifying statements combined into one PostgreSQL statement (each a ``WITH``
-    query, all run to completion over one snapshot), with what its ``SELECT`` evaluates."""
-
-    def __init__(self) -> None:
-        self._queries: list[str] = []
-        self._params: list[Any] = []
-        self._checks: list[str] = []
-        self._expected: list[int] = []
-
-    def __bool__(self) -> bool:
-        return bool(self._queries or self._checks)
-
-    def add(self, sql: str, params: Sequence[Any], *, expect: int | None = None) -> None:
-        """Add *sql*; with *expect*, the statement fails with :data:`OPTIMISM_FAILED` unless
-        *sql* changes exactly *expect* rows (so a commit that reads no count still never
-        commits without it)."""
-        name = f"w{len(self._queries)}"
-        returning = " RETURNING 1" if expect is not None else ""
-        self._queries.append(f"{name} AS ({sql}{returning})")
-        self._params.extend(params)
-        if expect is not None:
-            self._checks.append(f"1 / ((SELECT count(*) FROM {name}) = ?::bigint)::integer")
-            self._expected.append(expect)
-
-    def also(self, expressions: str) -> None:
-        """Evaluate *expressions* (no parameters) too."""
-        self._checks.append(expressions)
-
-    def sql(self) -> tuple[str, list[Any]]:
-        """The statement and its parameters."""
-        head = f"WITH {', '.join(self._queries)} " if self._queries else ""
-        return f"{head}SELECT {', '.join(self._checks) or '1'}", self._params + self._expected
-
-
-def _done(outcomes: Sequence[OutcomeOp]) -> tuple[str, list[Any]]:
-    """The ``UPDATE`` over arrays marking the calls of *outcomes* done (PostgreSQL)."""
-    rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
-    return (
-        "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
-        "response = v.response, finished_at = v.at "
-        "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
-        "?::double precision[]) AS v (branch_id, call_id, outcome, response, at) "
-        "WHERE c.branch_id = v.branch_id AND c.call_id = v.call_id AND c.state = ?",
-        [DONE, *_columns(rows, 5), REQUESTED],
-    )
-
-
-def _message(m: MessageRow) -> tuple[Any, ...]:
-    return (m.branch_id, m.seq, m.message_id, m.kind, m.body, m.call_id)
-
-
-def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
-    """Rows as one list per column (the arrays ``unnest`` takes)."""
-    return [[row[i] for row in rows] for i in range(width)]
 
 
 def _values(row: CallRow) -> tuple[Any, ...]:
