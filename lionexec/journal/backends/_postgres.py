@@ -129,13 +129,13 @@ def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unr
             pipeline.sync()
         except BaseException:
             # (bounded: a broken connection fails at once; the pool then drops it.) After a
-            # failed statement the server skips everything up to the next sync, a ROLLBACK
-            # too: sync first.
+            # failed statement the server skips everything up to the next sync: sync first
+            # (its error is the one raised). psycopg's rollback also forgets the statements
+            # it prepared in this transaction (the server did).
             with contextlib.suppress(psycopg.Error):
                 pipeline.sync()
             with contextlib.suppress(psycopg.Error):
-                conn.execute("ROLLBACK")
-                pipeline.sync()
+                conn.rollback()
             raise
     return result
 
