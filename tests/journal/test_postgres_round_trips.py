@@ -8,6 +8,7 @@ import time
 import uuid
 from typing import Any
 
+import attrs
 import pytest
 
 from lionexec.journal import JournalError, open_journal
@@ -132,3 +133,27 @@ async def test_a_commit_whose_check_fails_runs_again_the_long_way(
         assert [c.call_id for c in await journal.calls(branch_id)] == ["c1", "c2", "c3"]
         claims, trips = await commit(_batch(branch_id, ["c4"], seq=3))
         assert _summary(claims) == [("c4", True, 0)] and trips == 1
+
+
+async def test_a_commit_sent_alone_that_fails_half_way_leaves_nothing(
+    postgres_server: PostgresServer,
+) -> None:
+    """A commit whose statements are one implicit transaction fails in its second statement
+    before it is sent (here a value psycopg cannot send) once its first (the branch, the
+    messages) was sent: nothing of it is committed (the sync that ends the pipeline would
+    have committed the first), and the connection goes on working."""
+    branch_id = str(uuid.uuid4())
+    batch = _batch(branch_id, ["c1"])
+    batch.requests[0] = attrs.evolve(batch.requests[0], arguments=object())
+    async with open_journal(postgres_server.create_database()) as journal:
+        backend = journal.backend
+        with pytest.raises(JournalError, match="cannot adapt type 'object'"):
+            await backend.run(lambda store: store.commit(batch), cancellable=False)
+        assert await backend.run(lambda store: store.branches()) == []
+        assert await backend.run(lambda store: store.messages(branch_id)) == []
+        good = _batch(branch_id, ["c1"])
+        claims = await backend.run(lambda store: store.commit(good), cancellable=False)
+        assert _summary(claims) == [("c1", True, 0)]
+        assert [m.message_id for m in await backend.run(lambda s: s.messages(branch_id))] == [
+            "c1-request"
+        ]

@@ -6,10 +6,12 @@ that imports psycopg.
 
 Each store call takes a pooled connection in a worker thread and runs in one transaction,
 in pipeline mode: ``BEGIN``, the statements whose results are not read and ``COMMIT`` share
-round trips with the next statement whose result is read, so a group commit (which reads
-none: see :class:`~lionexec.journal.backends._sql.SqlStore`) is one round trip, and a read
-two. A commit whose checks fail on the server (a message or a key already there, a call
-queued for workers) is run again the long way, reading each result.
+round trips with the next statement whose result is read, so a read is two round trips. A
+group commit reads no result (see :class:`~lionexec.journal.backends._sql.SqlStore`): its
+two or three statements are sent alone, as one implicit transaction (no ``BEGIN``, no
+``COMMIT``), in one round trip. One whose checks fail on the server (a message or a key
+already there, a call queued for workers) is rolled back whole and run again the long way,
+reading each result.
 Cancellation: a read (loading a branch, listing calls) is abandoned at once and its query is
 cancelled on the server (``connection.cancel_safe()``, bounded); a group commit is never
 abandoned half-way: its waiters wait for it to end (commits are short). Opening takes a
@@ -81,57 +83,95 @@ def _placeholders(sql: str) -> str:
 
 
 class _Tx:
-    """A transaction of *conn*; in *pipeline* (if given) each statement whose result is read
-    waits for it (a sync), and :meth:`send` does not."""
+    """A transaction of *conn* in *pipeline* (or none: then a plain one). Its ``BEGIN`` is
+    sent with its first statement; each statement whose result is read waits for it (a
+    sync), and :meth:`send` does not."""
 
-    __slots__ = ("conn", "pipeline")
+    __slots__ = ("alone", "begun", "conn", "pipeline")
 
     def __init__(
         self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None = None
     ) -> None:
         self.conn = conn
         self.pipeline = pipeline
+        #: ``BEGIN`` was sent (without a pipeline, psycopg's transaction says it).
+        self.begun = pipeline is None
+        #: The whole transaction was sent, with no ``BEGIN`` (:meth:`send_alone`).
+        self.alone = False
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cursor = self.conn.execute(_placeholders(sql), params)
+    def _begin(self) -> None:
+        if not self.begun:
+            if self.alone:  # (it would run outside the transaction, which ends at the sync)
+                raise JournalError(
+                    "a statement after a transaction sent whole: a commit through "
+                    "SqlStore.commit must be the last step of its transaction"
+                )
+            self.begun = True
+            self.conn.execute("BEGIN")
+
+    def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+        self._begin()
+        return self.conn.execute(_placeholders(sql), params)
+
+    def _sync(self) -> None:
         if self.pipeline is not None:
             self.pipeline.sync()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = self._run(sql, params)
+        self._sync()
         return list(cursor.fetchall()) if cursor.description is not None else []
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
+        self._begin()
         with self.conn.cursor() as cursor:
             cursor.executemany(_placeholders(sql), rows)
-            if self.pipeline is not None:
-                self.pipeline.sync()
+            self._sync()
             return cursor.rowcount
 
     def execute_count(self, sql: str, params: Sequence[Any] = ()) -> int:
-        cursor = self.conn.execute(_placeholders(sql), params)
-        if self.pipeline is not None:
-            self.pipeline.sync()
+        cursor = self._run(sql, params)
+        self._sync()
         return cursor.rowcount
 
     def send(self, sql: str, params: Sequence[Any] = ()) -> None:
-        """Queue *sql* (in the pipeline): it fails, if it does, at the next sync."""
-        self.conn.execute(_placeholders(sql), params)
+        self._run(sql, params)
+
+    def send_alone(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> bool:
+        if self.begun or self.alone or self.pipeline is None:
+            return False
+        self.alone = True
+        for sql, params in statements:
+            # (not prepared: what a failed implicit transaction prepared, psycopg would not
+            # know the server forgot)
+            self.conn.execute(_placeholders(sql), params, prepare=False)
+        return True
 
 
 def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unread: bool) -> T:
     """``fn`` in one transaction of *conn* (an autocommit connection), pipelined: ``BEGIN``
     and ``COMMIT`` are statements of the pipeline (psycopg's own transaction would wait for
-    each), and with *unread* a commit reads no result (see ``SqlStore``)."""
+    each), and with *unread* a commit reads no result (see ``SqlStore``): sent alone, its
+    statements are one implicit transaction (no ``BEGIN``, no ``COMMIT``), committed at the
+    sync if every one succeeds, else rolled back whole."""
     with conn.pipeline() as pipeline:
-        conn.execute("BEGIN")
         tx = _Tx(conn, pipeline)
+        ending = False
         try:
-            result = fn(SqlStore(tx, bulk=True, send=tx.send if unread else None))
-            conn.execute("COMMIT")
-            pipeline.sync()
+            result = fn(SqlStore(tx, bulk=True, unread=tx if unread else None))
+            if tx.begun:
+                conn.execute("COMMIT")
+            ending = True
+            pipeline.sync()  # (sent alone: the implicit transaction commits here)
         except BaseException:
-            # (bounded: a broken connection fails at once; the pool then drops it.) After a
-            # failed statement the server skips everything up to the next sync: sync first
-            # (its error is the one raised). psycopg's rollback also forgets the statements
-            # it prepared in this transaction (the server did).
+            # (bounded: a broken connection fails at once; the pool then drops it.) A
+            # transaction sent alone is an implicit one, which the next sync would commit:
+            # roll it back first. After a failed statement the server skips everything up
+            # to the next sync: sync (its error is the one raised). psycopg's rollback also
+            # forgets the statements it prepared in this transaction (the server did).
+            if tx.alone and not ending:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK", prepare=False)
             with contextlib.suppress(psycopg.Error):
                 pipeline.sync()
             with contextlib.suppress(psycopg.Error):

@@ -63,6 +63,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SqlStore",
     "Tx",
+    "Unread",
     "call_ids_in",
     "lock_branches",
     "migrate",
@@ -249,6 +250,21 @@ def lock_branches(tx: Tx, branch_ids: Iterable[str]) -> None:
     tx.execute(branch_locks(branch_ids))
 
 
+class Unread(Protocol):
+    """What a transaction of PostgreSQL's pipeline offers: statements whose results are not
+    read, sent with the next statement whose result is read (see :class:`SqlStore`)."""
+
+    def send(self, sql: str, params: Sequence[Any]) -> None:
+        """Send *sql*; it fails, if it does, at the next statement whose result is read."""
+        ...
+
+    def send_alone(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> bool:
+        """Send *statements* as the whole transaction, if nothing was sent in it yet (then
+        no ``BEGIN`` and no ``COMMIT``: they are one implicit transaction, committed at once
+        if all succeed); ``False`` if something was (then :meth:`send` each)."""
+        ...
+
+
 class Tx(Protocol):
     """One open transaction of a SQL connection (``?`` placeholders)."""
 
@@ -365,12 +381,12 @@ class SqlStore:
     the trio thread's switch interval (5 ms) whenever that thread is busy, so ``executemany``
     over 1,000 rows could take seconds on a loaded server (0.04 ms a row this way).
 
-    With *send* (PostgreSQL's pipeline: a statement sent with it waits for the next one whose
-    result is read, so that they share one round trip) a commit is sent whole, none of its
-    results read: each statement that would need a look at its result (every message
+    With *unread* (PostgreSQL's pipeline: a statement sent with it waits for the next one
+    whose result is read, so that they share one round trip) a commit is sent whole, none of
+    its results read: each statement that would need a look at its result (every message
     inserted, every key claimed) checks it on the server instead, and fails the transaction
     (:data:`OPTIMISM_FAILED`) if it does not hold. The backend then runs the transaction
-    again without *send*, the long way (so a transaction function may run twice).
+    again without *unread*, the long way (so a transaction function may run twice).
     """
 
     def __init__(
@@ -381,10 +397,10 @@ class SqlStore:
         max_params: int = 999,
         update_from: bool = True,
         log: bool = False,
-        send: Callable[[str, Sequence[Any]], None] | None = None,
+        unread: Unread | None = None,
     ) -> None:
         self._tx = tx
-        self._send = send
+        self._unread = unread
         self.bulk = bulk
         self.max_params = max_params
         #: ``UPDATE ... FROM`` is understood (SQLite 3.33 and later); else one row at a time.
@@ -467,14 +483,14 @@ class SqlStore:
 
     def _write(self, sql: str, params: Sequence[Any] = ()) -> None:
         """A statement whose result is not read (sent with the next one that is, if it can)."""
-        if self._send is not None:
-            self._send(sql, params)
+        if self._unread is not None:
+            self._unread.send(sql, params)
         else:
             self._tx.execute(sql, params)
 
     def commit(self, batch: Batch) -> list[Claim | Queued]:
         if (
-            self._send is not None
+            self._unread is not None
             and not self.log
             and not batch.approvals
             and len({op.key for op in batch.requests}) == len(batch.requests)
@@ -513,8 +529,8 @@ class SqlStore:
         :func:`branch_locks`), then, seeing what the transactions waited for committed, the
         claims and the outcomes (a statement of their own if an outcome is of a call claimed
         here: a statement does not see its own inserts)."""
-        send = self._send
-        assert send is not None
+        unread = self._unread
+        assert unread is not None
         ops = batch.requests
         first, second, third = Combined(), Combined(), Combined()
         if batch.branches:
@@ -541,9 +557,10 @@ class SqlStore:
             claimed = {(op.branch_id, op.call_id) for op in ops}
             late = any((o.branch_id, o.call_id) in claimed for o in batch.outcomes)
             (third if late else second if fresh else first).add(*done(batch.outcomes))
-        for statement in (first, second, third):
-            if statement:
-                send(*statement.sql())
+        statements = [statement.sql() for statement in (first, second, third) if statement]
+        if not unread.send_alone(statements):
+            for sql, params in statements:
+                unread.send(sql, params)
         return [Claim(row, True, 0) for row in fresh]
 
     def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
