@@ -21,20 +21,25 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class Syncs:
-    """Counts the round trips of the journal's pipelines (each sync is one), by wrapping the
-    real ``psycopg.Pipeline.sync``."""
+    """Counts the round trips of the journal's pipelines: each sync, and each end of a
+    pipeline (it syncs), by wrapping the real ``psycopg.Pipeline`` methods."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import psycopg
 
         self.count = 0
-        real = psycopg.Pipeline.sync
+        sync, leave = psycopg.Pipeline.sync, psycopg.Pipeline.__exit__
 
-        def sync(pipeline: Any) -> None:
+        def counted_sync(pipeline: Any) -> None:
             self.count += 1
-            real(pipeline)
+            sync(pipeline)
 
-        monkeypatch.setattr(psycopg.Pipeline, "sync", sync)
+        def counted_exit(pipeline: Any, *args: Any) -> None:
+            self.count += 1
+            leave(pipeline, *args)
+
+        monkeypatch.setattr(psycopg.Pipeline, "sync", counted_sync)
+        monkeypatch.setattr(psycopg.Pipeline, "__exit__", counted_exit)
 
 
 async def double(x: int) -> int:

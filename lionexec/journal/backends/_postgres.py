@@ -154,29 +154,29 @@ def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unr
     each), and with *unread* a commit reads no result (see ``SqlStore``): sent alone, its
     statements are one implicit transaction (no ``BEGIN``, no ``COMMIT``), committed at the
     sync if every one succeeds, else rolled back whole."""
-    with conn.pipeline() as pipeline:
-        tx = _Tx(conn, pipeline)
-        ending = False
-        try:
-            result = fn(SqlStore(tx, bulk=True, unread=tx if unread else None))
+    try:
+        with conn.pipeline() as pipeline:
+            tx = _Tx(conn, pipeline)
+            try:
+                result = fn(SqlStore(tx, bulk=True, unread=tx if unread else None))
+            except BaseException:
+                if tx.alone:  # (an implicit transaction: the sync ending the pipeline would
+                    # commit what was sent of it)
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("ROLLBACK", prepare=False)
+                raise
             if tx.begun:
                 conn.execute("COMMIT")
-            ending = True
-            pipeline.sync()  # (sent alone: the implicit transaction commits here)
-        except BaseException:
-            # (bounded: a broken connection fails at once; the pool then drops it.) A
-            # transaction sent alone is an implicit one, which the next sync would commit:
-            # roll it back first. After a failed statement the server skips everything up
-            # to the next sync: sync (its error is the one raised). psycopg's rollback also
-            # forgets the statements it prepared in this transaction (the server did).
-            if tx.alone and not ending:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK", prepare=False)
-            with contextlib.suppress(psycopg.Error):
-                pipeline.sync()
-            with contextlib.suppress(psycopg.Error):
-                conn.rollback()
-            raise
+            # Leaving the pipeline syncs (one round trip, the only one of a transaction sent
+            # alone): the transaction ends there, or its error is raised.
+    except BaseException:
+        # (bounded: a broken connection fails at once; the pool then drops it.) After a
+        # failed statement the server skipped everything up to the sync: roll back what
+        # BEGIN opened. psycopg's rollback also forgets the statements it prepared in this
+        # transaction (the server did).
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+        raise
     return result
 
 
