@@ -140,13 +140,12 @@ async def test_a_commit_whose_check_fails_runs_again_the_long_way(
         assert _summary(claims) == [("c4", True, 0)] and trips == 1
 
 
-async def test_a_commit_sent_alone_that_fails_half_way_leaves_nothing(
+async def test_a_commit_that_fails_half_way_leaves_nothing(
     postgres_server: PostgresServer,
 ) -> None:
-    """A commit whose statements are one implicit transaction fails in its second statement
-    before it is sent (here a value psycopg cannot send) once its first (the branch, the
-    messages) was sent: nothing of it is committed (the sync that ends the pipeline would
-    have committed the first), and the connection goes on working."""
+    """A commit fails in its second statement before it is sent (here a value psycopg cannot
+    send) once its first (the branch, the messages) was sent, unread: nothing of it is
+    committed (the pipeline still ends with a sync), and the connection goes on working."""
     branch_id = str(uuid.uuid4())
     batch = _batch(branch_id, ["c1"])
     batch.requests[0] = attrs.evolve(batch.requests[0], arguments=object())

@@ -8,10 +8,9 @@ Each store call takes a pooled connection in a worker thread and runs in one tra
 in pipeline mode: ``BEGIN``, the statements whose results are not read and ``COMMIT`` share
 round trips with the next statement whose result is read, so a read is two round trips. A
 group commit reads no result (see :class:`~lionexec.journal.backends._sql.SqlStore`): its
-two or three statements are sent alone, as one implicit transaction (no ``BEGIN``, no
-``COMMIT``), in one round trip. One whose checks fail on the server (a message or a key
-already there, a call queued for workers) is rolled back whole and run again the long way,
-reading each result.
+two or three statements go with its ``BEGIN`` and ``COMMIT`` in one round trip. One whose
+checks fail on the server (a message or a key already there, a call queued for workers) is
+rolled back and run again the long way, reading each result.
 Cancellation: a read (loading a branch, listing calls) is abandoned at once and its query is
 cancelled on the server (``connection.cancel_safe()``, bounded); a group commit is never
 abandoned half-way: its waiters wait for it to end (commits are short). Opening takes a
@@ -87,7 +86,7 @@ class _Tx:
     sent with its first statement; each statement whose result is read waits for it (a
     sync), and :meth:`send` does not."""
 
-    __slots__ = ("alone", "begun", "conn", "pipeline")
+    __slots__ = ("begun", "conn", "pipeline")
 
     def __init__(
         self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None = None
@@ -96,16 +95,9 @@ class _Tx:
         self.pipeline = pipeline
         #: ``BEGIN`` was sent (without a pipeline, psycopg's transaction says it).
         self.begun = pipeline is None
-        #: The whole transaction was sent, with no ``BEGIN`` (:meth:`send_alone`).
-        self.alone = False
 
     def _begin(self) -> None:
         if not self.begun:
-            if self.alone:  # (it would run outside the transaction, which ends at the sync)
-                raise JournalError(
-                    "a statement after a transaction sent whole: a commit through "
-                    "SqlStore.commit must be the last step of its transaction"
-                )
             self.begun = True
             self.conn.execute("BEGIN")
 
@@ -137,38 +129,21 @@ class _Tx:
     def send(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._run(sql, params)
 
-    def send_alone(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> bool:
-        if self.begun or self.alone or self.pipeline is None:
-            return False
-        self.alone = True
-        for sql, params in statements:
-            # (not prepared: what a failed implicit transaction prepared, psycopg would not
-            # know the server forgot)
-            self.conn.execute(_placeholders(sql), params, prepare=False)
-        return True
-
 
 def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unread: bool) -> T:
     """``fn`` in one transaction of *conn* (an autocommit connection), pipelined: ``BEGIN``
     and ``COMMIT`` are statements of the pipeline (psycopg's own transaction would wait for
-    each), and with *unread* a commit reads no result (see ``SqlStore``): sent alone, its
-    statements are one implicit transaction (no ``BEGIN``, no ``COMMIT``), committed at the
-    sync if every one succeeds, else rolled back whole."""
+    each), and with *unread* a commit reads no result (see ``SqlStore``)."""
     try:
         with conn.pipeline() as pipeline:
             tx = _Tx(conn, pipeline)
-            try:
-                result = fn(SqlStore(tx, bulk=True, unread=tx if unread else None))
-            except BaseException:
-                if tx.alone:  # (an implicit transaction: the sync ending the pipeline would
-                    # commit what was sent of it)
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute("ROLLBACK", prepare=False)
-                raise
+            result = fn(SqlStore(tx, bulk=True, unread=tx if unread else None))
             if tx.begun:
                 conn.execute("COMMIT")
-            # Leaving the pipeline syncs (one round trip, the only one of a transaction sent
-            # alone): the transaction ends there, or its error is raised.
+            # Leaving the pipeline syncs (one round trip, the only one of an unread commit):
+            # the transaction ends there, or its error is raised. (An implicit transaction,
+            # without BEGIN and COMMIT, was no faster with its statements prepared; and the
+            # sync that ends a pipeline left by an error would commit what it had sent.)
     except BaseException:
         # (bounded: a broken connection fails at once; the pool then drops it.) After a
         # failed statement the server skipped everything up to the sync: roll back what

@@ -258,12 +258,6 @@ class Unread(Protocol):
         """Send *sql*; it fails, if it does, at the next statement whose result is read."""
         ...
 
-    def send_alone(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> bool:
-        """Send *statements* as the whole transaction, if nothing was sent in it yet (then
-        no ``BEGIN`` and no ``COMMIT``: they are one implicit transaction, committed at once
-        if all succeed); ``False`` if something was (then :meth:`send` each)."""
-        ...
-
 
 class Tx(Protocol):
     """One open transaction of a SQL connection (``?`` placeholders)."""
@@ -557,10 +551,9 @@ class SqlStore:
             claimed = {(op.branch_id, op.call_id) for op in ops}
             late = any((o.branch_id, o.call_id) in claimed for o in batch.outcomes)
             (third if late else second if fresh else first).add(*done(batch.outcomes))
-        statements = [statement.sql() for statement in (first, second, third) if statement]
-        if not unread.send_alone(statements):
-            for sql, params in statements:
-                unread.send(sql, params)
+        for statement in (first, second, third):
+            if statement:
+                unread.send(*statement.sql())
         return [Claim(row, True, 0) for row in fresh]
 
     def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
