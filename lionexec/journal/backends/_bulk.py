@@ -71,11 +71,11 @@ class Combined:
     def __init__(self) -> None:
         self._queries: list[str] = []
         self._params: list[Any] = []
-        self._checks: list[str] = []
-        self._expected: list[int] = []
+        self._select: list[str] = []
+        self._select_params: list[Any] = []
 
     def __bool__(self) -> bool:
-        return bool(self._queries or self._checks)
+        return bool(self._queries or self._select)
 
     def add(self, sql: str, params: Sequence[Any], *, expect: int | None = None) -> None:
         """Add *sql*; with *expect*, the statement fails with :data:`OPTIMISM_FAILED` unless
@@ -86,17 +86,18 @@ class Combined:
         self._queries.append(f"{name} AS ({sql}{returning})")
         self._params.extend(params)
         if expect is not None:
-            self._checks.append(f"1 / ((SELECT count(*) FROM {name}) = ?::bigint)::integer")
-            self._expected.append(expect)
+            self.also(f"1 / ((SELECT count(*) FROM {name}) = ?::bigint)::integer", [expect])
 
-    def also(self, expressions: str) -> None:
-        """Evaluate *expressions* (no parameters) too."""
-        self._checks.append(expressions)
+    def also(self, expressions: str, params: Sequence[Any] = ()) -> None:
+        """Evaluate *expressions* too (in its ``SELECT``, in order)."""
+        self._select.append(expressions)
+        self._select_params.extend(params)
 
     def sql(self) -> tuple[str, list[Any]]:
         """The statement and its parameters."""
         head = f"WITH {', '.join(self._queries)} " if self._queries else ""
-        return f"{head}SELECT {', '.join(self._checks) or '1'}", self._params + self._expected
+        select = ", ".join(self._select) or "1"
+        return f"{head}SELECT {select}", self._params + self._select_params
 
 
 def done(outcomes: Sequence[OutcomeOp]) -> tuple[str, list[Any]]:

@@ -241,8 +241,15 @@ def branch_locks(branch_ids: Iterable[str]) -> str:
     they waited for committed. (SQLite needs none: its ``BEGIN IMMEDIATE`` transactions run
     one at a time.)
     """
-    keys = sorted({zlib.crc32(b.encode("utf-8", "surrogatepass")) - 2**31 for b in branch_ids})
-    return "SELECT " + ", ".join(f"pg_advisory_xact_lock({BRANCH_LOCK}, {key})" for key in keys)
+    return "SELECT " + ", ".join(
+        f"pg_advisory_xact_lock({BRANCH_LOCK}, {key})" for key in branch_keys(branch_ids)
+    )
+
+
+def branch_keys(branch_ids: Iterable[str]) -> list[int]:
+    """The second keys of the advisory locks of *branch_ids* (see :func:`branch_locks`), in
+    the order they are taken."""
+    return sorted({zlib.crc32(b.encode("utf-8", "surrogatepass")) - 2**31 for b in branch_ids})
 
 
 def lock_branches(tx: Tx, branch_ids: Iterable[str]) -> None:
@@ -541,7 +548,10 @@ class SqlStore:
             )
         fresh = [new_row(op, attempts=1) for op in ops]
         if fresh:
-            first.also(branch_locks(op.branch_id for op in ops).removeprefix("SELECT "))
+            # (the keys as parameters: one prepared statement serves every branch)
+            keys = branch_keys(op.branch_id for op in ops)
+            lock = f"pg_advisory_xact_lock({BRANCH_LOCK}, ?::integer)"
+            first.also(", ".join([lock] * len(keys)), keys)
             second.add(
                 unqueued(),
                 columns([_values(row) for row in fresh], len(CALL_TYPES)),
