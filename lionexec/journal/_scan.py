@@ -14,7 +14,8 @@ from typing import Any, Final, TypeVar
 
 from ._journal import Journal
 from ._keys import branch_uuid
-from .backends._sql import _APPROVAL_COLUMNS, _CALL_COLUMNS, _approval, _call
+from .backends._bulk import CALL_COLUMNS as _CALL_COLUMNS
+from .backends._sql import _APPROVAL_COLUMNS, _approval, _call
 from .backends.base import DONE, REQUESTED, ApprovalRow, CallRow, MessageRow, Store
 from .errors import JournalError
 

@@ -4,7 +4,13 @@ driven through ``trio.to_thread`` (async psycopg is asyncio-only).
 Needs the ``postgres`` extra (``pip install lionexec[postgres]``); this is the only module
 that imports psycopg.
 
-Each store call takes a pooled connection in a worker thread and runs in one transaction.
+Each store call takes a pooled connection in a worker thread and runs in one transaction,
+in pipeline mode: ``BEGIN``, the statements whose results are not read and ``COMMIT`` share
+round trips with the next statement whose result is read, so a read is two round trips. A
+group commit reads no result (see :class:`~lionexec.journal.backends._sql.SqlStore`): its
+two or three statements go with its ``BEGIN`` and ``COMMIT`` in one round trip. One whose
+checks fail on the server (a message or a key already there, a call queued for workers) is
+rolled back and run again the long way, reading each result.
 Cancellation: a read (loading a branch, listing calls) is abandoned at once and its query is
 cancelled on the server (``connection.cancel_safe()``, bounded); a group commit is never
 abandoned half-way: its waiters wait for it to end (commits are short). Opening takes a
@@ -39,7 +45,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed 
     ) from exc
 
 from ..errors import JournalConnectionError, JournalError
-from ._sql import SqlStore, current_version, migrate
+from ._sql import OPTIMISM_FAILED, SqlStore, current_version, migrate
 from .base import Backend, Durability, Store, check_durability
 
 __all__ = ["PostgresBackend", "SharedListener", "redact"]
@@ -76,28 +82,82 @@ def _placeholders(sql: str) -> str:
 
 
 class _Tx:
-    __slots__ = ("conn",)
+    """A transaction of *conn* in *pipeline* (or none: then a plain one). Its ``BEGIN`` is
+    sent with its first statement; each statement whose result is read waits for it (a
+    sync), and :meth:`send` does not."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    __slots__ = ("begun", "conn", "pipeline")
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None = None
+    ) -> None:
         self.conn = conn
+        self.pipeline = pipeline
+        #: ``BEGIN`` was sent (without a pipeline, psycopg's transaction says it).
+        self.begun = pipeline is None
+
+    def _begin(self) -> None:
+        if not self.begun:
+            self.begun = True
+            self.conn.execute("BEGIN")
+
+    def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+        self._begin()
+        return self.conn.execute(_placeholders(sql), params)
+
+    def _sync(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.sync()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cursor = self.conn.execute(_placeholders(sql), params)
+        cursor = self._run(sql, params)
+        self._sync()
         return list(cursor.fetchall()) if cursor.description is not None else []
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
+        self._begin()
         with self.conn.cursor() as cursor:
             cursor.executemany(_placeholders(sql), rows)
+            self._sync()
             return cursor.rowcount
 
     def execute_count(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self.conn.execute(_placeholders(sql), params).rowcount
+        cursor = self._run(sql, params)
+        self._sync()
+        return cursor.rowcount
+
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._run(sql, params)
+
+
+def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unread: bool) -> T:
+    """``fn`` in one transaction of *conn* (an autocommit connection), pipelined: ``BEGIN``
+    and ``COMMIT`` are statements of the pipeline (psycopg's own transaction would wait for
+    each), and with *unread* a commit reads no result (see ``SqlStore``)."""
+    try:
+        with conn.pipeline() as pipeline:
+            tx = _Tx(conn, pipeline)
+            result = fn(SqlStore(tx, bulk=True, unread=tx if unread else None))
+            if tx.begun:
+                conn.execute("COMMIT")
+            # Leaving the pipeline syncs (one round trip, the only one of an unread commit):
+            # the transaction ends there, or its error is raised. (An implicit transaction,
+            # without BEGIN and COMMIT, was no faster with its statements prepared; and the
+            # sync that ends a pipeline left by an error would commit what it had sent.)
+    except BaseException:
+        # (bounded: a broken connection fails at once; the pool then drops it.) After a
+        # failed statement the server skipped everything up to the sync: roll back what
+        # BEGIN opened. psycopg's rollback also forgets the statements it prepared in this
+        # transaction (the server did).
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+        raise
+    return result
 
 
 def _fsync_commits(conn: psycopg.Connection[Any]) -> None:
     """Each new connection of a ``durability="power"`` pool: commits wait for the disk."""
-    conn.execute("SET synchronous_commit = on")
-    conn.commit()  # (the pool takes only idle connections)
+    conn.execute("SET synchronous_commit = on")  # (autocommit: set for the session)
 
 
 class PostgresBackend(Backend):
@@ -145,7 +205,8 @@ class PostgresBackend(Backend):
             min_size=self.min_size,
             max_size=self.max_size,
             open=False,
-            kwargs={"autocommit": False, "connect_timeout": max(1, int(self.connect_timeout))},
+            # (every transaction says BEGIN and COMMIT itself: see _transaction)
+            kwargs={"autocommit": True, "connect_timeout": max(1, int(self.connect_timeout))},
             configure=_fsync_commits if self.durability == "power" else None,
             name="lionexec-journal",
         )
@@ -183,8 +244,12 @@ class PostgresBackend(Backend):
             try:
                 with pool.connection() as conn:
                     used.append(conn)
-                    with conn.transaction():
-                        return fn(SqlStore(_Tx(conn), bulk=True))
+                    try:
+                        return _transaction(conn, fn, unread=True)
+                    except psycopg.Error as exc:
+                        if exc.sqlstate != OPTIMISM_FAILED:
+                            raise
+                    return _transaction(conn, fn, unread=False)  # (rolled back: again)
             except PoolTimeout as exc:
                 raise JournalConnectionError(f"no connection to {self.target}: {exc}") from exc
             except psycopg.OperationalError as exc:

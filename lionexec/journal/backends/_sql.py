@@ -23,6 +23,21 @@ import attrs
 from lionexec._jsonable import utf8_text
 
 from ..errors import JournalError, JournalSchemaError
+from ._bulk import (
+    BRANCHES,
+    CALL_COLUMNS,
+    CALL_TYPES,
+    MESSAGE_TYPES,
+    MESSAGES,
+    OPTIMISM_FAILED,
+    UNQUEUED,
+    Combined,
+    columns,
+    done,
+    message_row,
+    unnest,
+    unqueued,
+)
 from ._log import LOG_TABLE, append, fold
 from .base import (
     DONE,
@@ -44,9 +59,11 @@ from .base import (
 __all__ = [
     "BRANCH_LOCK",
     "MIGRATIONS",
+    "OPTIMISM_FAILED",
     "SCHEMA_VERSION",
     "SqlStore",
     "Tx",
+    "Unread",
     "call_ids_in",
     "lock_branches",
     "migrate",
@@ -198,23 +215,12 @@ MIGRATIONS: Final[tuple[tuple[int, tuple[str | Callable[[Tx], None], ...]], ...]
 #: The newest schema version this lionexec writes.
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
-_CALL_COLUMNS = (
-    "idempotency_key, branch_id, call_id, request_id, function, arguments, effect, attempts, "
-    "state, outcome, response, requested_at, finished_at"
-)
-_CALL_TYPES = (*("text",) * 7, "integer", "text", "text", "text", *("double precision",) * 2)
 _APPROVAL_COLUMNS = (
     "approval_id, idempotency_key, branch_id, call_id, request_id, function, arguments, "
     "digest, policy, rule, escalation, state, created_at, expires_at, decided_at, decided_by, "
     "reason"
 )
 _CHUNK = 400  # keys per IN (...) list: well under every placeholder limit
-#: The rows a claim inserts (a ``VALUES`` list or an ``unnest``, its columns ``column1``...)
-#: but those of calls submitted to workers: such a call is not claimed (``Queued``).
-_UNQUEUED = (
-    " WHERE NOT EXISTS (SELECT 1 FROM lionexec_queue AS q WHERE q.branch_id = v.column2 "
-    "AND q.call_id = v.column3) ON CONFLICT DO NOTHING"
-)
 
 #: The first key of the transaction-scoped advisory locks a PostgreSQL transaction takes per
 #: branch (``pg_advisory_xact_lock(BRANCH_LOCK, <CRC-32 of the branch id>)``, the two-key
@@ -223,26 +229,41 @@ BRANCH_LOCK: Final = 0x6C786271  # "lxbq"
 
 
 def branch_locks(branch_ids: Iterable[str]) -> str:
-    """The statements that take the transaction-scoped advisory lock of each of *branch_ids*
-    on PostgreSQL, in one order (of their keys: two transactions never wait for each other
-    in a cycle), ``;``-separated, with no parameters (the keys are numbers computed here): so
-    they can share a round trip with another statement without parameters.
+    """The statement that takes the transaction-scoped advisory lock of each of *branch_ids*
+    on PostgreSQL, in one order (of their keys, left to right: two transactions never wait
+    for each other in a cycle), with no parameters (the keys are numbers computed here).
 
     ``Journal.submit`` and a commit that claims calls take the locks of
     their branches before they read the other's table (``lionexec_calls``,
     ``lionexec_queue``): at READ COMMITTED, each could otherwise check before the other
     commits, and a call would be both queued for workers and claimed by a branch's
-    ``act()``. Statements of their own: the statements after them see what the transaction
+    ``act()``. A statement of its own: the statements after it see what the transaction
     they waited for committed. (SQLite needs none: its ``BEGIN IMMEDIATE`` transactions run
     one at a time.)
     """
-    keys = sorted({zlib.crc32(b.encode("utf-8", "surrogatepass")) - 2**31 for b in branch_ids})
-    return "; ".join(f"SELECT pg_advisory_xact_lock({BRANCH_LOCK}, {key})" for key in keys)
+    return "SELECT " + ", ".join(
+        f"pg_advisory_xact_lock({BRANCH_LOCK}, {key})" for key in branch_keys(branch_ids)
+    )
+
+
+def branch_keys(branch_ids: Iterable[str]) -> list[int]:
+    """The second keys of the advisory locks of *branch_ids* (see :func:`branch_locks`), in
+    the order they are taken."""
+    return sorted({zlib.crc32(b.encode("utf-8", "surrogatepass")) - 2**31 for b in branch_ids})
 
 
 def lock_branches(tx: Tx, branch_ids: Iterable[str]) -> None:
     """Take the advisory locks of *branch_ids* (PostgreSQL only; see :func:`branch_locks`)."""
     tx.execute(branch_locks(branch_ids))
+
+
+class Unread(Protocol):
+    """What a transaction of PostgreSQL's pipeline offers: statements whose results are not
+    read, sent with the next statement whose result is read (see :class:`SqlStore`)."""
+
+    def send(self, sql: str, params: Sequence[Any]) -> None:
+        """Send *sql*; it fails, if it does, at the next statement whose result is read."""
+        ...
 
 
 class Tx(Protocol):
@@ -360,6 +381,13 @@ class SqlStore:
     row: ``sqlite3`` releases the GIL around every statement, and taking it back waits for
     the trio thread's switch interval (5 ms) whenever that thread is busy, so ``executemany``
     over 1,000 rows could take seconds on a loaded server (0.04 ms a row this way).
+
+    With *unread* (PostgreSQL's pipeline: a statement sent with it waits for the next one
+    whose result is read, so that they share one round trip) a commit is sent whole, none of
+    its results read: each statement that would need a look at its result (every message
+    inserted, every key claimed) checks it on the server instead, and fails the transaction
+    (:data:`OPTIMISM_FAILED`) if it does not hold. The backend then runs the transaction
+    again without *unread*, the long way (so a transaction function may run twice).
     """
 
     def __init__(
@@ -370,8 +398,10 @@ class SqlStore:
         max_params: int = 999,
         update_from: bool = True,
         log: bool = False,
+        unread: Unread | None = None,
     ) -> None:
         self._tx = tx
+        self._unread = unread
         self.bulk = bulk
         self.max_params = max_params
         #: ``UPDATE ... FROM`` is understood (SQLite 3.33 and later); else one row at a time.
@@ -448,18 +478,28 @@ class SqlStore:
                 self._tx.execute_count(sql, params)
                 for sql, params in self._value_lists(head, len(types), rows, tail)
             )
-        arrays = ", ".join(f"?::{kind}[]" for kind in types)
         return len(
-            self._tx.execute(
-                f"{head} SELECT * FROM unnest({arrays}) {tail} RETURNING 1",
-                _columns(rows, len(types)),
-            )
+            self._tx.execute(f"{unnest(head, types, tail)} RETURNING 1", columns(rows, len(types)))
         )
 
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """A statement whose result is not read (sent with the next one that is, if it can)."""
+        if self._unread is not None:
+            self._unread.send(sql, params)
+        else:
+            self._tx.execute(sql, params)
+
     def commit(self, batch: Batch) -> list[Claim | Queued]:
+        if (
+            self._unread is not None
+            and not self.log
+            and not batch.approvals
+            and len({op.key for op in batch.requests}) == len(batch.requests)
+        ):  # (else: the long way, each result read)
+            return self._commit_unread(batch)
         tx = self._tx
         self._insert(
-            "INSERT INTO lionexec_branches (branch_id, created_at)",
+            BRANCHES,
             ("text", "double precision"),
             batch.branches,
             "ON CONFLICT DO NOTHING",
@@ -483,19 +523,55 @@ class SqlStore:
             self._mark_done(batch.outcomes)
         return claims
 
+    def _commit_unread(self, batch: Batch) -> list[Claim | Queued]:
+        """:meth:`commit` with no result read (see the class docs), in two statements (each
+        costs the client more than the server: they are combined): the branches, messages
+        (and the outcomes, if no call is claimed) and the branches' locks (see
+        :func:`branch_locks`), then, seeing what the transactions waited for committed, the
+        claims and the outcomes (a statement of their own if an outcome is of a call claimed
+        here: a statement does not see its own inserts)."""
+        unread = self._unread
+        assert unread is not None
+        ops = batch.requests
+        first, second, third = Combined(), Combined(), Combined()
+        if batch.branches:
+            first.add(
+                unnest(BRANCHES, ("text", "double precision"), "ON CONFLICT DO NOTHING"),
+                columns(batch.branches, 2),
+            )
+        if batch.messages:
+            rows = [message_row(m) for m in batch.messages]
+            first.add(
+                unnest(MESSAGES, MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING"),
+                columns(rows, len(MESSAGE_TYPES)),
+                expect=len(rows),
+            )
+        fresh = [new_row(op, attempts=1) for op in ops]
+        if fresh:
+            # (the keys as parameters: one prepared statement serves every branch)
+            keys = branch_keys(op.branch_id for op in ops)
+            lock = f"pg_advisory_xact_lock({BRANCH_LOCK}, ?::integer)"
+            first.also(", ".join([lock] * len(keys)), keys)
+            second.add(
+                unqueued(),
+                columns([_values(row) for row in fresh], len(CALL_TYPES)),
+                expect=len(fresh),
+            )
+        if batch.outcomes:
+            claimed = {(op.branch_id, op.call_id) for op in ops}
+            late = any((o.branch_id, o.call_id) in claimed for o in batch.outcomes)
+            (third if late else second if fresh else first).add(*done(batch.outcomes))
+        for statement in (first, second, third):
+            if statement:
+                unread.send(*statement.sql())
+        return [Claim(row, True, 0) for row in fresh]
+
     def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
         """Mark the calls of *outcomes* done with their outcome, in multi-row statements."""
         tx = self._tx
         rows = [(o.branch_id, o.call_id, o.outcome, o.response, o.at) for o in outcomes]
         if self.bulk:
-            tx.execute(
-                "UPDATE lionexec_calls AS c SET state = ?, outcome = v.outcome, "
-                "response = v.response, finished_at = v.at "
-                "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], "
-                "?::double precision[]) AS v (branch_id, call_id, outcome, response, at) "
-                "WHERE c.branch_id = v.branch_id AND c.call_id = v.call_id AND c.state = ?",
-                [DONE, *_columns(rows, 5), REQUESTED],
-            )
+            self._write(*done(outcomes))
         elif self.update_from:
             for sql, params in self._value_lists(
                 f"UPDATE lionexec_calls SET state = '{DONE}', outcome = v.column3, "
@@ -526,12 +602,9 @@ class SqlStore:
         """
         if not messages:
             return
-        rows = [(m.branch_id, m.seq, m.message_id, m.kind, m.body, m.call_id) for m in messages]
+        rows = [message_row(m) for m in messages]
         inserted = self._insert(
-            "INSERT INTO lionexec_messages (branch_id, seq, message_id, kind, body, call_id)",
-            ("text", "bigint", "text", "text", "text", "text"),
-            rows,
-            "ON CONFLICT (branch_id, seq) DO NOTHING",
+            MESSAGES, MESSAGE_TYPES, rows, "ON CONFLICT (branch_id, seq) DO NOTHING"
         )
         if inserted == len(rows):
             return
@@ -561,8 +634,8 @@ class SqlStore:
         nothing is claimed (:class:`Queued`)."""
         tx = self._tx
         ops = batch.requests
-        # PostgreSQL: the branches' locks (branch_locks) before the queue is read, in the
-        # round trip of the savepoint
+        # PostgreSQL: the branches' locks (branch_locks) before the queue is read (pipelined:
+        # in the round trip of the savepoint)
         locks = branch_locks(op.branch_id for op in ops) if self.bulk else ""
         if len({op.key for op in ops}) == len(ops):
             # The usual case, every key new and no call queued: insert the rows as claimed
@@ -570,10 +643,10 @@ class SqlStore:
             # queued, undo and go the long way. (Reading back and updating the rows it had just
             # inserted took a third of the writer's time with many concurrent calls.)
             fresh = [new_row(op, attempts=1) for op in ops]
-            tx.execute(
-                f"{locks}; SAVEPOINT lionexec_claim" if locks else "SAVEPOINT lionexec_claim"
-            )
-            locks = ""
+            if locks:
+                self._write(locks)
+                locks = ""
+            tx.execute("SAVEPOINT lionexec_claim")
             inserted = self._insert_unqueued([_values(row) for row in fresh])
             if inserted == len(fresh):  # (the savepoint ends with the transaction: on
                 # PostgreSQL a RELEASE of its own would be one more round trip)
@@ -581,7 +654,7 @@ class SqlStore:
             tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")  # (the locks are kept)
             tx.execute("RELEASE SAVEPOINT lionexec_claim")
         elif locks:
-            tx.execute(locks)
+            self._write(locks)
         queued = self._queued(ops)
         if queued:
             ops = [op for op in ops if (op.branch_id, op.call_id) not in queued]
@@ -596,20 +669,15 @@ class SqlStore:
     def _insert_unqueued(self, rows: Sequence[Sequence[Any]]) -> int:
         """Insert the call rows *rows* (as :meth:`_insert` would) but those of calls queued
         for workers, and those whose key or call is taken; return how many were inserted."""
-        head = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS}) SELECT * FROM"
         if self.bulk:
-            arrays = ", ".join(f"?::{kind}[]" for kind in _CALL_TYPES)
-            names = ", ".join(f"column{i}" for i in range(1, len(_CALL_TYPES) + 1))
             return len(
-                self._tx.execute(
-                    f"{head} unnest({arrays}) AS v ({names}){_UNQUEUED} RETURNING 1",
-                    _columns(rows, len(_CALL_TYPES)),
-                )
+                self._tx.execute(f"{unqueued()} RETURNING 1", columns(rows, len(CALL_TYPES)))
             )
+        head = f"INSERT INTO lionexec_calls ({CALL_COLUMNS}) SELECT * FROM"
         return sum(
             self._tx.execute_count(sql, params)
             for sql, params in self._value_lists(
-                f"{head} (", len(_CALL_TYPES), rows, f") AS v{_UNQUEUED}"
+                f"{head} (", len(CALL_TYPES), rows, f") AS v{UNQUEUED}"
             )
         )
 
@@ -635,9 +703,9 @@ class SqlStore:
     def _claim_slowly(self, ops: Sequence[RequestOp]) -> list[Claim | Queued]:
         """Claim the keys of *ops* (none queued), reading back the rows that hold them."""
         tx = self._tx
-        insert = f"INSERT INTO lionexec_calls ({_CALL_COLUMNS})"
+        insert = f"INSERT INTO lionexec_calls ({CALL_COLUMNS})"
         self._insert(
-            insert, _CALL_TYPES, [_values(new_row(op)) for op in ops], "ON CONFLICT DO NOTHING"
+            insert, CALL_TYPES, [_values(new_row(op)) for op in ops], "ON CONFLICT DO NOTHING"
         )
         keys = list(dict.fromkeys(op.key for op in ops))
         rows: dict[str, CallRow] = {}
@@ -645,7 +713,7 @@ class SqlStore:
             chunk = keys[start : start + _CHUNK]
             marks = ", ".join("?" * len(chunk))
             for raw in tx.execute(
-                f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key IN ({marks})",
+                f"SELECT {CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key IN ({marks})",
                 chunk,
             ):
                 row = _call(raw)
@@ -656,7 +724,7 @@ class SqlStore:
             held = rows.get(op.key)
             if held is None:  # this call holds another key (its key derivation changed)
                 found = tx.execute(
-                    f"SELECT {_CALL_COLUMNS} FROM lionexec_calls "
+                    f"SELECT {CALL_COLUMNS} FROM lionexec_calls "
                     "WHERE branch_id = ? AND call_id = ?",
                     (op.branch_id, op.call_id),
                 )
@@ -707,7 +775,7 @@ class SqlStore:
         self._fold()
         clause, params = _where(branch_id, REQUESTED if unfinished else None)
         rows = self._tx.execute(
-            f"SELECT {_CALL_COLUMNS} FROM lionexec_calls{clause} "
+            f"SELECT {CALL_COLUMNS} FROM lionexec_calls{clause} "
             "ORDER BY requested_at, idempotency_key",
             params,
         )
@@ -716,7 +784,7 @@ class SqlStore:
     def call(self, key: str) -> CallRow | None:
         self._fold()
         rows = self._tx.execute(
-            f"SELECT {_CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
+            f"SELECT {CALL_COLUMNS} FROM lionexec_calls WHERE idempotency_key = ?", (key,)
         )
         return _call(rows[0]) if rows else None
 
@@ -796,11 +864,6 @@ def _approval(row: Sequence[Any]) -> ApprovalRow:
         decided_by=row[15],
         reason=row[16],
     )
-
-
-def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
-    """Rows as one list per column (the arrays ``unnest`` takes)."""
-    return [[row[i] for row in rows] for i in range(width)]
 
 
 def _values(row: CallRow) -> tuple[Any, ...]:

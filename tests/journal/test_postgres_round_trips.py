@@ -1,0 +1,163 @@
+"""PostgreSQL transactions run pipelined: a group commit is one round trip to the server, its
+checks made there; a commit whose check fails runs again the long way, with the same result
+as before the pipeline."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import attrs
+import pytest
+
+from lionexec.journal import JournalError, open_journal
+from lionexec.journal.backends import Batch, Claim, MessageRow, Queued, RequestOp
+from lionexec.tools import Tool
+
+from ..support.postgres import PostgresServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Syncs:
+    """Counts the round trips of the journal's pipelines: each sync, and each end of a
+    pipeline (it syncs), by wrapping the real ``psycopg.Pipeline`` methods."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import psycopg
+
+        self.count = 0
+        sync, leave = psycopg.Pipeline.sync, psycopg.Pipeline.__exit__
+
+        def counted_sync(pipeline: Any) -> None:
+            self.count += 1
+            sync(pipeline)
+
+        def counted_exit(pipeline: Any, *args: Any) -> None:
+            self.count += 1
+            leave(pipeline, *args)
+
+        monkeypatch.setattr(psycopg.Pipeline, "sync", counted_sync)
+        monkeypatch.setattr(psycopg.Pipeline, "__exit__", counted_exit)
+
+
+async def double(x: int) -> int:
+    return 2 * x
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "concurrent"])
+async def test_a_group_commit_is_one_round_trip(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch, strategy: str
+) -> None:
+    syncs = Syncs(monkeypatch)
+    async with open_journal(postgres_server.create_database()) as journal:
+        branch = await journal.branch()
+        branch.register_tools(Tool.from_function(double, effect="pure"))
+        async with branch:
+            before, commits = syncs.count, journal.commits
+            responses = await branch.act(
+                [{"function": "double", "arguments": {"x": i}} for i in range(20)],
+                strategy=strategy,  # type: ignore[arg-type]
+            )
+            trips, commits = syncs.count - before, journal.commits - commits
+        assert [r.output for r in responses] == [2 * i for i in range(20)]
+        assert commits >= 1 and trips == commits
+        # (before the pipeline: BEGIN, each statement and COMMIT were a round trip each)
+        rows = await journal.backend.run(lambda store: store.calls(str(branch.id), False))
+        assert [(r.state, r.attempts) for r in rows] == [("done", 1)] * 20
+
+
+def _batch(branch_id: str, call_ids: list[str], *, seq: int = 0, tag: str = "") -> Batch:
+    now = time.time()
+    batch = Batch(branches=[(branch_id, now)])
+    for offset, call_id in enumerate(call_ids):
+        request_id = f"{tag}{call_id}-request"
+        batch.messages.append(
+            MessageRow(branch_id, seq + offset, request_id, "action_request", "{}", call_id)
+        )
+        batch.requests.append(
+            RequestOp(
+                key=f"{branch_id}/{call_id}",
+                branch_id=branch_id,
+                call_id=call_id,
+                request_id=request_id,
+                function="double",
+                arguments="{}",
+                effect="unsafe",
+                at=now,
+            )
+        )
+    return batch
+
+
+def _summary(claims: list[Claim | Queued]) -> list[tuple[str, bool, int]]:
+    return [
+        (c.row.call_id, c.mine, c.prior_attempts)
+        for c in claims
+        if isinstance(c, Claim)  # (no call of these tests is queued)
+    ]
+
+
+async def test_a_commit_whose_check_fails_runs_again_the_long_way(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same batch committed again (a commit that landed but was reported failed): its
+    messages are there already and its keys are taken, so the commit's checks fail on the
+    server and it runs the long way: nothing written twice, one more attempt per key. A
+    position held by another message is refused, and the connection goes on working."""
+    syncs = Syncs(monkeypatch)
+    branch_id = str(uuid.uuid4())
+    batch = _batch(branch_id, ["c1", "c2"])
+    async with open_journal(postgres_server.create_database()) as journal:
+        backend = journal.backend
+
+        async def commit(batch: Batch) -> tuple[list[Claim | Queued], int]:
+            before = syncs.count
+            claims = await backend.run(lambda store: store.commit(batch), cancellable=False)
+            return claims, syncs.count - before
+
+        claims, trips = await commit(batch)
+        assert _summary(claims) == [("c1", True, 0), ("c2", True, 0)] and trips == 1
+        claims, trips = await commit(batch)  # again: the long way
+        assert _summary(claims) == [("c1", True, 1), ("c2", True, 1)] and trips > 1
+        rows = await backend.run(lambda store: store.messages(branch_id))
+        assert [(r.seq, r.message_id) for r in rows] == [(0, "c1-request"), (1, "c2-request")]
+        calls = await journal.calls(branch_id)
+        assert [(c.call_id, c.attempts) for c in calls] == [("c1", 2), ("c2", 2)]
+
+        # a new call and a taken key in one batch: the taken one is not this op's
+        mixed = _batch(branch_id, ["c3"], seq=2)
+        mixed.requests.append(_batch(branch_id, ["c1"], tag="other-").requests[0])
+        claims, _ = await commit(mixed)
+        assert _summary(claims) == [("c3", True, 0), ("c1", False, 2)]
+
+        with pytest.raises(JournalError, match="another writer holds this branch's next"):
+            await commit(_batch(branch_id, ["c9"], seq=1, tag="other-"))
+        # nothing of the refused commit was written, and the next transactions run
+        assert [c.call_id for c in await journal.calls(branch_id)] == ["c1", "c2", "c3"]
+        claims, trips = await commit(_batch(branch_id, ["c4"], seq=3))
+        assert _summary(claims) == [("c4", True, 0)] and trips == 1
+
+
+async def test_a_commit_that_fails_half_way_leaves_nothing(
+    postgres_server: PostgresServer,
+) -> None:
+    """A commit fails in its second statement before it is sent (here a value psycopg cannot
+    send) once its first (the branch, the messages) was sent, unread: nothing of it is
+    committed (the pipeline still ends with a sync), and the connection goes on working."""
+    branch_id = str(uuid.uuid4())
+    batch = _batch(branch_id, ["c1"])
+    batch.requests[0] = attrs.evolve(batch.requests[0], arguments=object())
+    async with open_journal(postgres_server.create_database()) as journal:
+        backend = journal.backend
+        with pytest.raises(JournalError, match="cannot adapt type 'object'"):
+            await backend.run(lambda store: store.commit(batch), cancellable=False)
+        assert await backend.run(lambda store: store.branches()) == []
+        assert await backend.run(lambda store: store.messages(branch_id)) == []
+        good = _batch(branch_id, ["c1"])
+        claims = await backend.run(lambda store: store.commit(good), cancellable=False)
+        assert _summary(claims) == [("c1", True, 0)]
+        assert [m.message_id for m in await backend.run(lambda s: s.messages(branch_id))] == [
+            "c1-request"
+        ]
