@@ -33,7 +33,7 @@ from lionexec.act._evidence import SinkFeed
 from lionexec.conversation import ActionRequest, ActionResponse, Message, MessageManager
 
 from ._commit import POLL_MAX, CommitEngine
-from ._history import dumps_record, record_of, recorded_content
+from ._history import message_body, recorded_content
 from ._keys import canonical_json, cut, storable_key
 from ._submitted import answered
 from .backends.base import DONE, Batch, MessageRow, OutcomeOp, Queued, RequestOp
@@ -241,34 +241,33 @@ class JournalSink:
             batch.plain = False
         branch_id = self.branch_id
         positions = self._positions
-        for offset, message in enumerate(messages):
-            record = record_of(message)
-            if isinstance(message, ActionRequest):
-                record["content"]["action_response_id"] = None  # linked again on loading
-            body = dumps_record(record)
-            call_id = outcome = None
+        rows = batch.messages
+        seq = start
+        for message in messages:
+            body = message_body(message)
+            message_id = str(message.id)
+            call_id = None
             if isinstance(message, ActionRequest):
                 call_id = utf8_text(message.content.call_id)
-                positions[record["id"]] = start + offset
+                positions[message_id] = seq
             elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
                 if request_id is not None:
                     positions.pop(str(request_id), None)
-                request = self.history[request_id] if request_id is not None else None
-                if isinstance(request, ActionRequest):
-                    call_id = utf8_text(request.content.call_id)
-                    outcome = OutcomeOp(
-                        branch_id=branch_id,
-                        call_id=call_id,
-                        outcome=message.content.outcome.value,
-                        response=body,
-                        at=now,
-                    )
-            batch.messages.append(
-                MessageRow(branch_id, start + offset, record["id"], message.kind, body, call_id)
-            )
-            if outcome is not None:
-                batch.outcomes.append(outcome)
+                    request = self.history[request_id]
+                    if isinstance(request, ActionRequest):
+                        call_id = utf8_text(request.content.call_id)
+                        batch.outcomes.append(
+                            OutcomeOp(
+                                branch_id=branch_id,
+                                call_id=call_id,
+                                outcome=message.content.outcome.value,
+                                response=body,
+                                at=now,
+                            )
+                        )
+            rows.append(MessageRow(branch_id, seq, message_id, message.kind, body, call_id))
+            seq += 1
 
     def _unstage(self, start: int) -> None:
         self._mirrored = start
