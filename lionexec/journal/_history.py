@@ -100,9 +100,10 @@ def record_of(message: Message) -> Any:
     return hook(message)
 
 
-def message_body(message: Message) -> str:
+def message_body(message: Message, message_id: str | None = None) -> str:
     """*message* as the journal stores it: :func:`dumps_record` of its record (a request's
     ``action_response_id`` left out as ``null``: it is linked again on loading).
+    *message_id*: the text of its id, if the caller has it already.
 
     A request or a response of the act layer's own classes (what every journaled call
     writes, twice) is written straight to its text, without the converter's generic path
@@ -111,11 +112,13 @@ def message_body(message: Message) -> str:
     subclass, or text that UTF-8 cannot hold takes the converter's path.
     """
     cls = type(message)
+    if message_id is None:
+        message_id = str(message.id)
     if cls is ActionRequest:
         content = message.content  # type: ignore[attr-defined]
         if type(content) is ActionRequestContent:
             text = (
-                f'{{"id":"{message.id}","created_at":{_float(message.created_at)},'
+                f'{{"id":"{message_id}","created_at":{_float(message.created_at)},'
                 f'"sender":{_text(message.sender)},"recipient":{_text(message.recipient)},'
                 f'"content":{{"function":{_string(content.function)},"arguments":'
                 f'{_dumps(jsonable(content.arguments))},"action_response_id":null,'
@@ -135,7 +138,7 @@ def message_body(message: Message) -> str:
             request_id = content.action_request_id
             linked = "null" if request_id is None else f'"{request_id}"'
             text = (
-                f'{{"id":"{message.id}","created_at":{_float(message.created_at)},'
+                f'{{"id":"{message_id}","created_at":{_float(message.created_at)},'
                 f'"sender":{_text(message.sender)},"recipient":{_text(message.recipient)},'
                 f'"content":{{"function":{_string(content.function)},"arguments":'
                 f'{_dumps(jsonable(content.arguments))},"output":{_dumps(output)},'

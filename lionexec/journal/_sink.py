@@ -23,6 +23,7 @@ The sink satisfies the durable half of :class:`~lionexec.act.EvidenceSink`: ``du
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 
 import trio
@@ -71,7 +72,7 @@ class JournalSink:
         self._registered = len(history) > 0
         #: The position of each request staged and not yet claimed or answered, by id: a
         #: write-ahead that knows it may be appended to the log (see backends._log).
-        self._positions: dict[str, int] = {}
+        self._positions: dict[uuid.UUID, int] = {}
         #: Its last commit failed: the next may write the same messages again.
         self._rewriting = False
 
@@ -88,25 +89,27 @@ class JournalSink:
         commit, that commit completes.
         """
         request = entry.request
+        content = request.content
         context = entry.context
         tool = context.tool if context is not None else None
         key = context.idempotency_key if context is not None else None
         # (text a model sent: stored as UTF-8 whatever it holds)
-        key = storable_key(
-            key or f"{self.branch_id}/{request.call_id}", request.call_id, request.function
-        )
+        call_id = _utf8(content.call_id)
+        function = _utf8(content.function)
+        key = storable_key(key or f"{self.branch_id}/{call_id}", content.call_id, function)
         arguments = canonical_json(entry.arguments)
+        request_id = request.id
         op = RequestOp(
             key=key,
             branch_id=self.branch_id,
-            call_id=utf8_text(request.call_id),
-            request_id=str(request.id),
-            function=utf8_text(request.function),
+            call_id=call_id,
+            request_id=str(request_id),
+            function=function,
             arguments=arguments,
             effect=tool.effect if tool is not None else "unsafe",
             at=time.time(),
             fresh=entry.attempt == 1,
-            seq=self._positions.pop(str(request.id), None),
+            seq=self._positions.pop(request_id, None),
         )
         claim = await self.engine.commit(self, op)
         assert claim is not None
@@ -173,8 +176,12 @@ class JournalSink:
         """Commit the history written since the last commit (the records' responses).
 
         Lingers (at most ``journal.linger`` seconds) to share the next commit led by another
-        caller, unless someone waits (:meth:`expedite`).
+        caller, unless someone waits (:meth:`expedite`). Returns at once, without a
+        checkpoint, if a commit has carried the whole history already (the records are
+        in it): the write-ahead of another call often has.
         """
+        if records and self.committed >= self.history.appended:
+            return
         await self.engine.commit(self, None, lazy=True)
 
     def expedite(self) -> None:
@@ -244,19 +251,19 @@ class JournalSink:
         rows = batch.messages
         seq = start
         for message in messages:
-            body = message_body(message)
             message_id = str(message.id)
+            body = message_body(message, message_id)
             call_id = None
             if isinstance(message, ActionRequest):
-                call_id = utf8_text(message.content.call_id)
-                positions[message_id] = seq
+                call_id = _utf8(message.content.call_id)
+                positions[message.id] = seq
             elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
                 if request_id is not None:
-                    positions.pop(str(request_id), None)
+                    positions.pop(request_id, None)
                     request = self.history[request_id]
                     if isinstance(request, ActionRequest):
-                        call_id = utf8_text(request.content.call_id)
+                        call_id = _utf8(request.content.call_id)
                         batch.outcomes.append(
                             OutcomeOp(
                                 branch_id=branch_id,
@@ -272,3 +279,9 @@ class JournalSink:
     def _unstage(self, start: int) -> None:
         self._mirrored = start
         self._rewriting = True
+
+
+def _utf8(text: str) -> str:
+    """:func:`~lionexec._jsonable.utf8_text`, without its calls for ASCII text (most ids and
+    names; ``str.isascii`` itself, not a subclass's)."""
+    return text if str.isascii(text) else utf8_text(text)

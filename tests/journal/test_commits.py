@@ -179,6 +179,29 @@ async def test_a_commit_led_by_another_caller_carries_a_lingering_outcome(
         assert journal.commits == 1
 
 
+async def test_a_write_of_records_already_committed_commits_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from lionexec.act import EvidenceRecord
+
+    async with MemoryJournal() as journal:
+        journal.linger = 5.0
+        branch = await journal.branch()
+        branch.register_tools(add)
+        sink = journal._engine.sinks[branch.name]
+        async with branch:
+            await branch.act(calls(2))
+            [request, _] = branch.messages.requests()
+            record = EvidenceRecord(request, branch.messages.responses()[0], None, None)
+            before, start = journal.commits, trio.current_time()
+            await sink.write([record])  # (act() returned: its commits carried the records)
+            assert (journal.commits, trio.current_time()) == (before, start)
+            branch.messages.add_message(Instruction(content="by hand"))
+            await sink.write([record])  # the history holds more: it commits (after lingering)
+            assert journal.commits == before + 1
+            assert trio.current_time() == start + 5.0
+
+
 async def test_expedite_ends_the_lingering(autojump_clock: trio.testing.MockClock) -> None:
     async with MemoryJournal() as journal:
         journal.linger = 5.0
