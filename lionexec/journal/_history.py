@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from lionexec import _unstructure
-from lionexec._jsonable import is_unicode, json_encoder, jsonable
+from lionexec._jsonable import is_flat_json, is_unicode, json_encoder, jsonable
 from lionexec.conversation import (
     ActionRequest,
     ActionRequestContent,
@@ -120,8 +120,8 @@ def message_body(message: Message, message_id: str | None = None) -> str:
             text = (
                 f'{{"id":"{message_id}","created_at":{_float(message.created_at)},'
                 f'"sender":{_text(message.sender)},"recipient":{_text(message.recipient)},'
-                f'"content":{{"function":{_string(content.function)},"arguments":'
-                f'{_dumps(jsonable(content.arguments))},"action_response_id":null,'
+                f'"content":{{"function":{_string(content.function)},'
+                f'"arguments":{arguments_json(content.arguments)},"action_response_id":null,'
                 f'"call_id":{_string(content.call_id)},'
                 f'"raw_arguments":{_text(content.raw_arguments)}}},'
                 '"kind":"action_request","role":"action"}'
@@ -132,16 +132,14 @@ def message_body(message: Message, message_id: str | None = None) -> str:
         content = message.content  # type: ignore[attr-defined]
         error = content.error
         if type(content) is ActionResponseContent and (error is None or type(error) is ErrorInfo):
-            output = content.output
-            # (an output of these types is no content part: the converter's hook is jsonable)
-            output = jsonable(output) if type(output) in _PLAIN else _output_json(output)
+            output = _output(content.output)
             request_id = content.action_request_id
             linked = "null" if request_id is None else f'"{request_id}"'
             text = (
                 f'{{"id":"{message_id}","created_at":{_float(message.created_at)},'
                 f'"sender":{_text(message.sender)},"recipient":{_text(message.recipient)},'
-                f'"content":{{"function":{_string(content.function)},"arguments":'
-                f'{_dumps(jsonable(content.arguments))},"output":{_dumps(output)},'
+                f'"content":{{"function":{_string(content.function)},'
+                f'"arguments":{arguments_json(content.arguments)},"output":{output},'
                 f'"action_request_id":{linked},'
                 f'"error":{"null" if error is None else _error(error)},'
                 # (str enums: their text is their value)
@@ -157,6 +155,30 @@ def message_body(message: Message, message_id: str | None = None) -> str:
     return dumps_record(record)
 
 
+def arguments_json(arguments: Any) -> str:
+    """``_dumps(jsonable(arguments))``: a call's arguments as compact strict JSON, in their
+    order. A flat dict of plain values (most calls' arguments) is its own rendering
+    (:func:`~lionexec._jsonable.is_flat_json`): encoded as it is, without a converted copy."""
+    if type(arguments) is dict and is_flat_json(arguments):
+        return _dumps(arguments)
+    return _dumps(jsonable(arguments))
+
+
+def _output(output: Any) -> str:
+    """A response's output as the converter's hook renders it, as JSON text. (A string, or a
+    small int, is written as it is: a lone surrogate in the string fails the caller's UTF-8
+    check, which then takes the converter's path, where it becomes U+FFFD.)"""
+    kind = type(output)
+    if kind is str:
+        return _string(output)
+    if kind is int and output.bit_length() < _SMALL_INT_BITS:
+        return _int(output)
+    if kind is dict:  # (a mapping is no content part: the hook is jsonable)
+        return arguments_json(output)
+    # (an output of these types is no content part: the converter's hook is jsonable)
+    return _dumps(jsonable(output) if kind in _PLAIN else _output_json(output))
+
+
 def _text(value: str | None) -> str:
     return "null" if value is None else _string(value)
 
@@ -169,7 +191,9 @@ _string = json.encoder.encode_basestring
 #: How json writes a float and an int (the C encoder calls the same methods).
 _float = float.__repr__
 _int = int.__repr__
-_PLAIN = frozenset({str, int, float, bool, type(None), dict})
+_PLAIN = frozenset({float, bool, type(None)})
+#: Ints of fewer bits print in fewer digits than Python's limit (as in lionexec._jsonable).
+_SMALL_INT_BITS = 2000
 
 
 def recorded_content(row: CallRow) -> ActionResponseContent:

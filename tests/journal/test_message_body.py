@@ -130,6 +130,10 @@ def test_hostile_values_take_the_strict_spellings() -> None:
         output=b"\x89PNG\r\n\x1a\n" + b"\x00" * 16,
     )
     assert message_body(response) == generic(response)
+    for output in ("o\ud800", 2**2500, -(2**1999), {"k": "v\udfff"}, {"n": math.nan}, True):
+        response = ActionResponse.create(request, output=output)
+        assert message_body(response) == generic(response)
+        assert "\ud800" not in message_body(response)  # (jsonable's U+FFFD, as before)
 
 
 def test_other_messages_and_subclasses_take_the_converter_path() -> None:
