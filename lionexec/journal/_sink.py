@@ -37,7 +37,7 @@ from ._commit import POLL_MAX, CommitEngine
 from ._history import message_body, recorded_content
 from ._keys import canonical_json, cut, storable_key
 from ._submitted import answered
-from .backends.base import DONE, Batch, MessageRow, OutcomeOp, Queued, RequestOp
+from .backends.base import DONE, Batch, Queued, message_row, outcome_op, request_op
 from .errors import IdempotencyKeyConflict
 from .workers._queue import load_request, load_response
 
@@ -99,17 +99,17 @@ class JournalSink:
         key = storable_key(key or f"{self.branch_id}/{call_id}", content.call_id, function)
         arguments = canonical_json(entry.arguments)
         request_id = request.id
-        op = RequestOp(
-            key=key,
-            branch_id=self.branch_id,
-            call_id=call_id,
-            request_id=str(request_id),
-            function=function,
-            arguments=arguments,
-            effect=tool.effect if tool is not None else "unsafe",
-            at=time.time(),
-            fresh=entry.attempt == 1,
-            seq=self._positions.pop(request_id, None),
+        op = request_op(
+            key,
+            self.branch_id,
+            call_id,
+            str(request_id),
+            function,
+            arguments,
+            tool.effect if tool is not None else "unsafe",
+            time.time(),
+            entry.attempt == 1,
+            self._positions.pop(request_id, None),
         )
         claim = await self.engine.commit(self, op)
         assert claim is not None
@@ -264,16 +264,9 @@ class JournalSink:
                     request = self.history[request_id]
                     if isinstance(request, ActionRequest):
                         call_id = _utf8(request.content.call_id)
-                        batch.outcomes.append(
-                            OutcomeOp(
-                                branch_id=branch_id,
-                                call_id=call_id,
-                                outcome=message.content.outcome.value,
-                                response=body,
-                                at=now,
-                            )
-                        )
-            rows.append(MessageRow(branch_id, seq, message_id, message.kind, body, call_id))
+                        outcome = message.content.outcome.value
+                        batch.outcomes.append(outcome_op(branch_id, call_id, outcome, body, now))
+            rows.append(message_row(branch_id, seq, message_id, message.kind, body, call_id))
             seq += 1
 
     def _unstage(self, start: int) -> None:

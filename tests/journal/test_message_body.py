@@ -150,3 +150,48 @@ def test_other_messages_and_subclasses_take_the_converter_path() -> None:
     )
     assert message_body(response) == generic(response)
     assert record_of(response)["content"]["error"]["type"] == "E"
+
+
+def test_the_row_builders_build_what_the_classes_build() -> None:
+    from lionexec.journal.backends import base
+
+    assert base.message_row("b", 3, "m", "action_request", "{}", "c") == base.MessageRow(
+        "b", 3, "m", "action_request", "{}", "c"
+    )
+    assert base.outcome_op("b", "c", "completed", "{}", 1.5) == base.OutcomeOp(
+        branch_id="b", call_id="c", outcome="completed", response="{}", at=1.5
+    )
+    op = base.request_op("k", "b", "c", "r", "f", "{}", "pure", 2.5, True, 7)
+    assert op == base.RequestOp(
+        key="k",
+        branch_id="b",
+        call_id="c",
+        request_id="r",
+        function="f",
+        arguments="{}",
+        effect="pure",
+        at=2.5,
+        fresh=True,
+        seq=7,
+    )
+    claim = base.fresh_claim(op)
+    row = base.CallRow(
+        key="k",
+        branch_id="b",
+        call_id="c",
+        request_id="r",
+        function="f",
+        arguments="{}",
+        effect="pure",
+        attempts=1,
+        state=base.REQUESTED,
+        outcome=None,
+        response=None,
+        requested_at=2.5,
+        finished_at=None,
+    )
+    assert claim == base.Claim(row, True, 0)
+    assert type(claim) is base.Claim and type(claim.row) is base.CallRow
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        claim.row.attempts = 2  # type: ignore[misc]  # (frozen, as the class makes it)
+    assert hash(op) == hash(base.RequestOp(**attrs.asdict(op)))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from .base import DONE, REQUESTED, Batch, Claim, MessageRow, OutcomeOp, new_row
+from .base import DONE, REQUESTED, Batch, Claim, MessageRow, OutcomeOp, fresh_claim
 
 if TYPE_CHECKING:
     from ._sql import SqlStore, Tx
@@ -108,7 +108,7 @@ def append(store: SqlStore, batch: Batch) -> list[Claim] | None:
         return None
     store.insert_rows(f"INSERT INTO lionexec_log ({_COLUMNS})", _WIDTH, rows)
     store.appended += len(rows)
-    return [Claim(new_row(op, attempts=1), True, 0) for op in batch.requests]
+    return [fresh_claim(op) for op in batch.requests]
 
 
 def _message(m: MessageRow) -> tuple[Any, ...]:

@@ -38,6 +38,7 @@ from .base import (
     Queued,
     RequestOp,
     claim_for,
+    fresh_claim,
     new_row,
 )
 
@@ -569,15 +570,15 @@ class SqlStore:
             # (one attempt each) and read nothing back. If any key or call is taken, or
             # queued, undo and go the long way. (Reading back and updating the rows it had just
             # inserted took a third of the writer's time with many concurrent calls.)
-            fresh = [new_row(op, attempts=1) for op in ops]
+            fresh = [fresh_claim(op) for op in ops]
             tx.execute(
                 f"{locks}; SAVEPOINT lionexec_claim" if locks else "SAVEPOINT lionexec_claim"
             )
             locks = ""
-            inserted = self._insert_unqueued([_values(row) for row in fresh])
+            inserted = self._insert_unqueued([_values(claim.row) for claim in fresh])
             if inserted == len(fresh):  # (the savepoint ends with the transaction: on
                 # PostgreSQL a RELEASE of its own would be one more round trip)
-                return [Claim(row, True, 0) for row in fresh]
+                return list[Claim | Queued](fresh)
             tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")  # (the locks are kept)
             tx.execute("RELEASE SAVEPOINT lionexec_claim")
         elif locks:
