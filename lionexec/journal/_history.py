@@ -112,21 +112,26 @@ def message_body(message: Message, message_id: str | None = None) -> str:
     subclass, or text that UTF-8 cannot hold takes the converter's path.
     """
     cls = type(message)
-    if message_id is None:
-        message_id = str(message.id)
+    if cls is ActionRequest or cls is ActionResponse:
+        sender, recipient = message.sender, message.recipient
+        head = (
+            f'{{"id":"{str(message.id) if message_id is None else message_id}",'
+            f'"created_at":{_float(message.created_at)},'
+            f'"sender":{"null" if sender is None else _string(sender)},'
+            f'"recipient":{"null" if recipient is None else _string(recipient)},'
+        )
     if cls is ActionRequest:
         content = message.content  # type: ignore[attr-defined]
         if type(content) is ActionRequestContent:
+            raw = content.raw_arguments
             text = (
-                f'{{"id":"{message_id}","created_at":{_float(message.created_at)},'
-                f'"sender":{_text(message.sender)},"recipient":{_text(message.recipient)},'
-                f'"content":{{"function":{_string(content.function)},'
+                f'{head}"content":{{"function":{_string(content.function)},'
                 f'"arguments":{arguments_json(content.arguments)},"action_response_id":null,'
                 f'"call_id":{_string(content.call_id)},'
-                f'"raw_arguments":{_text(content.raw_arguments)}}},'
+                f'"raw_arguments":{"null" if raw is None else _string(raw)}}},'
                 '"kind":"action_request","role":"action"}'
             )
-            if is_unicode(text):
+            if _isascii(text) or is_unicode(text):
                 return text
     elif cls is ActionResponse:
         content = message.content  # type: ignore[attr-defined]
@@ -136,9 +141,7 @@ def message_body(message: Message, message_id: str | None = None) -> str:
             request_id = content.action_request_id
             linked = "null" if request_id is None else f'"{request_id}"'
             text = (
-                f'{{"id":"{message_id}","created_at":{_float(message.created_at)},'
-                f'"sender":{_text(message.sender)},"recipient":{_text(message.recipient)},'
-                f'"content":{{"function":{_string(content.function)},'
+                f'{head}"content":{{"function":{_string(content.function)},'
                 f'"arguments":{arguments_json(content.arguments)},"output":{output},'
                 f'"action_request_id":{linked},'
                 f'"error":{"null" if error is None else _error(error)},'
@@ -147,7 +150,7 @@ def message_body(message: Message, message_id: str | None = None) -> str:
                 f'"attempts":{_int(content.attempts)}}},'
                 '"kind":"action_response","role":"action"}'
             )
-            if is_unicode(text):
+            if _isascii(text) or is_unicode(text):
                 return text
     record = record_of(message)
     if isinstance(message, ActionRequest):
@@ -179,15 +182,12 @@ def _output(output: Any) -> str:
     return _dumps(jsonable(output) if kind in _PLAIN else _output_json(output))
 
 
-def _text(value: str | None) -> str:
-    return "null" if value is None else _string(value)
-
-
 def _error(error: ErrorInfo) -> str:
     return f'{{"type":{_string(error.type)},"message":{_string(error.message)}}}'
 
 
 _string = json.encoder.encode_basestring
+_isascii = str.isascii
 #: How json writes a float and an int (the C encoder calls the same methods).
 _float = float.__repr__
 _int = int.__repr__

@@ -94,8 +94,9 @@ class JournalSink:
         tool = context.tool if context is not None else None
         key = context.idempotency_key if context is not None else None
         # (text a model sent: stored as UTF-8 whatever it holds)
-        call_id = _utf8(content.call_id)
-        function = _utf8(content.function)
+        call_id, function = content.call_id, content.function
+        if not (_isascii(call_id) and _isascii(function)):
+            call_id, function = utf8_text(call_id), utf8_text(function)
         key = storable_key(key or f"{self.branch_id}/{call_id}", content.call_id, function)
         arguments = canonical_json(entry.arguments)
         request_id = request.id
@@ -255,7 +256,9 @@ class JournalSink:
             body = message_body(message, message_id)
             call_id = None
             if isinstance(message, ActionRequest):
-                call_id = _utf8(message.content.call_id)
+                call_id = message.content.call_id
+                if not _isascii(call_id):
+                    call_id = utf8_text(call_id)
                 positions[message.id] = seq
             elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
@@ -263,7 +266,9 @@ class JournalSink:
                     positions.pop(request_id, None)
                     request = self.history[request_id]
                     if isinstance(request, ActionRequest):
-                        call_id = _utf8(request.content.call_id)
+                        call_id = request.content.call_id
+                        if not _isascii(call_id):
+                            call_id = utf8_text(call_id)
                         outcome = message.content.outcome.value
                         batch.outcomes.append(outcome_op(branch_id, call_id, outcome, body, now))
             rows.append(message_row(branch_id, seq, message_id, message.kind, body, call_id))
@@ -274,7 +279,5 @@ class JournalSink:
         self._rewriting = True
 
 
-def _utf8(text: str) -> str:
-    """:func:`~lionexec._jsonable.utf8_text`, without its calls for ASCII text (most ids and
-    names; ``str.isascii`` itself, not a subclass's)."""
-    return text if str.isascii(text) else utf8_text(text)
+#: ``str.isascii`` itself, not a subclass's: ASCII ids and names (most) need no utf8_text.
+_isascii = str.isascii
