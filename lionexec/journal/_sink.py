@@ -70,9 +70,10 @@ class JournalSink:
         #: a branch with ``retain=`` trims only among those.
         self.committed = history.appended
         self._registered = len(history) > 0
-        #: The position of each request staged and not yet claimed or answered, by id: a
-        #: write-ahead that knows it may be appended to the log (see backends._log).
-        self._positions: dict[uuid.UUID, int] = {}
+        #: The position (and the id's text) of each request staged and not yet claimed or
+        #: answered, by id: a write-ahead that knows it may be appended to the log (see
+        #: backends._log).
+        self._positions: dict[uuid.UUID, tuple[int, str]] = {}
         #: Its last commit failed: the next may write the same messages again.
         self._rewriting = False
 
@@ -99,18 +100,19 @@ class JournalSink:
             call_id, function = utf8_text(call_id), utf8_text(function)
         key = storable_key(key or f"{self.branch_id}/{call_id}", content.call_id, function)
         arguments = canonical_json(entry.arguments)
-        request_id = request.id
+        staged = self._positions.pop(request.id, None)
+        seq, request_id = (None, str(request.id)) if staged is None else staged
         op = request_op(
             key,
             self.branch_id,
             call_id,
-            str(request_id),
+            request_id,
             function,
             arguments,
             tool.effect if tool is not None else "unsafe",
             time.time(),
             entry.attempt == 1,
-            self._positions.pop(request_id, None),
+            seq,
         )
         claim = await self.engine.commit(self, op)
         assert claim is not None
@@ -259,7 +261,7 @@ class JournalSink:
                 call_id = message.content.call_id
                 if not _isascii(call_id):
                     call_id = utf8_text(call_id)
-                positions[message.id] = seq
+                positions[message.id] = (seq, message_id)
             elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
                 if request_id is not None:
