@@ -965,3 +965,28 @@ async def test_retain_keeps_what_a_failed_outcome_commit_left_for_the_next_one(
         history = await journal.history(branch_id)
         assert sorted(r.output for r in history.responses()) == [0, 1, 2, 10, 11]
         assert history.unanswered() == []
+
+
+async def test_tasks_runnable_agrees_with_trio_statistics() -> None:
+    from lionexec.journal._commit import _tasks_runnable
+
+    seen: list[tuple[bool, bool]] = []
+
+    def look() -> None:
+        statistics = trio.lowlevel.current_statistics()
+        seen.append((_tasks_runnable(), statistics.tasks_runnable > 0))
+
+    async def step() -> None:
+        look()
+        await trio.lowlevel.checkpoint()
+        look()
+
+    look()  # (nothing else is ready)
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(step)
+        look()  # three tasks ready to run
+        await trio.testing.wait_all_tasks_blocked()
+    assert seen[0] == (False, False)
+    assert seen[1] == (True, True)
+    assert all(mine == theirs for mine, theirs in seen)
