@@ -11,7 +11,7 @@ import attrs
 from lionexec._jsonable import utf8_text
 from lionexec.conversation import ActionOutcome, ActionRequest, ActionResponse, ErrorInfo
 
-from ._history import dumps_record, load_history, record_of
+from ._history import load_history, message_body
 from ._keys import stored_json
 from .backends._sql import lock_branches
 from .backends.base import (
@@ -139,7 +139,7 @@ def answer_denied(
             answered.append(row)
     batch = Batch()
     for seq, message in enumerate(history.appended_since(len(stored)), start=len(stored)):
-        record = record_of(message)
+        message_id = str(message.id)
         call_id = None
         if isinstance(message, ActionResponse):
             request_id = message.content.action_request_id
@@ -147,7 +147,14 @@ def answer_denied(
             if isinstance(asked, ActionRequest):
                 call_id = utf8_text(asked.content.call_id)
         batch.messages.append(
-            MessageRow(branch_id, seq, record["id"], message.kind, dumps_record(record), call_id)
+            MessageRow(
+                branch_id,
+                seq,
+                message_id,
+                message.kind,
+                message_body(message, message_id),
+                call_id,
+            )
         )
     if batch:
         store.commit(batch)

@@ -27,6 +27,7 @@ journal facade owns one engine and delegates to it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 import time
@@ -356,7 +357,7 @@ class CommitEngine:
 
     async def _lead(self) -> None:
         self._committing = True
-        if self._run_now is not None and trio.lowlevel.current_statistics().tasks_runnable:
+        if self._run_now is not None and _tasks_runnable():
             # The commit may run at once, on this thread: let the tasks ready to run queue
             # their writes first, so that concurrent calls still share one commit.
             await trio.lowlevel.cancel_shielded_checkpoint()
@@ -519,3 +520,20 @@ class _Watchdog:
 
 def _nothing() -> None:
     pass
+
+
+def _tasks_runnable() -> bool:
+    """Whether tasks are ready to run: ``trio.lowlevel.current_statistics().tasks_runnable``,
+    read from trio's run queue itself where it is found (the statistics build two objects
+    and ask the I/O manager: about 2 % of the instructions of a journaled sequential call,
+    which asks once), else from the statistics. A test checks the two agree."""
+    runq = getattr(getattr(_RUN_CONTEXT, "runner", None), "runq", None)
+    if isinstance(runq, collections.deque):
+        return bool(runq)
+    return trio.lowlevel.current_statistics().tasks_runnable > 0
+
+
+# (trio keeps the running run's state here; absent, or different, the statistics are asked)
+_RUN_CONTEXT: object = getattr(
+    getattr(getattr(trio, "_core", None), "_run", None), "GLOBAL_RUN_CONTEXT", None
+)

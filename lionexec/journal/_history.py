@@ -9,15 +9,31 @@ from typing import Any
 import attrs
 
 from lionexec import _unstructure
-from lionexec._jsonable import is_unicode, json_encoder
-from lionexec.conversation import ActionResponse, ActionResponseContent, Message, MessageManager
+from lionexec._jsonable import is_flat_json, is_unicode, json_encoder, jsonable
+from lionexec.conversation import (
+    ActionRequest,
+    ActionRequestContent,
+    ActionResponse,
+    ActionResponseContent,
+    ErrorInfo,
+    Message,
+    MessageManager,
+)
+from lionexec.conversation._serde import _output_json
 from lionexec.errors import HistoryError
 
 from ._keys import stored_json
 from .backends.base import DONE, CallRow, MessageRow
 from .errors import JournalError
 
-__all__ = ["JournaledCall", "dumps_record", "load_history", "record_of", "recorded_content"]
+__all__ = [
+    "JournaledCall",
+    "dumps_record",
+    "load_history",
+    "message_body",
+    "record_of",
+    "recorded_content",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -82,6 +98,102 @@ def record_of(message: Message) -> Any:
     if hook is None:
         hook = _HOOKS[cls] = _unstructure.converter.get_unstructure_hook(cls)
     return hook(message)
+
+
+def message_body(message: Message, message_id: str | None = None) -> str:
+    """*message* as the journal stores it: :func:`dumps_record` of its record (a request's
+    ``action_response_id`` left out as ``null``: it is linked again on loading).
+    *message_id*: the text of its id, if the caller has it already.
+
+    A request or a response of the act layer's own classes (what every journaled call
+    writes, twice) is written straight to its text, without the converter's generic path
+    (about a quarter of a journaled call's Python on the trio thread went to it): the same
+    text, field for field (a test compares the two on hostile values). Any other message, a
+    subclass, or text that UTF-8 cannot hold takes the converter's path.
+    """
+    cls = type(message)
+    if cls is ActionRequest or cls is ActionResponse:
+        sender, recipient = message.sender, message.recipient
+        head = (
+            f'{{"id":"{str(message.id) if message_id is None else message_id}",'
+            f'"created_at":{_float(message.created_at)},'
+            f'"sender":{"null" if sender is None else _string(sender)},'
+            f'"recipient":{"null" if recipient is None else _string(recipient)},'
+        )
+    if cls is ActionRequest:
+        content = message.content  # type: ignore[attr-defined]
+        if type(content) is ActionRequestContent:
+            raw = content.raw_arguments
+            text = (
+                f'{head}"content":{{"function":{_string(content.function)},'
+                f'"arguments":{arguments_json(content.arguments)},"action_response_id":null,'
+                f'"call_id":{_string(content.call_id)},'
+                f'"raw_arguments":{"null" if raw is None else _string(raw)}}},'
+                '"kind":"action_request","role":"action"}'
+            )
+            if _isascii(text) or is_unicode(text):
+                return text
+    elif cls is ActionResponse:
+        content = message.content  # type: ignore[attr-defined]
+        error = content.error
+        if type(content) is ActionResponseContent and (error is None or type(error) is ErrorInfo):
+            output = _output(content.output)
+            request_id = content.action_request_id
+            linked = "null" if request_id is None else f'"{request_id}"'
+            text = (
+                f'{head}"content":{{"function":{_string(content.function)},'
+                f'"arguments":{arguments_json(content.arguments)},"output":{output},'
+                f'"action_request_id":{linked},'
+                f'"error":{"null" if error is None else _error(error)},'
+                # (str enums: their text is their value)
+                f'"outcome":{_string(content.outcome)},"status":{_string(content.status)},'
+                f'"attempts":{_int(content.attempts)}}},'
+                '"kind":"action_response","role":"action"}'
+            )
+            if _isascii(text) or is_unicode(text):
+                return text
+    record = record_of(message)
+    if isinstance(message, ActionRequest):
+        record["content"]["action_response_id"] = None  # linked again on loading
+    return dumps_record(record)
+
+
+def arguments_json(arguments: Any) -> str:
+    """``_dumps(jsonable(arguments))``: a call's arguments as compact strict JSON, in their
+    order. A flat dict of plain values (most calls' arguments) is its own rendering
+    (:func:`~lionexec._jsonable.is_flat_json`): encoded as it is, without a converted copy."""
+    if type(arguments) is dict and is_flat_json(arguments):
+        return _dumps(arguments)
+    return _dumps(jsonable(arguments))
+
+
+def _output(output: Any) -> str:
+    """A response's output as the converter's hook renders it, as JSON text. (A string, or a
+    small int, is written as it is: a lone surrogate in the string fails the caller's UTF-8
+    check, which then takes the converter's path, where it becomes U+FFFD.)"""
+    kind = type(output)
+    if kind is str:
+        return _string(output)
+    if kind is int and output.bit_length() < _SMALL_INT_BITS:
+        return _int(output)
+    if kind is dict:  # (a mapping is no content part: the hook is jsonable)
+        return arguments_json(output)
+    # (an output of these types is no content part: the converter's hook is jsonable)
+    return _dumps(jsonable(output) if kind in _PLAIN else _output_json(output))
+
+
+def _error(error: ErrorInfo) -> str:
+    return f'{{"type":{_string(error.type)},"message":{_string(error.message)}}}'
+
+
+_string = json.encoder.encode_basestring
+_isascii = str.isascii
+#: How json writes a float and an int (the C encoder calls the same methods).
+_float = float.__repr__
+_int = int.__repr__
+_PLAIN = frozenset({float, bool, type(None)})
+#: Ints of fewer bits print in fewer digits than Python's limit (as in lionexec._jsonable).
+_SMALL_INT_BITS = 2000
 
 
 def recorded_content(row: CallRow) -> ActionResponseContent:

@@ -7,7 +7,7 @@ import json
 import uuid
 from typing import Any
 
-from lionexec._jsonable import json_encoder, jsonable, utf8_text
+from lionexec._jsonable import is_flat_json, json_encoder, jsonable, utf8_text
 from lionexec.governance import PermissionDecision, PermissionPolicy
 from lionexec.tools import Tool
 
@@ -49,6 +49,9 @@ def storable_key(key: str, call_id: str, function: str) -> str:
 
 def canonical_json(value: Any) -> str:
     """*value* as compact, key-sorted strict JSON (how arguments are stored and compared)."""
+    # (a flat dict of plain values is its own rendering: no converted copy)
+    if type(value) is dict and is_flat_json(value):
+        return _canonical(value)
     return _canonical(jsonable(value))
 
 

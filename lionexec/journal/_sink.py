@@ -23,6 +23,7 @@ The sink satisfies the durable half of :class:`~lionexec.act.EvidenceSink`: ``du
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 
 import trio
@@ -33,10 +34,10 @@ from lionexec.act._evidence import SinkFeed
 from lionexec.conversation import ActionRequest, ActionResponse, Message, MessageManager
 
 from ._commit import POLL_MAX, CommitEngine
-from ._history import dumps_record, record_of, recorded_content
+from ._history import message_body, recorded_content
 from ._keys import canonical_json, cut, storable_key
 from ._submitted import answered
-from .backends.base import DONE, Batch, MessageRow, OutcomeOp, Queued, RequestOp
+from .backends.base import DONE, Batch, Queued, message_row, outcome_op, request_op
 from .errors import IdempotencyKeyConflict
 from .workers._queue import load_request, load_response
 
@@ -69,9 +70,10 @@ class JournalSink:
         #: a branch with ``retain=`` trims only among those.
         self.committed = history.appended
         self._registered = len(history) > 0
-        #: The position of each request staged and not yet claimed or answered, by id: a
-        #: write-ahead that knows it may be appended to the log (see backends._log).
-        self._positions: dict[str, int] = {}
+        #: The position (and the id's text) of each request staged and not yet claimed or
+        #: answered, by id: a write-ahead that knows it may be appended to the log (see
+        #: backends._log).
+        self._positions: dict[uuid.UUID, tuple[int, str]] = {}
         #: Its last commit failed: the next may write the same messages again.
         self._rewriting = False
 
@@ -88,25 +90,29 @@ class JournalSink:
         commit, that commit completes.
         """
         request = entry.request
+        content = request.content
         context = entry.context
         tool = context.tool if context is not None else None
         key = context.idempotency_key if context is not None else None
         # (text a model sent: stored as UTF-8 whatever it holds)
-        key = storable_key(
-            key or f"{self.branch_id}/{request.call_id}", request.call_id, request.function
-        )
+        call_id, function = content.call_id, content.function
+        if not (_isascii(call_id) and _isascii(function)):
+            call_id, function = utf8_text(call_id), utf8_text(function)
+        key = storable_key(key or f"{self.branch_id}/{call_id}", content.call_id, function)
         arguments = canonical_json(entry.arguments)
-        op = RequestOp(
-            key=key,
-            branch_id=self.branch_id,
-            call_id=utf8_text(request.call_id),
-            request_id=str(request.id),
-            function=utf8_text(request.function),
-            arguments=arguments,
-            effect=tool.effect if tool is not None else "unsafe",
-            at=time.time(),
-            fresh=entry.attempt == 1,
-            seq=self._positions.pop(str(request.id), None),
+        staged = self._positions.pop(request.id, None)
+        seq, request_id = (None, str(request.id)) if staged is None else staged
+        op = request_op(
+            key,
+            self.branch_id,
+            call_id,
+            request_id,
+            function,
+            arguments,
+            tool.effect if tool is not None else "unsafe",
+            time.time(),
+            entry.attempt == 1,
+            seq,
         )
         claim = await self.engine.commit(self, op)
         assert claim is not None
@@ -173,8 +179,12 @@ class JournalSink:
         """Commit the history written since the last commit (the records' responses).
 
         Lingers (at most ``journal.linger`` seconds) to share the next commit led by another
-        caller, unless someone waits (:meth:`expedite`).
+        caller, unless someone waits (:meth:`expedite`). Returns at once, without a
+        checkpoint, if a commit has carried the whole history already (the records are
+        in it): the write-ahead of another call often has.
         """
+        if records and self.committed >= self.history.appended:
+            return
         await self.engine.commit(self, None, lazy=True)
 
     def expedite(self) -> None:
@@ -241,35 +251,35 @@ class JournalSink:
             batch.plain = False
         branch_id = self.branch_id
         positions = self._positions
-        for offset, message in enumerate(messages):
-            record = record_of(message)
+        rows = batch.messages
+        seq = start
+        for message in messages:
+            message_id = str(message.id)
+            body = message_body(message, message_id)
+            call_id = None
             if isinstance(message, ActionRequest):
-                record["content"]["action_response_id"] = None  # linked again on loading
-            body = dumps_record(record)
-            call_id = outcome = None
-            if isinstance(message, ActionRequest):
-                call_id = utf8_text(message.content.call_id)
-                positions[record["id"]] = start + offset
+                call_id = message.content.call_id
+                if not _isascii(call_id):
+                    call_id = utf8_text(call_id)
+                positions[message.id] = (seq, message_id)
             elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
                 if request_id is not None:
-                    positions.pop(str(request_id), None)
-                request = self.history[request_id] if request_id is not None else None
-                if isinstance(request, ActionRequest):
-                    call_id = utf8_text(request.content.call_id)
-                    outcome = OutcomeOp(
-                        branch_id=branch_id,
-                        call_id=call_id,
-                        outcome=message.content.outcome.value,
-                        response=body,
-                        at=now,
-                    )
-            batch.messages.append(
-                MessageRow(branch_id, start + offset, record["id"], message.kind, body, call_id)
-            )
-            if outcome is not None:
-                batch.outcomes.append(outcome)
+                    positions.pop(request_id, None)
+                    request = self.history[request_id]
+                    if isinstance(request, ActionRequest):
+                        call_id = request.content.call_id
+                        if not _isascii(call_id):
+                            call_id = utf8_text(call_id)
+                        outcome = message.content.outcome.value
+                        batch.outcomes.append(outcome_op(branch_id, call_id, outcome, body, now))
+            rows.append(message_row(branch_id, seq, message_id, message.kind, body, call_id))
+            seq += 1
 
     def _unstage(self, start: int) -> None:
         self._mirrored = start
         self._rewriting = True
+
+
+#: ``str.isascii`` itself, not a subclass's: ASCII ids and names (most) need no utf8_text.
+_isascii = str.isascii

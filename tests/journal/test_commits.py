@@ -179,6 +179,29 @@ async def test_a_commit_led_by_another_caller_carries_a_lingering_outcome(
         assert journal.commits == 1
 
 
+async def test_a_write_of_records_already_committed_commits_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from lionexec.act import EvidenceRecord
+
+    async with MemoryJournal() as journal:
+        journal.linger = 5.0
+        branch = await journal.branch()
+        branch.register_tools(add)
+        sink = journal._engine.sinks[branch.name]
+        async with branch:
+            await branch.act(calls(2))
+            [request, _] = branch.messages.requests()
+            record = EvidenceRecord(request, branch.messages.responses()[0], None, None)
+            before, start = journal.commits, trio.current_time()
+            await sink.write([record])  # (act() returned: its commits carried the records)
+            assert (journal.commits, trio.current_time()) == (before, start)
+            branch.messages.add_message(Instruction(content="by hand"))
+            await sink.write([record])  # the history holds more: it commits
+            assert journal.commits == before + 1
+            assert sink.committed == branch.messages.appended
+
+
 async def test_expedite_ends_the_lingering(autojump_clock: trio.testing.MockClock) -> None:
     async with MemoryJournal() as journal:
         journal.linger = 5.0
@@ -942,3 +965,28 @@ async def test_retain_keeps_what_a_failed_outcome_commit_left_for_the_next_one(
         history = await journal.history(branch_id)
         assert sorted(r.output for r in history.responses()) == [0, 1, 2, 10, 11]
         assert history.unanswered() == []
+
+
+async def test_tasks_runnable_agrees_with_trio_statistics() -> None:
+    from lionexec.journal._commit import _tasks_runnable
+
+    seen: list[tuple[bool, bool]] = []
+
+    def look() -> None:
+        statistics = trio.lowlevel.current_statistics()
+        seen.append((_tasks_runnable(), statistics.tasks_runnable > 0))
+
+    async def step() -> None:
+        look()
+        await trio.lowlevel.checkpoint()
+        look()
+
+    look()  # (nothing else is ready)
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(step)
+        look()  # three tasks ready to run
+        await trio.testing.wait_all_tasks_blocked()
+    assert seen[0] == (False, False)
+    assert seen[1] == (True, True)
+    assert all(mine == theirs for mine, theirs in seen)

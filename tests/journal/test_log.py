@@ -195,3 +195,45 @@ async def test_an_sqlite_without_update_from_folds_outcomes_one_row_at_a_time(
             journaled = await journal.calls(branch.id)
     assert [(c.done, c.outcome) for c in journaled] == [(True, "completed")] * 3
     assert counts(path)["lionexec_log"] == 0
+
+
+async def test_an_append_writes_nothing_when_anything_stands_in_its_way(tmp_path: Path) -> None:
+    from lionexec.journal.backends import _log
+    from lionexec.journal.backends.base import Batch, MessageRow, RequestOp
+
+    def batch(seq: int, call_id: str, key: str | None = None) -> Batch:
+        op = RequestOp(
+            key=key or f"b/{call_id}",
+            branch_id="b",
+            call_id=call_id,
+            request_id=f"r{seq}",
+            function="f",
+            arguments="{}",
+            effect="pure",
+            at=1.0,
+            fresh=True,
+        )
+        message = MessageRow("b", seq, f"r{seq}", "action_request", "{}", call_id)
+        return Batch(messages=[message], requests=[op])
+
+    def log_rows() -> int:
+        with sqlite3.connect(tmp_path / "j.db") as conn:
+            return int(conn.execute("SELECT count(*) FROM lionexec_log").fetchone()[0])
+
+    with trio.fail_after(30):
+        async with SqliteJournal(tmp_path / "j.db") as journal:
+
+            def append(b: Batch) -> Any:
+                return journal.backend.run(lambda store: _log.append(store, b))  # type: ignore[arg-type]
+
+            [claim] = await append(batch(0, "c0"))
+            assert claim.mine and claim.row.attempts == 1
+            assert log_rows() == 2  # the message and its claim
+            assert await append(batch(0, "c9")) is None  # position 0 is taken (in the log)
+            assert log_rows() == 2
+            await journal.backend.run(lambda store: store.fold())  # type: ignore[attr-defined]
+            assert await append(batch(0, "c9")) is None  # position 0 (in the table now)
+            assert await append(batch(1, "c1", key="b/c0")) is None  # a key held
+            [claim] = await append(batch(1, "c1"))  # nothing in the way
+            assert claim.row.key == "b/c1"
+            assert log_rows() == 2

@@ -21,7 +21,7 @@ __all__ = [
     "Combined",
     "columns",
     "done",
-    "message_row",
+    "message_values",
     "unnest",
     "unqueued",
 ]
@@ -113,7 +113,8 @@ def done(outcomes: Sequence[OutcomeOp]) -> tuple[str, list[Any]]:
     )
 
 
-def message_row(m: MessageRow) -> tuple[Any, ...]:
+def message_values(m: MessageRow) -> tuple[Any, ...]:
+    """*m* as the values of its columns, in :data:`MESSAGE_TYPES` order."""
     return (m.branch_id, m.seq, m.message_id, m.kind, m.body, m.call_id)
 
 

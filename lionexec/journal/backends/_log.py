@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from .base import DONE, REQUESTED, Batch, Claim, MessageRow, OutcomeOp, new_row
+from .base import DONE, REQUESTED, Batch, Claim, MessageRow, OutcomeOp, fresh_claim
 
 if TYPE_CHECKING:
     from ._sql import SqlStore, Tx
@@ -57,6 +57,10 @@ _COLUMNS: Final = (
     "arguments, effect, outcome, at"
 )
 _WIDTH: Final = 13
+_INSERT: Final = f"INSERT INTO lionexec_log ({_COLUMNS})"
+_ROW: Final = "(" + ", ".join("?" * _WIDTH) + ")"
+#: The statement that appends n rows, by n.
+_INSERTS: dict[int, str] = {}
 #: Rows a commit may write and still be appended: a larger group commit already shares its
 #: pages among many rows, and appending it would only add the fold's copy.
 APPEND_ROWS: Final = 64
@@ -106,9 +110,15 @@ def append(store: SqlStore, batch: Batch) -> list[Claim] | None:
         rows.append((op.branch_id, seq, 1, op.request_id, None, None, op.call_id, *claim))
     if len(keys) != len(batch.requests) or _taken(store.tx_unfolded, batch, first):
         return None
-    store.insert_rows(f"INSERT INTO lionexec_log ({_COLUMNS})", _WIDTH, rows)
+    if rows and len(rows) * _WIDTH <= store.max_params:  # (one statement, made once)
+        sql = _INSERTS.get(len(rows))
+        if sql is None:
+            sql = _INSERTS[len(rows)] = f"{_INSERT} VALUES {', '.join([_ROW] * len(rows))}"
+        store.tx_unfolded.execute(sql, [value for row in rows for value in row])
+    elif rows:
+        store.insert_rows(_INSERT, _WIDTH, rows)
     store.appended += len(rows)
-    return [Claim(new_row(op, attempts=1), True, 0) for op in batch.requests]
+    return [fresh_claim(op) for op in batch.requests]
 
 
 def _message(m: MessageRow) -> tuple[Any, ...]:
@@ -120,24 +130,43 @@ def _taken(tx: Tx, batch: Batch, first: dict[str, int]) -> bool:
     its branches at or after its first position (in the log or the tables), a call row
     holding one of its keys, a call of its queued for workers. (A batch appended is small:
     its lists stay far below any limit on parameters.)"""
-    parts: list[str] = []
     params: list[Any] = []
     for branch_id, seq in first.items():
-        parts.append("SELECT 1 FROM lionexec_log WHERE branch_id = ? AND seq >= ?")
-        parts.append("SELECT 1 FROM lionexec_messages WHERE branch_id = ? AND seq >= ?")
         params += (branch_id, seq, branch_id, seq)
     by_branch: dict[str, list[str]] = {}
     for op in batch.requests:
         by_branch.setdefault(op.branch_id, []).append(op.call_id)
     for branch_id, call_ids in by_branch.items():
-        marks = ", ".join("?" * len(call_ids))
-        parts.append(f"SELECT 1 FROM lionexec_calls WHERE idempotency_key IN ({marks})")
-        parts.append(f"SELECT 1 FROM lionexec_queue WHERE branch_id = ? AND call_id IN ({marks})")
         params += [f"{branch_id}/{call_id}" for call_id in call_ids]
         params += [branch_id, *call_ids]
-    if not parts:
+    if not params:
         return False
-    return bool(tx.execute(" UNION ALL ".join(parts) + " LIMIT 1", params))
+    shape = (len(first), *[len(call_ids) for call_ids in by_branch.values()])
+    sql = _TAKEN.get(shape)
+    if sql is None:
+        if len(_TAKEN) >= 256:  # (many branches of many shapes: bounded)
+            _TAKEN.clear()
+        sql = _TAKEN[shape] = _taken_sql(len(first), shape[1:])
+    return bool(tx.execute(sql, params))
+
+
+def _taken_sql(branches: int, calls: tuple[int, ...]) -> str:
+    """The statement of :func:`_taken` for *branches* branches with messages and, per branch
+    with requests, *calls* call ids."""
+    parts: list[str] = []
+    for _ in range(branches):
+        parts.append("SELECT 1 FROM lionexec_log WHERE branch_id = ? AND seq >= ?")
+        parts.append("SELECT 1 FROM lionexec_messages WHERE branch_id = ? AND seq >= ?")
+    for count in calls:
+        marks = ", ".join("?" * count)
+        parts.append(f"SELECT 1 FROM lionexec_calls WHERE idempotency_key IN ({marks})")
+        parts.append(f"SELECT 1 FROM lionexec_queue WHERE branch_id = ? AND call_id IN ({marks})")
+    return " UNION ALL ".join(parts) + " LIMIT 1"
+
+
+#: The statement of :func:`_taken`, by the batch's shape (its branches with messages; the
+#: call ids of each branch with requests). A batch appended is small: few shapes occur.
+_TAKEN: dict[tuple[int, ...], str] = {}
 
 
 def fold(store: SqlStore) -> int:

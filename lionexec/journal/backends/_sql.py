@@ -34,7 +34,7 @@ from ._bulk import (
     Combined,
     columns,
     done,
-    message_row,
+    message_values,
     unnest,
     unqueued,
 )
@@ -53,6 +53,7 @@ from .base import (
     Queued,
     RequestOp,
     claim_for,
+    fresh_claim,
     new_row,
 )
 
@@ -540,13 +541,13 @@ class SqlStore:
                 columns(batch.branches, 2),
             )
         if batch.messages:
-            rows = [message_row(m) for m in batch.messages]
+            rows = [message_values(m) for m in batch.messages]
             first.add(
                 unnest(MESSAGES, MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING"),
                 columns(rows, len(MESSAGE_TYPES)),
                 expect=len(rows),
             )
-        fresh = [new_row(op, attempts=1) for op in ops]
+        fresh = [fresh_claim(op) for op in ops]
         if fresh:
             # (the keys as parameters: one prepared statement serves every branch)
             keys = branch_keys(op.branch_id for op in ops)
@@ -554,7 +555,7 @@ class SqlStore:
             first.also(", ".join([lock] * len(keys)), keys)
             second.add(
                 unqueued(),
-                columns([_values(row) for row in fresh], len(CALL_TYPES)),
+                columns([_values(claim.row) for claim in fresh], len(CALL_TYPES)),
                 expect=len(fresh),
             )
         if batch.outcomes:
@@ -564,7 +565,7 @@ class SqlStore:
         for statement in (first, second, third):
             if statement:
                 unread.send(*statement.sql())
-        return [Claim(row, True, 0) for row in fresh]
+        return list[Claim | Queued](fresh)
 
     def _mark_done(self, outcomes: Sequence[OutcomeOp]) -> None:
         """Mark the calls of *outcomes* done with their outcome, in multi-row statements."""
@@ -602,7 +603,7 @@ class SqlStore:
         """
         if not messages:
             return
-        rows = [message_row(m) for m in messages]
+        rows = [message_values(m) for m in messages]
         inserted = self._insert(
             MESSAGES, MESSAGE_TYPES, rows, "ON CONFLICT (branch_id, seq) DO NOTHING"
         )
@@ -642,15 +643,15 @@ class SqlStore:
             # (one attempt each) and read nothing back. If any key or call is taken, or
             # queued, undo and go the long way. (Reading back and updating the rows it had just
             # inserted took a third of the writer's time with many concurrent calls.)
-            fresh = [new_row(op, attempts=1) for op in ops]
+            fresh = [fresh_claim(op) for op in ops]
             if locks:
                 self._write(locks)
                 locks = ""
             tx.execute("SAVEPOINT lionexec_claim")
-            inserted = self._insert_unqueued([_values(row) for row in fresh])
+            inserted = self._insert_unqueued([_values(claim.row) for claim in fresh])
             if inserted == len(fresh):  # (the savepoint ends with the transaction: on
                 # PostgreSQL a RELEASE of its own would be one more round trip)
-                return [Claim(row, True, 0) for row in fresh]
+                return list[Claim | Queued](fresh)
             tx.execute("ROLLBACK TO SAVEPOINT lionexec_claim")  # (the locks are kept)
             tx.execute("RELEASE SAVEPOINT lionexec_claim")
         elif locks:

@@ -59,7 +59,7 @@ from lionexec.limits import (
     refund,
 )
 
-from .._history import dumps_record
+from .._history import dumps_record, message_body
 from .._keys import stored_json
 from ..backends._sql import call_ids_in, lock_branches
 from ..backends.base import Store
@@ -204,14 +204,14 @@ def _notify(store: Store, channel: str) -> None:
 
 
 def request_record(request: ActionRequest) -> str:
-    record = _unstructure.converter.unstructure(request)
-    record["content"]["action_response_id"] = None
-    return dumps_record(record)
+    return message_body(request)  # (its action_response_id left out, as the journal's)
 
 
 def response_record(response: ActionResponse, *, attempts: int | None = None) -> str:
     """*response* as the queue stores it; *attempts*, if given, replaces its count (a worker
     counts the runs of the call by the workers before it)."""
+    if attempts is None:
+        return message_body(response)
     record = _unstructure.converter.unstructure(response)
     if attempts is not None:
         record["content"]["attempts"] = attempts
