@@ -161,3 +161,26 @@ async def test_a_commit_that_fails_half_way_leaves_nothing(
         assert [m.message_id for m in await backend.run(lambda s: s.messages(branch_id))] == [
             "c1-request"
         ]
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 9, 40])
+def test_rows_as_a_values_list_or_as_arrays_read_back_the_same(
+    postgres_server: PostgresServer, n: int
+) -> None:
+    """A few rows go as a ``VALUES`` list, more as one array per column: the server reads
+    the same rows either way (NULLs, text UTF-8 can hold, extreme floats included)."""
+    import psycopg
+
+    from lionexec.journal.backends._bulk import LISTED_ROWS, rows_from
+    from lionexec.journal.backends._postgres import _placeholders
+
+    types = ("text", "bigint", "text", "double precision", "integer")
+    rows = [
+        (f"b{i}", 2**62 - i, None if i % 3 else "é\u2028{}\"'\\", [1e308, -0.0, 5e-324][i % 3], i)
+        for i in range(n)
+    ]
+    source, params = rows_from(types, rows)
+    assert ("VALUES" in source) == (n <= LISTED_ROWS)
+    with psycopg.connect(postgres_server.create_database(), autocommit=True) as conn:
+        read = conn.execute(_placeholders(f"SELECT * FROM {source}"), params).fetchall()
+    assert read == rows

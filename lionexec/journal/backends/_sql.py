@@ -32,10 +32,9 @@ from ._bulk import (
     OPTIMISM_FAILED,
     UNQUEUED,
     Combined,
-    columns,
     done,
+    insert,
     message_values,
-    unnest,
     unqueued,
 )
 from ._log import LOG_TABLE, append, fold
@@ -373,11 +372,15 @@ def _where(branch_id: str | None, state: str | None) -> tuple[str, list[str]]:
     return clause, [value for _, value in conditions]
 
 
+_BRANCH_TYPES = ("text", "double precision")
+
+
 class SqlStore:
     """A :class:`~lionexec.journal.backends.Store` over one SQL transaction.
 
     A batch's rows go in multi-row statements. With *bulk* (PostgreSQL: every statement is
-    a round trip to the server) over one array per column (``unnest``); otherwise (SQLite) as
+    a round trip to the server) one statement each (a ``VALUES`` list of a few rows, one
+    array per column beyond: see :mod:`._bulk`); otherwise (SQLite) as
     ``VALUES (...), (...)`` lists of at most *max_params* parameters, never one statement per
     row: ``sqlite3`` releases the GIL around every statement, and taking it back waits for
     the trio thread's switch interval (5 ms) whenever that thread is busy, so ``executemany``
@@ -470,8 +473,7 @@ class SqlStore:
         self, head: str, types: Sequence[str], rows: Sequence[Sequence[Any]], tail: str = ""
     ) -> int:
         """``head VALUES (?, ...), ... tail`` over *rows* (:meth:`_value_lists`); in bulk, one
-        statement over one array per column (``SELECT * FROM unnest(?::type[], ...)``).
-        Returns how many rows were inserted."""
+        statement (:func:`._bulk.insert`). Returns how many rows were inserted."""
         if not rows:
             return 0
         if not self.bulk:
@@ -479,9 +481,8 @@ class SqlStore:
                 self._tx.execute_count(sql, params)
                 for sql, params in self._value_lists(head, len(types), rows, tail)
             )
-        return len(
-            self._tx.execute(f"{unnest(head, types, tail)} RETURNING 1", columns(rows, len(types)))
-        )
+        sql, params = insert(head, types, rows, tail)
+        return len(self._tx.execute(f"{sql} RETURNING 1", params))
 
     def _write(self, sql: str, params: Sequence[Any] = ()) -> None:
         """A statement whose result is not read (sent with the next one that is, if it can)."""
@@ -501,7 +502,7 @@ class SqlStore:
         tx = self._tx
         self._insert(
             BRANCHES,
-            ("text", "double precision"),
+            _BRANCH_TYPES,
             batch.branches,
             "ON CONFLICT DO NOTHING",
         )
@@ -536,15 +537,11 @@ class SqlStore:
         ops = batch.requests
         first, second, third = Combined(), Combined(), Combined()
         if batch.branches:
-            first.add(
-                unnest(BRANCHES, ("text", "double precision"), "ON CONFLICT DO NOTHING"),
-                columns(batch.branches, 2),
-            )
+            first.add(*insert(BRANCHES, _BRANCH_TYPES, batch.branches, "ON CONFLICT DO NOTHING"))
         if batch.messages:
             rows = [message_values(m) for m in batch.messages]
             first.add(
-                unnest(MESSAGES, MESSAGE_TYPES, "ON CONFLICT (branch_id, seq) DO NOTHING"),
-                columns(rows, len(MESSAGE_TYPES)),
+                *insert(MESSAGES, MESSAGE_TYPES, rows, "ON CONFLICT (branch_id, seq) DO NOTHING"),
                 expect=len(rows),
             )
         fresh = [fresh_claim(op) for op in ops]
@@ -554,8 +551,7 @@ class SqlStore:
             lock = f"pg_advisory_xact_lock({BRANCH_LOCK}, ?::integer)"
             first.also(", ".join([lock] * len(keys)), keys)
             second.add(
-                unqueued(),
-                columns([_values(claim.row) for claim in fresh], len(CALL_TYPES)),
+                *unqueued([_values(claim.row) for claim in fresh]),
                 expect=len(fresh),
             )
         if batch.outcomes:
@@ -671,9 +667,8 @@ class SqlStore:
         """Insert the call rows *rows* (as :meth:`_insert` would) but those of calls queued
         for workers, and those whose key or call is taken; return how many were inserted."""
         if self.bulk:
-            return len(
-                self._tx.execute(f"{unqueued()} RETURNING 1", columns(rows, len(CALL_TYPES)))
-            )
+            sql, params = unqueued(rows)
+            return len(self._tx.execute(f"{sql} RETURNING 1", params))
         head = f"INSERT INTO lionexec_calls ({CALL_COLUMNS}) SELECT * FROM"
         return sum(
             self._tx.execute_count(sql, params)
