@@ -163,7 +163,7 @@ async def test_a_commit_that_fails_half_way_leaves_nothing(
         ]
 
 
-@pytest.mark.parametrize("n", [1, 2, 8, 9, 40])
+@pytest.mark.parametrize("n", [0, 1, 2, 8, 9, 40])
 def test_rows_as_a_values_list_or_as_arrays_read_back_the_same(
     postgres_server: PostgresServer, n: int
 ) -> None:
@@ -180,7 +180,7 @@ def test_rows_as_a_values_list_or_as_arrays_read_back_the_same(
         for i in range(n)
     ]
     source, params = rows_from(types, rows)
-    assert ("VALUES" in source) == (n <= LISTED_ROWS)
+    assert ("VALUES" in source) == (0 < n <= LISTED_ROWS)
     with psycopg.connect(postgres_server.create_database(), autocommit=True) as conn:
         read = conn.execute(_placeholders(f"SELECT * FROM {source}"), params).fetchall()
     assert read == rows

@@ -63,15 +63,16 @@ def rows_from(
     types: Sequence[str], rows: Sequence[Sequence[Any]], names: Sequence[str] = ()
 ) -> tuple[str, list[Any]]:
     """A ``FROM`` item over *rows*, named ``v`` with columns *names* (``column1``... by
-    default), and its parameters: a ``VALUES`` list of typed parameters up to
-    :data:`LISTED_ROWS` rows, else ``unnest`` over one array per column."""
-    columns_ = ", ".join(names or [f"column{i}" for i in range(1, len(types) + 1)])
-    if len(rows) <= LISTED_ROWS:
+    default), and its parameters: a ``VALUES`` list of typed parameters for 1 to
+    :data:`LISTED_ROWS` rows, else ``unnest`` over one array per column (no rows too: an
+    empty ``VALUES`` list is no SQL)."""
+    named = ", ".join(names or [f"column{i}" for i in range(1, len(types) + 1)])
+    if 0 < len(rows) <= LISTED_ROWS:
         one = "(" + ", ".join([f"?::{kind}" for kind in types]) + ")"
         params = [value for row in rows for value in row]
-        return f"(VALUES {', '.join([one] * len(rows))}) AS v ({columns_})", params
+        return f"(VALUES {', '.join([one] * len(rows))}) AS v ({named})", params
     arrays = ", ".join([f"?::{kind}[]" for kind in types])
-    return f"unnest({arrays}) AS v ({columns_})", columns(rows, len(types))
+    return f"unnest({arrays}) AS v ({named})", columns(rows, len(types))
 
 
 def insert(
