@@ -131,7 +131,7 @@ def message_body(message: Message, message_id: str | None = None) -> str:
                 f'"raw_arguments":{"null" if raw is None else _string(raw)}}},'
                 '"kind":"action_request","role":"action"}'
             )
-            if _isascii(text) or is_unicode(text):
+            if is_unicode(text):  # (else a lone surrogate: the converter's path)
                 return text
     elif cls is ActionResponse:
         content = message.content  # type: ignore[attr-defined]
@@ -150,7 +150,7 @@ def message_body(message: Message, message_id: str | None = None) -> str:
                 f'"attempts":{_int(content.attempts)}}},'
                 '"kind":"action_response","role":"action"}'
             )
-            if _isascii(text) or is_unicode(text):
+            if is_unicode(text):  # (else a lone surrogate: the converter's path)
                 return text
     record = record_of(message)
     if isinstance(message, ActionRequest):
@@ -187,7 +187,6 @@ def _error(error: ErrorInfo) -> str:
 
 
 _string = json.encoder.encode_basestring
-_isascii = str.isascii
 #: How json writes a float and an int (the C encoder calls the same methods).
 _float = float.__repr__
 _int = int.__repr__

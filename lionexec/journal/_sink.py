@@ -95,9 +95,7 @@ class JournalSink:
         tool = context.tool if context is not None else None
         key = context.idempotency_key if context is not None else None
         # (text a model sent: stored as UTF-8 whatever it holds)
-        call_id, function = content.call_id, content.function
-        if not (_isascii(call_id) and _isascii(function)):
-            call_id, function = utf8_text(call_id), utf8_text(function)
+        call_id, function = utf8_text(content.call_id), utf8_text(content.function)
         key = storable_key(key or f"{self.branch_id}/{call_id}", content.call_id, function)
         arguments = canonical_json(entry.arguments)
         staged = self._positions.pop(request.id, None)
@@ -258,9 +256,7 @@ class JournalSink:
             body = message_body(message, message_id)
             call_id = None
             if isinstance(message, ActionRequest):
-                call_id = message.content.call_id
-                if not _isascii(call_id):
-                    call_id = utf8_text(call_id)
+                call_id = utf8_text(message.content.call_id)
                 positions[message.id] = (seq, message_id)
             elif isinstance(message, ActionResponse):
                 request_id = message.content.action_request_id
@@ -268,9 +264,7 @@ class JournalSink:
                     positions.pop(request_id, None)
                     request = self.history[request_id]
                     if isinstance(request, ActionRequest):
-                        call_id = request.content.call_id
-                        if not _isascii(call_id):
-                            call_id = utf8_text(call_id)
+                        call_id = utf8_text(request.content.call_id)
                         outcome = message.content.outcome.value
                         batch.outcomes.append(outcome_op(branch_id, call_id, outcome, body, now))
             rows.append(message_row(branch_id, seq, message_id, message.kind, body, call_id))
@@ -279,7 +273,3 @@ class JournalSink:
     def _unstage(self, start: int) -> None:
         self._mirrored = start
         self._rewriting = True
-
-
-#: ``str.isascii`` itself, not a subclass's: ASCII ids and names (most) need no utf8_text.
-_isascii = str.isascii

@@ -213,8 +213,7 @@ def response_record(response: ActionResponse, *, attempts: int | None = None) ->
     if attempts is None:
         return message_body(response)
     record = _unstructure.converter.unstructure(response)
-    if attempts is not None:
-        record["content"]["attempts"] = attempts
+    record["content"]["attempts"] = attempts
     return dumps_record(record)
 
 
