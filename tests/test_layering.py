@@ -293,7 +293,7 @@ EXTENSION_FOLDERS: dict[str, frozenset[str]] = {
     "lionexec.act.sinks": frozenset(),
     "lionexec.conversation.formats": frozenset(),
     "lionexec.governance.subjects": frozenset({"_programs", "_glob"}),
-    "lionexec.journal.backends": frozenset({"_sql", "_log", "_bulk"}),
+    "lionexec.journal.backends": frozenset({"_sql", "_log", "_bulk", "_postgres_trio"}),
     "lionexec.models.formats": frozenset(),
 }
 

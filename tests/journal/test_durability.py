@@ -9,6 +9,7 @@ import pytest
 
 from lionexec.journal import SqliteJournal, open_journal
 from lionexec.journal.backends import SqliteBackend
+from lionexec.tools import Tool
 
 from ..support.postgres import PostgresServer
 
@@ -74,8 +75,19 @@ async def test_postgres_commits_with_the_durability_asked_for(
     async with PostgresJournal(url, durability=durability) as journal:  # type: ignore[arg-type]
         assert journal.backend.durability == durability  # type: ignore[attr-defined]
         rows = await journal.backend.run(lambda store: store.tx.execute("SHOW synchronous_commit"))
+        # ... and the connection group commits go over (from the trio thread)
+        branch = await journal.branch()
+        branch.register_tools(Tool.from_function(_double, effect="pure"))
+        async with branch:
+            await branch.act({"function": "_double", "arguments": {"x": 1}})
+        committing = journal.backend._native.conn  # type: ignore[attr-defined]
+        [(setting,)] = committing.execute("SHOW synchronous_commit").fetchall()
     # "process": the database's own setting; "power": fsync'd commits, whatever it says
-    assert rows[0][0] == ("on" if power else "off")
+    assert rows[0][0] == setting == ("on" if power else "off")
+
+
+async def _double(x: int) -> int:
+    return 2 * x
 
 
 def test_postgres_refuses_a_bad_durability() -> None:

@@ -22,13 +22,25 @@ pytestmark = pytest.mark.timeout(60)
 
 class Syncs:
     """Counts the round trips of the journal's pipelines: each sync, and each end of a
-    pipeline (it syncs), by wrapping the real ``psycopg.Pipeline`` methods."""
+    pipeline (it syncs), by wrapping the real ``psycopg.Pipeline`` methods; and each
+    pipeline sent from the trio thread (its results are read up to its one sync)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import psycopg
 
+        from lionexec.journal.backends._postgres_trio import TrioConnection
+
         self.count = 0
+        self.from_trio = 0
         sync, leave = psycopg.Pipeline.sync, psycopg.Pipeline.__exit__
+        results = TrioConnection._results
+
+        async def counted_results(pgconn: Any) -> Any:
+            self.count += 1
+            self.from_trio += 1
+            return await results(pgconn)
+
+        monkeypatch.setattr(TrioConnection, "_results", staticmethod(counted_results))
 
         def counted_sync(pipeline: Any) -> None:
             self.count += 1
@@ -63,6 +75,7 @@ async def test_a_group_commit_is_one_round_trip(
             trips, commits = syncs.count - before, journal.commits - commits
         assert [r.output for r in responses] == [2 * i for i in range(20)]
         assert commits >= 1 and trips == commits
+        assert syncs.from_trio == trips  # every one sent from the trio thread
         # (before the pipeline: BEGIN, each statement and COMMIT were a round trip each)
         rows = await journal.backend.run(lambda store: store.calls(str(branch.id), False))
         assert [(r.state, r.attempts) for r in rows] == [("done", 1)] * 20
@@ -184,3 +197,101 @@ def test_rows_as_a_values_list_or_as_arrays_read_back_the_same(
     with psycopg.connect(postgres_server.create_database(), autocommit=True) as conn:
         read = conn.execute(_placeholders(f"SELECT * FROM {source}"), params).fetchall()
     assert read == rows
+
+
+async def test_a_lost_commit_connection_fails_one_commit_and_the_next_opens_another(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commits go from the trio thread over a connection of their own: when the server
+    ends it, the commit under way fails as a connection error (not landed), and the next
+    opens a new connection."""
+    import psycopg
+
+    from lionexec.journal import JournalConnectionError
+
+    syncs = Syncs(monkeypatch)
+    branch_id = str(uuid.uuid4())
+    url = postgres_server.create_database()
+    async with open_journal(url) as journal:
+        backend: Any = journal.backend
+
+        async def commit(batch: Batch) -> list[Claim | Queued]:
+            return await backend.run(lambda store: store.commit(batch), cancellable=False)
+
+        assert _summary(await commit(_batch(branch_id, ["c1"]))) == [("c1", True, 0)]
+        assert syncs.from_trio == 1
+        pid = backend._native.conn.info.backend_pid
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(JournalConnectionError, match="PostgreSQL at "):
+            await commit(_batch(branch_id, ["c2"], seq=1))
+        assert _summary(await commit(_batch(branch_id, ["c2"], seq=1))) == [("c2", True, 0)]
+        assert syncs.from_trio == 3 and backend._native.conn.info.backend_pid != pid
+        calls = await journal.calls(branch_id)
+        assert [(c.call_id, c.attempts) for c in calls] == [("c1", 1), ("c2", 1)]
+
+
+async def test_a_commit_the_server_refuses_is_rolled_back_and_its_connection_goes_on(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement sent from the trio thread that fails (here a NUL character, which no
+    PostgreSQL text holds) fails its commit alone: nothing of it is written, and the next
+    commit goes over the same connection."""
+    syncs = Syncs(monkeypatch)
+    branch_id = str(uuid.uuid4())
+    async with open_journal(postgres_server.create_database()) as journal:
+        backend: Any = journal.backend
+
+        async def commit(batch: Batch) -> list[Claim | Queued]:
+            return await backend.run(lambda store: store.commit(batch), cancellable=False)
+
+        await commit(_batch(branch_id, ["c1"]))
+        pid = backend._native.conn.info.backend_pid
+        bad = _batch(branch_id, ["c2"], seq=1)
+        bad.messages[0] = attrs.evolve(bad.messages[0], body='"\x00"')
+        refused = r"CharacterNotInRepertoire: invalid byte sequence .*0x00"
+        with pytest.raises(JournalError, match=refused):
+            await commit(bad)
+        assert [c.call_id for c in await journal.calls(branch_id)] == ["c1"]
+        assert _summary(await commit(_batch(branch_id, ["c2"], seq=1))) == [("c2", True, 0)]
+        assert backend._native.conn.info.backend_pid == pid and syncs.from_trio >= 3
+        rows = await backend.run(lambda store: store.messages(branch_id))
+        assert [(r.seq, r.message_id) for r in rows] == [(0, "c1-request"), (1, "c2-request")]
+
+
+@pytest.mark.parametrize("n", [0, 1, 9, 40])
+async def test_rows_sent_from_the_trio_thread_read_back_the_same(
+    postgres_server: PostgresServer, n: int
+) -> None:
+    """The trio-driven connection sends rows as the thread-driven one does (psycopg's
+    dumpers, arrays in binary): the server reads the same rows, unnamed and then prepared.
+    A value not of its column's type is refused, and the connection goes on."""
+    import psycopg
+
+    from lionexec.journal.backends._bulk import rows_from
+    from lionexec.journal.backends._postgres_trio import TrioConnection
+
+    types = ("text", "bigint", "text", "double precision", "integer")
+    rows = [
+        (
+            f"b{i}",
+            2**62 - i if i % 2 else -(2**63),
+            None if i % 3 else "é\u2028{}\"'\\\U0001f600",
+            [1e308, -0.0, 5e-324, float("inf")][i % 4],
+            -(2**31) + i,
+        )
+        for i in range(n)
+    ]
+    source, params = rows_from(types, rows)
+    with psycopg.connect(postgres_server.create_database(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (a text, b bigint, c text, d double precision, e integer)")
+        sending = TrioConnection(conn)
+        for _ in range(3):  # (prepared the second time)
+            await sending.transact([(f"INSERT INTO t SELECT * FROM {source}", params)])
+        assert conn.execute("SELECT * FROM t").fetchall() == rows * 3
+        if n > 8:
+            wrong = [params[0], ["not a number"] * n, *params[2:]]
+            with pytest.raises(psycopg.DataError):
+                await sending.transact([(f"INSERT INTO t SELECT * FROM {source}", wrong)])
+            await sending.transact([(f"INSERT INTO t SELECT * FROM {source}", params)])
+            assert len(conn.execute("SELECT * FROM t").fetchall()) == 4 * n

@@ -1,26 +1,33 @@
 """The PostgreSQL backend: psycopg 3 synchronous connections from a ``psycopg_pool`` pool,
-driven through ``trio.to_thread`` (async psycopg is asyncio-only).
+driven through ``trio.to_thread`` (async psycopg is asyncio-only), and one connection of
+its own for group commits, driven from the trio thread (:mod:`._postgres_trio`).
 
-Needs the ``postgres`` extra (``pip install lionexec[postgres]``); this is the only module
-that imports psycopg.
+Needs the ``postgres`` extra (``pip install lionexec[postgres]``); this module and
+:mod:`._postgres_trio` are the only ones that import psycopg.
 
-Each store call takes a pooled connection in a worker thread and runs in one transaction,
-in pipeline mode: ``BEGIN``, the statements whose results are not read and ``COMMIT`` share
-round trips with the next statement whose result is read, so a read is two round trips. A
-group commit reads no result (see :class:`~lionexec.journal.backends._sql.SqlStore`): its
-two or three statements go with its ``BEGIN`` and ``COMMIT`` in one round trip. One whose
-checks fail on the server (a message or a key already there, a call queued for workers) is
-rolled back and run again the long way, reading each result.
-Cancellation: a read (loading a branch, listing calls) is abandoned at once and its query is
-cancelled on the server (``connection.cancel_safe()``, bounded); a group commit is never
-abandoned half-way: its waiters wait for it to end (commits are short). Opening takes a
-transaction-scoped advisory lock while migrating, so several processes may open one database
-at once.
+A transaction that reads no result, as a group commit (see
+:class:`~lionexec.journal.backends._sql.SqlStore`), goes whole in one round trip: its
+``BEGIN``, its two or three statements and its ``COMMIT`` in one pipeline, sent from the
+trio thread over the backend's own connection (a hand-off to a worker thread and back cost
+as much as the round trip itself). One whose checks fail on the server (a message or a key
+already there, a call queued for workers) is rolled back and run again the long way.
+
+The long way, and every transaction that reads (loading a branch, listing calls, claiming
+for workers), takes a pooled connection in a worker thread and runs pipelined too:
+``BEGIN``, the statements whose results are not read and ``COMMIT`` share round trips with
+the next statement whose result is read, so a read is two round trips.
+
+Cancellation: a read is abandoned at once and its query is cancelled on the server
+(``connection.cancel_safe()``, bounded); so is a commit bounded by the journal's
+``commit_timeout`` once past it (the commit may or may not have landed: recovery says).
+Otherwise a group commit is never abandoned half-way: its waiters wait for it to end
+(commits are short). Opening takes a transaction-scoped advisory lock while migrating, so
+several processes may open one database at once.
 
 Durability (``durability=``): ``"process"`` (the default) commits as the server's
 ``synchronous_commit`` says (its default, ``on``, waits for the commit to be flushed to disk;
 ``off`` survives a crash of this process, not of the server); ``"power"`` sets
-``synchronous_commit=on`` on every connection of the pool, whatever the server's setting.
+``synchronous_commit=on`` on every connection, whatever the server's setting.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed 
     ) from exc
 
 from ..errors import JournalConnectionError, JournalError
+from ._postgres_trio import Reads, Statements, TrioConnection
 from ._sql import OPTIMISM_FAILED, SqlStore, current_version, migrate
 from .base import Backend, Durability, Store, check_durability
 
@@ -190,6 +198,10 @@ class PostgresBackend(Backend):
         self._pool: ConnectionPool | None = None
         self._limiter: trio.CapacityLimiter | None = None
         self._shared: dict[str, SharedListener] = {}
+        #: The connection group commits are sent over from the trio thread (opened with the
+        #: pool; again by the next commit after it is lost).
+        self._native: TrioConnection | None = None
+        self._sending = False  # (a transaction is under way on it, or its opening)
 
     async def open(self) -> None:
         self._limiter = trio.CapacityLimiter(self.max_size)
@@ -238,29 +250,39 @@ class PostgresBackend(Backend):
         pool = self._pool
         if pool is None:
             raise JournalError(f"the journal at {self.target} is not open")
+        unread = True
+        if not self._sending:
+            statements = Statements()
+            try:
+                result = fn(SqlStore(statements, bulk=True, unread=statements))
+            except Reads:
+                pass  # (nothing was sent: the thread-driven path runs it)
+            else:
+                try:
+                    await self._send_whole(statements, cancellable)
+                except psycopg.Error as exc:
+                    if exc.sqlstate != OPTIMISM_FAILED:
+                        raise self._failed(exc) from exc
+                    unread = False  # (rolled back: again, the long way)
+                else:
+                    return result
         used: list[psycopg.Connection[Any]] = []
 
         def work() -> T:
             try:
                 with pool.connection() as conn:
                     used.append(conn)
-                    try:
-                        return _transaction(conn, fn, unread=True)
-                    except psycopg.Error as exc:
-                        if exc.sqlstate != OPTIMISM_FAILED:
-                            raise
+                    if unread:
+                        try:
+                            return _transaction(conn, fn, unread=True)
+                        except psycopg.Error as exc:
+                            if exc.sqlstate != OPTIMISM_FAILED:
+                                raise
                     return _transaction(conn, fn, unread=False)  # (rolled back: again)
             except PoolTimeout as exc:
                 raise JournalConnectionError(f"no connection to {self.target}: {exc}") from exc
-            except psycopg.OperationalError as exc:
-                raise JournalConnectionError(f"PostgreSQL at {self.target}: {exc}") from exc
-            except psycopg.IntegrityError as exc:
-                raise JournalError(
-                    f"{self.target}: another writer holds this branch's next message position "
-                    f"(one branch is journaled by one process at a time): {exc}"
-                ) from exc
             except psycopg.Error as exc:
-                raise JournalError(f"{self.target}: {type(exc).__name__}: {exc}") from exc
+                raise self._failed(exc) from exc
 
         if not cancellable:
             return await trio.to_thread.run_sync(work, limiter=self._limiter)
@@ -274,6 +296,48 @@ class PostgresBackend(Backend):
                     scope.deadline = trio.current_time() + self.connect_timeout
                     await trio.to_thread.run_sync(_cancel, used[0], abandon_on_cancel=True)
             raise
+
+    async def _send_whole(self, statements: Statements, cancellable: bool) -> None:
+        """Send a transaction that reads no result from the trio thread (see
+        :mod:`._postgres_trio`), over this backend's own connection: opened again first if
+        it was lost."""
+        if not statements.sent:
+            await trio.lowlevel.checkpoint()
+            return
+        self._sending = True
+        try:
+            with trio.CancelScope(shield=not cancellable):
+                native = self._native
+                if native is None or native.closed:
+                    conn = await trio.to_thread.run_sync(self._connect, abandon_on_cancel=True)
+                    native = self._native = TrioConnection(
+                        conn, cancel_timeout=self.connect_timeout
+                    )
+                await native.transact(statements.sent)
+        finally:
+            self._sending = False
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+            )
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+        if self.durability == "power":
+            _fsync_commits(conn)
+        return conn
+
+    def _failed(self, exc: psycopg.Error) -> JournalError:
+        """The journal's error for psycopg's *exc*."""
+        if isinstance(exc, psycopg.OperationalError):
+            return JournalConnectionError(f"PostgreSQL at {self.target}: {exc}")
+        if isinstance(exc, psycopg.IntegrityError):
+            return JournalError(
+                f"{self.target}: another writer holds this branch's next message position "
+                f"(one branch is journaled by one process at a time): {exc}"
+            )
+        return JournalError(f"{self.target}: {type(exc).__name__}: {exc}")
 
     def shared_listener(self, channel: str) -> SharedListener:
         """The one :class:`SharedListener` of this backend on *channel* (made on first use,
@@ -289,6 +353,9 @@ class PostgresBackend(Backend):
         for shared in self._shared.values():
             shared.stop()
         self._shared.clear()
+        native, self._native = self._native, None
+        if native is not None:
+            native.close()
         pool, self._pool = self._pool, None
         if pool is not None:
             await trio.to_thread.run_sync(pool.close)

@@ -316,8 +316,8 @@ class Backend(Protocol):
       nothing open.
     * :meth:`run` may be called by several tasks at once; each call is one transaction,
       serialized or concurrent as the database allows. It blocks the calling task only: the
-      work runs off the trio thread (a database) or is quick (memory). It raises what ``fn``
-      raised (the transaction rolled back), or a
+      work runs off the trio thread or waits on a socket with trio (a database), or is quick
+      (memory). It raises what ``fn`` raised (the transaction rolled back), or a
       :class:`~lionexec.journal.JournalError` /
       :class:`~lionexec.journal.JournalConnectionError` for the database's own failures.
     * Cancellation of :meth:`run`: with ``cancellable=False`` the call waits for its
@@ -339,7 +339,8 @@ class Backend(Protocol):
 
     @abc.abstractmethod
     async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
-        """Run ``fn(store)`` in one transaction, off the trio thread for a database.
+        """Run ``fn(store)`` in one transaction: off the trio thread for a database, or on it
+        without blocking (waiting on a socket with trio, as PostgreSQL's group commits do).
 
         With *cancellable* false, a cancellation waits for the transaction to end (a group
         commit is never abandoned half-way); otherwise the backend stops the query as best
