@@ -101,9 +101,15 @@ class TrioConnection:
 
     def close(self) -> None:
         """Close the connection now (a transaction under way is rolled back by the server)."""
-        if not self.conn.closed:
-            trio.lowlevel.notify_closing(self.conn.pgconn.socket)
-            self.conn.close()
+        if self.conn.closed:
+            return
+        try:
+            fd = self.conn.pgconn.socket
+        except errors.OperationalError:
+            pass  # (libpq closed its socket already: that number may be another's now)
+        else:
+            trio.lowlevel.notify_closing(fd)
+        self.conn.close()
 
     async def transact(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         """Run *statements* in one transaction, in one round trip: ``BEGIN``, each, ``COMMIT``.
