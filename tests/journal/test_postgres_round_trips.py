@@ -295,3 +295,35 @@ async def test_rows_sent_from_the_trio_thread_read_back_the_same(
                 await sending.transact([(f"INSERT INTO t SELECT * FROM {source}", wrong)])
             await sending.transact([(f"INSERT INTO t SELECT * FROM {source}", params)])
             assert len(conn.execute("SELECT * FROM t").fetchall()) == 4 * n
+
+
+async def test_a_commit_interrupted_mid_pipeline_never_leaves_its_connection_in_use(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt while a commit's pipeline is under way (sent, not read) reaches
+    the caller; the connection, whose state is unknown then, is closed, and the next commit
+    opens another."""
+    from lionexec.journal.backends._postgres_trio import TrioConnection
+
+    branch_id = str(uuid.uuid4())
+    async with open_journal(postgres_server.create_database()) as journal:
+        backend: Any = journal.backend
+
+        async def commit(batch: Batch) -> list[Claim | Queued]:
+            return await backend.run(lambda store: store.commit(batch), cancellable=False)
+
+        await commit(_batch(branch_id, ["c1"]))
+        interrupted = backend._native
+        results = TrioConnection._results
+
+        async def interrupt(pgconn: Any) -> Any:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(TrioConnection, "_results", staticmethod(interrupt))
+        with pytest.raises(KeyboardInterrupt):
+            await commit(_batch(branch_id, ["c2"], seq=1))
+        assert interrupted.closed and not interrupted.busy
+        monkeypatch.setattr(TrioConnection, "_results", staticmethod(results))
+        claims = await commit(_batch(branch_id, ["c3"], seq=2))
+        assert _summary(claims) == [("c3", True, 0)] and backend._native is not interrupted
+        assert "c3" in [c.call_id for c in await journal.calls(branch_id)]

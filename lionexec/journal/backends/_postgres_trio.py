@@ -147,9 +147,11 @@ class TrioConnection:
             raise error
         except BaseException as exc:
             if not settled:  # (mid-pipeline, or broken: its state is unknown)
-                if not isinstance(exc, errors.OperationalError):
-                    await self._cancel()
-                self.close()
+                try:
+                    if not isinstance(exc, errors.OperationalError):
+                        await self._cancel()
+                finally:
+                    self.close()
             raise
         finally:
             self.busy = False
