@@ -69,7 +69,8 @@ class PostgresJournal(Journal):
     Args:
         url: a libpq URL (``postgresql://user:password@host:port/dbname``).
         min_size: connections the pool keeps open.
-        max_size: connections it may open (and worker threads it uses).
+        max_size: connections it may open (and worker threads it uses), besides the one its
+            group commits go over.
         connect_timeout: seconds opening may wait for the first connection.
         commit_timeout: seconds a group commit may take (see :class:`Journal`).
         durability: ``"process"`` (the default): commits as the server's

@@ -174,7 +174,8 @@ class PostgresBackend(Backend):
     Args:
         url: a libpq URL (``postgresql://user:password@host:port/dbname``).
         min_size: connections the pool keeps open.
-        max_size: connections it may open (and worker threads it uses).
+        max_size: connections it may open (and worker threads it uses), besides the one its
+            group commits go over.
         connect_timeout: seconds opening may wait for the first connection.
         durability: ``"process"`` (the default) or ``"power"`` (see the module docs).
     """
