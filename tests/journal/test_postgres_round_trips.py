@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 
 from lionexec.journal import JournalError, open_journal
 from lionexec.journal.backends import Batch, Claim, MessageRow, Queued, RequestOp
@@ -199,15 +200,13 @@ def test_rows_as_a_values_list_or_as_arrays_read_back_the_same(
     assert read == rows
 
 
-async def test_a_lost_commit_connection_fails_one_commit_and_the_next_opens_another(
+async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_next(
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Group commits go from the trio thread over a connection of their own: when the server
-    ends it, the commit under way fails as a connection error (not landed), and the next
-    opens a new connection."""
+    """Group commits go from the trio thread over a connection of their own: one the server
+    ended while it was idle is found lost before the next commit is sent, which goes over a
+    new connection (no commit fails for it)."""
     import psycopg
-
-    from lionexec.journal import JournalConnectionError
 
     syncs = Syncs(monkeypatch)
     branch_id = str(uuid.uuid4())
@@ -220,13 +219,65 @@ async def test_a_lost_commit_connection_fails_one_commit_and_the_next_opens_anot
 
         assert _summary(await commit(_batch(branch_id, ["c1"]))) == [("c1", True, 0)]
         assert syncs.from_trio == 1
-        pid = backend._native.conn.info.backend_pid
+        lost = backend._native
+        pid = lost.conn.info.backend_pid
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        with pytest.raises(JournalConnectionError, match="PostgreSQL at "):
-            await commit(_batch(branch_id, ["c2"], seq=1))
+            while admin.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchall():
+                await trio.sleep(0.01)
         assert _summary(await commit(_batch(branch_id, ["c2"], seq=1))) == [("c2", True, 0)]
-        assert syncs.from_trio == 3 and backend._native.conn.info.backend_pid != pid
+        assert syncs.from_trio == 2 and lost.closed
+        assert backend._native.conn.info.backend_pid != pid
+        calls = await journal.calls(branch_id)
+        assert [(c.call_id, c.attempts) for c in calls] == [("c1", 1), ("c2", 1)]
+
+
+async def test_a_commit_whose_connection_is_lost_under_way_fails_and_the_next_opens_another(
+    postgres_server: PostgresServer,
+) -> None:
+    """A connection lost while a commit waits on the server fails that commit as a
+    connection error (it did not land: the server rolled it back); the next commit opens a
+    new connection."""
+    import psycopg
+
+    from lionexec.journal import JournalConnectionError
+
+    branch_id = str(uuid.uuid4())
+    url = postgres_server.create_database()
+    async with open_journal(url) as journal:
+        backend: Any = journal.backend
+
+        async def commit(batch: Batch) -> list[Claim | Queued]:
+            return await backend.run(lambda store: store.commit(batch), cancellable=False)
+
+        await commit(_batch(branch_id, ["c1"]))
+        pid = backend._native.conn.info.backend_pid
+        holder = psycopg.connect(url)  # another session holds the calls table
+        holder.execute("LOCK TABLE lionexec_calls IN ACCESS EXCLUSIVE MODE")
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def terminate_when_waiting() -> None:
+                    with psycopg.connect(url, autocommit=True) as admin:
+                        while not admin.execute(
+                            "SELECT 1 FROM pg_stat_activity WHERE pid = %s "
+                            "AND wait_event_type = 'Lock'",
+                            (pid,),
+                        ).fetchall():
+                            await trio.sleep(0.01)
+                        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+                nursery.start_soon(terminate_when_waiting)
+                with pytest.raises(JournalConnectionError, match="PostgreSQL at "):
+                    await commit(_batch(branch_id, ["c2"], seq=1))
+        finally:
+            holder.rollback()
+            holder.close()
+        claims = await commit(_batch(branch_id, ["c2"], seq=1))
+        assert _summary(claims) == [("c2", True, 0)]
+        assert backend._native.conn.info.backend_pid != pid
         calls = await journal.calls(branch_id)
         assert [(c.call_id, c.attempts) for c in calls] == [("c1", 1), ("c2", 1)]
 

@@ -300,8 +300,8 @@ class PostgresBackend(Backend):
 
     async def _send_whole(self, statements: Statements, cancellable: bool) -> None:
         """Send a transaction that reads no result from the trio thread (see
-        :mod:`._postgres_trio`), over this backend's own connection: opened again first if
-        it was lost."""
+        :mod:`._postgres_trio`), over this backend's own connection: a new one if it was
+        lost since the last (the server ended it, restarted, or timed it out while idle)."""
         if not statements.sent:
             await trio.lowlevel.checkpoint()
             return
@@ -309,7 +309,7 @@ class PostgresBackend(Backend):
         try:
             with trio.CancelScope(shield=not cancellable):
                 native = self._native
-                if native is None or native.closed:
+                if native is None or not native.usable():
                     conn = await trio.to_thread.run_sync(self._connect, abandon_on_cancel=True)
                     native = self._native = TrioConnection(
                         conn, cancel_timeout=self.connect_timeout

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import select
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
 _TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
 _SYNC: Final = pq.ExecStatus.PIPELINE_SYNC
 _IDLE: Final = pq.TransactionStatus.IDLE
+_OK: Final = pq.ConnStatus.OK
 
 #: Statements a connection prepares at most (beyond, statements go unnamed: the journal's
 #: statements are few, but a batch over many branches locks a list of its own length).
@@ -98,6 +100,28 @@ class TrioConnection:
     @property
     def closed(self) -> bool:
         return bool(self.conn.closed)
+
+    def usable(self) -> bool:
+        """Whether the connection is open and idle, as far as can be seen without waiting.
+        What the server sent since the last transaction (nothing, usually) is read now, so
+        that a connection it ended meanwhile (an error message, then the end of the stream)
+        is found lost, and closed, before anything is sent over it, rather than failing a
+        commit."""
+        if self.conn.closed:
+            return False
+        pgconn = self.conn.pgconn
+        try:
+            fd = pgconn.socket
+            for _ in range(8):  # (bounded: a server that keeps talking is not idle)
+                if not select.select([fd], [], [], 0)[0]:
+                    if pgconn.status == _OK and pgconn.transaction_status == _IDLE:
+                        return True
+                    break
+                pgconn.consume_input()  # (raises at the end of the stream)
+        except (errors.OperationalError, OSError):
+            pass
+        self.close()
+        return False
 
     def close(self) -> None:
         """Close the connection now (a transaction under way is rolled back by the server)."""
