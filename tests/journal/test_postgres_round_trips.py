@@ -267,8 +267,8 @@ async def test_a_commit_whose_connection_is_lost_under_way_fails_and_the_next_op
             async with trio.open_nursery() as nursery:
 
                 async def terminate_when_waiting() -> None:
-                    waiting = "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'"
-                    await _until(url, waiting, (pid,), found=True)
+                    waiting = "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = %s"
+                    await _until(url, waiting, (pid, "Lock"), found=True)
                     with psycopg.connect(url, autocommit=True) as admin:
                         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
