@@ -200,6 +200,10 @@ def test_rows_as_a_values_list_or_as_arrays_read_back_the_same(
     assert read == rows
 
 
+_SESSION = "SELECT 1 FROM pg_stat_activity WHERE pid = %s"
+_WAITING = f"{_SESSION} AND wait_event_type = 'Lock'"
+
+
 async def _until(url: str, sql: str, params: tuple[Any, ...], *, found: bool) -> None:
     """Ask the server *sql* until it returns rows (*found*) or none (its sessions' states
     have no event to wait on: polled, bounded)."""
@@ -233,7 +237,7 @@ async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_n
         pid = lost.conn.info.backend_pid
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        await _until(url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,), found=False)
+        await _until(url, _SESSION, (pid,), found=False)
         assert _summary(await commit(_batch(branch_id, ["c2"], seq=1))) == [("c2", True, 0)]
         assert syncs.from_trio == 2 and lost.closed
         assert backend._native.conn.info.backend_pid != pid
@@ -267,8 +271,7 @@ async def test_a_commit_whose_connection_is_lost_under_way_fails_and_the_next_op
             async with trio.open_nursery() as nursery:
 
                 async def terminate_when_waiting() -> None:
-                    waiting = "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = %s"
-                    await _until(url, waiting, (pid, "Lock"), found=True)
+                    await _until(url, _WAITING, (pid,), found=True)
                     with psycopg.connect(url, autocommit=True) as admin:
                         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
