@@ -127,19 +127,49 @@ def test_redact_removes_a_keyword_strings_password() -> None:
     assert redact("host=db password=top\\ secret dbname=x") == "host=db password=*** dbname=x"
 
 
-async def test_a_lost_connection_fails_the_call_unrun_and_keeps_what_was_committed(
+_WAITING = "AND wait_event_type = 'Lock'"
+
+
+async def test_lost_connections_fail_only_the_call_under_way_and_keep_what_was_committed(
     postgres_server: PostgresServer,
 ) -> None:
+    """Every session of the journal's database is ended between calls: the next calls go on
+    (the journal connects again). Then its commit connection is ended while a call's
+    write-ahead waits on the server: that call fails unrun, with the connection's error, and
+    the next one completes. Nothing committed is lost, nothing ran unjournaled."""
     import psycopg
 
     from lionexec.journal import PostgresJournal
 
     url = postgres_server.create_database()
+    dbname = url.rsplit("/", 1)[1]
     runs: list[int] = []
 
     def work(n: int) -> int:
         runs.append(n)
         return n
+
+    async def until(where: str, *, some: bool) -> None:
+        """Until some sessions of the database (or none) are *where*: polled, bounded
+        (termination is asynchronous; sessions' states have no event to wait on)."""
+        with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
+            for _ in range(250):
+                row = admin.execute(
+                    f"SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = %s {where}",
+                    (dbname,),
+                ).fetchone()
+                if row is not None and row[0] == some:
+                    return
+                await trio.sleep(0.02)
+        raise AssertionError(f"sessions of {dbname} {where!r}: never {some}")
+
+    def terminate(where: str = "") -> None:
+        with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = %s {where}",
+                (dbname,),
+            )
 
     async with PostgresJournal(url, min_size=1, max_size=1) as journal:
         branch = await journal.branch()
@@ -147,36 +177,38 @@ async def test_a_lost_connection_fails_the_call_unrun_and_keeps_what_was_committ
         async with branch:
             [first] = await branch.act({"function": "work", "arguments": {"n": 1}})
             await branch.sinks[0].flush()  # type: ignore[attr-defined]  # its outcome too
-            dbname = url.rsplit("/", 1)[1]
-            with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                    (dbname,),
-                )
-                for _ in range(100):  # termination is asynchronous: wait until it is done
-                    row = admin.execute(
-                        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)
-                    ).fetchone()
-                    if row is not None and row[0] == 0:
-                        break
-                    await trio.sleep(0.02)
-            later = [
+            terminate()
+            await until("", some=False)
+            between = [
                 (await branch.act({"function": "work", "arguments": {"n": n}}))[0]
-                for n in range(2, 6)
+                for n in range(2, 4)
             ]
+            await branch.sinks[0].flush()  # type: ignore[attr-defined]
+
+            with psycopg.connect(url) as holder:  # another session holds the calls table
+                holder.execute("LOCK TABLE lionexec_calls IN ACCESS EXCLUSIVE MODE")
+
+                async def end_the_waiting_commit() -> None:
+                    try:
+                        await until(_WAITING, some=True)
+                        terminate(_WAITING)
+                        await until(_WAITING, some=False)
+                    finally:
+                        holder.rollback()  # (the failed call's own records commit next)
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(end_the_waiting_commit)
+                    [lost] = await branch.act({"function": "work", "arguments": {"n": 4}})
+            [after] = await branch.act({"function": "work", "arguments": {"n": 5}})
         assert first.outcome is ActionOutcome.COMPLETED
-        failed = [r for r in later if r.outcome is ActionOutcome.FAILED]
-        sink_failures = [f for f in branch.failures if f.where == "sink"]
-        assert failed or sink_failures  # the lost connection was noticed, by a call or a sink
-        for response in failed:  # a call whose request could not be committed never ran
-            assert response.error is not None and response.error.type == "JournalConnectionError"
-            assert response.arguments["n"] not in runs
-        assert later[-1].outcome is ActionOutcome.COMPLETED  # the pool reconnected
-    async with PostgresJournal(
-        url
-    ) as journal:  # nothing committed was lost, nothing ran unjournaled
-        calls = {c.arguments["n"]: c for c in await journal.calls()}
-        assert set(calls) == set(runs)
+        assert [r.outcome for r in between] == [ActionOutcome.COMPLETED] * 2
+        assert lost.outcome is ActionOutcome.FAILED  # its request could not be committed
+        assert lost.error is not None and lost.error.type == "JournalConnectionError"
+        assert 4 not in runs  # ... and it never ran
+        assert after.outcome is ActionOutcome.COMPLETED  # connected again
+    async with PostgresJournal(url) as journal:  # nothing committed was lost, nothing ran
+        calls = {c.arguments["n"]: c for c in await journal.calls()}  # unjournaled
+        assert set(calls) == set(runs) == {1, 2, 3, 5}
         assert all(c.done for c in calls.values())
         history = await journal.history(branch.id)
         assert history == branch.messages
