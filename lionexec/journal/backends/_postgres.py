@@ -199,8 +199,8 @@ class PostgresBackend(Backend):
         self._pool: ConnectionPool | None = None
         self._limiter: trio.CapacityLimiter | None = None
         self._shared: dict[str, SharedListener] = {}
-        #: The connection group commits are sent over from the trio thread (opened with the
-        #: pool; again by the next commit after it is lost).
+        #: The connection group commits are sent over from the trio thread (opened by the
+        #: first commit; again by the next commit after it is lost).
         self._native: TrioConnection | None = None
         self._sending = False  # (a transaction is under way on it, or its opening)
 

@@ -251,7 +251,9 @@ class TrioConnection:
                 pgconn.consume_input()
                 continue
             result = pgconn.get_result()
-            if result is None:
+            if result is None:  # (between two statements' results)
+                if pgconn.status != _OK:  # (no sync will come: no loop without a wait)
+                    raise errors.OperationalError("the connection to the server was lost")
                 continue
             if result.status == _SYNC:
                 break
