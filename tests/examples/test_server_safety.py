@@ -988,3 +988,44 @@ async def test_an_open_server_refuses_what_another_sites_page_sends(tmp_path: Pa
             )
             assert own.status_code == 200, own.text
     assert ran == ["I1"]
+
+
+async def test_an_answered_act_returns_though_the_client_sends_nothing_more() -> None:
+    """A keep-alive client waits for its reply and sends nothing after the body: the handler
+    answers, ends its watch for a disconnect, and returns (nothing left waiting on receive)."""
+    app = make_app()
+    body = json.dumps(
+        {"conversation_id": "k", "tool_calls": [call("get_weather", {"city": "Oslo"}, "k1")]}
+    ).encode()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/act",
+        "query_string": b"",
+        "headers": [(b"content-length", b"%d" % len(body))],
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+    waiting = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal waiting
+        if messages:
+            return messages.pop()
+        waiting += 1
+        try:
+            await trio.sleep_forever()
+        finally:
+            waiting -= 1
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with trio.fail_after(BUDGET):
+        await app(scope, receive, send)
+    assert waiting == 0
+    assert sent[0]["status"] == 200
+    reply = strict_loads(sent[1]["body"])
+    assert [m["tool_call_id"] for m in reply["messages"]] == ["k1"]
+    assert not app.conversations["k"].lock.locked()
