@@ -12,7 +12,7 @@ import attrs
 import pytest
 import trio
 
-from lionexec.journal import JournalError, open_journal
+from lionexec.journal import Journal, JournalError, open_journal
 from lionexec.journal.backends import Batch, Claim, MessageRow, Queued, RequestOp
 from lionexec.tools import Tool
 
@@ -103,6 +103,11 @@ def _batch(branch_id: str, call_ids: list[str], *, seq: int = 0, tag: str = "") 
             )
         )
     return batch
+
+
+async def _commit(journal: Journal, batch: Batch) -> list[Claim | Queued]:
+    """*batch* committed by *journal*'s backend, as the group commit sends it."""
+    return await journal.backend.run(lambda store: store.commit(batch), cancellable=False)
 
 
 def _summary(claims: list[Claim | Queued]) -> list[tuple[str, bool, int]]:
@@ -228,17 +233,16 @@ async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_n
     async with open_journal(url) as journal:
         backend: Any = journal.backend
 
-        async def commit(batch: Batch) -> list[Claim | Queued]:
-            return await backend.run(lambda store: store.commit(batch), cancellable=False)
-
-        assert _summary(await commit(_batch(branch_id, ["c1"]))) == [("c1", True, 0)]
+        assert _summary(await _commit(journal, _batch(branch_id, ["c1"]))) == [("c1", True, 0)]
         assert syncs.from_trio == 1
         lost = backend._native
         pid = lost.conn.info.backend_pid
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         await _until(url, _SESSION, (pid,), found=False)
-        assert _summary(await commit(_batch(branch_id, ["c2"], seq=1))) == [("c2", True, 0)]
+        assert _summary(await _commit(journal, _batch(branch_id, ["c2"], seq=1))) == [
+            ("c2", True, 0)
+        ]
         assert syncs.from_trio == 2 and lost.closed
         assert backend._native.conn.info.backend_pid != pid
         calls = await journal.calls(branch_id)
@@ -260,10 +264,7 @@ async def test_a_commit_whose_connection_is_lost_under_way_fails_and_the_next_op
     async with open_journal(url) as journal:
         backend: Any = journal.backend
 
-        async def commit(batch: Batch) -> list[Claim | Queued]:
-            return await backend.run(lambda store: store.commit(batch), cancellable=False)
-
-        await commit(_batch(branch_id, ["c1"]))
+        await _commit(journal, _batch(branch_id, ["c1"]))
         pid = backend._native.conn.info.backend_pid
         holder = psycopg.connect(url)  # another session holds the calls table
         holder.execute("LOCK TABLE lionexec_calls IN ACCESS EXCLUSIVE MODE")
@@ -277,11 +278,11 @@ async def test_a_commit_whose_connection_is_lost_under_way_fails_and_the_next_op
 
                 nursery.start_soon(terminate_when_waiting)
                 with pytest.raises(JournalConnectionError, match="PostgreSQL at "):
-                    await commit(_batch(branch_id, ["c2"], seq=1))
+                    await _commit(journal, _batch(branch_id, ["c2"], seq=1))
         finally:
             holder.rollback()
             holder.close()
-        claims = await commit(_batch(branch_id, ["c2"], seq=1))
+        claims = await _commit(journal, _batch(branch_id, ["c2"], seq=1))
         assert _summary(claims) == [("c2", True, 0)]
         assert backend._native.conn.info.backend_pid != pid
         calls = await journal.calls(branch_id)
@@ -299,18 +300,17 @@ async def test_a_commit_the_server_refuses_is_rolled_back_and_its_connection_goe
     async with open_journal(postgres_server.create_database()) as journal:
         backend: Any = journal.backend
 
-        async def commit(batch: Batch) -> list[Claim | Queued]:
-            return await backend.run(lambda store: store.commit(batch), cancellable=False)
-
-        await commit(_batch(branch_id, ["c1"]))
+        await _commit(journal, _batch(branch_id, ["c1"]))
         pid = backend._native.conn.info.backend_pid
         bad = _batch(branch_id, ["c2"], seq=1)
         bad.messages[0] = attrs.evolve(bad.messages[0], body='"\x00"')
         refused = r"CharacterNotInRepertoire: invalid byte sequence .*0x00"
         with pytest.raises(JournalError, match=refused):
-            await commit(bad)
+            await _commit(journal, bad)
         assert [c.call_id for c in await journal.calls(branch_id)] == ["c1"]
-        assert _summary(await commit(_batch(branch_id, ["c2"], seq=1))) == [("c2", True, 0)]
+        assert _summary(await _commit(journal, _batch(branch_id, ["c2"], seq=1))) == [
+            ("c2", True, 0)
+        ]
         assert backend._native.conn.info.backend_pid == pid and syncs.from_trio >= 3
         rows = await backend.run(lambda store: store.messages(branch_id))
         assert [(r.seq, r.message_id) for r in rows] == [(0, "c1-request"), (1, "c2-request")]
@@ -366,10 +366,7 @@ async def test_a_commit_interrupted_mid_pipeline_never_leaves_its_connection_in_
     async with open_journal(postgres_server.create_database()) as journal:
         backend: Any = journal.backend
 
-        async def commit(batch: Batch) -> list[Claim | Queued]:
-            return await backend.run(lambda store: store.commit(batch), cancellable=False)
-
-        await commit(_batch(branch_id, ["c1"]))
+        await _commit(journal, _batch(branch_id, ["c1"]))
         interrupted = backend._native
         results = TrioConnection._results
 
@@ -378,9 +375,9 @@ async def test_a_commit_interrupted_mid_pipeline_never_leaves_its_connection_in_
 
         monkeypatch.setattr(TrioConnection, "_results", staticmethod(interrupt))
         with pytest.raises(KeyboardInterrupt):
-            await commit(_batch(branch_id, ["c2"], seq=1))
+            await _commit(journal, _batch(branch_id, ["c2"], seq=1))
         assert interrupted.closed and not interrupted.busy
         monkeypatch.setattr(TrioConnection, "_results", staticmethod(results))
-        claims = await commit(_batch(branch_id, ["c3"], seq=2))
+        claims = await _commit(journal, _batch(branch_id, ["c3"], seq=2))
         assert _summary(claims) == [("c3", True, 0)] and backend._native is not interrupted
         assert "c3" in [c.call_id for c in await journal.calls(branch_id)]
