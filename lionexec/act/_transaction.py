@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Coroutine, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
@@ -205,21 +205,30 @@ class CallTransaction(Announcing):
                     tool = self.tool
                     assert tool is not None
                     if (
-                        scope.plain
-                        and _TOOL_PRE not in scope.hooks.points
-                        and tool.preprocessor is None
+                        tool.preprocessor is None
                         and params.timeout is None
+                        and not scope.evidence.feeds
                     ):
-                        # nothing between resolve and the tool (no gate, policy, tool.pre
-                        # hook, transform, sink to write ahead to, attempt deadline): the
-                        # event is awaited here, as invoke() would, without its coroutine
-                        self.phase = "invoke"
-                        event = self._begin_attempt(1)
-                        await event._run()
-                        if event.execution.status is _COMPLETED:
-                            self._finish_completed(event)
-                        elif not self._attempted(event):
-                            await self._retried()
+                        # nothing between the governance phases and the tool (no transform,
+                        # sink to write ahead to, attempt deadline): once they allow the call
+                        # without awaiting (none to ask, or a plain gate, rules and
+                        # synchronous hooks), the event is awaited here, as invoke() would,
+                        # without its coroutine
+                        going = (
+                            True
+                            if scope.plain and _TOOL_PRE not in scope.hooks.points
+                            else self._govern(0)
+                        )
+                        if going is True:
+                            self.phase = "invoke"
+                            event = self._begin_attempt(1)
+                            await event._run()
+                            if event.execution.status is _COMPLETED:
+                                self._finish_completed(event)
+                            elif not self._attempted(event):
+                                await self._retried()
+                        elif going is not None:
+                            await going
                     else:
                         rest = self._from(0)
                         if rest is not None:
@@ -308,15 +317,28 @@ class CallTransaction(Announcing):
         return self._from(0)
 
     def _from(self, step: int) -> Coroutine[Any, Any, None] | None:
-        """The phases between resolve and invoke from *step* on (0 gate, 1 policy,
-        2 ``tool.pre``), in order, each only where it has something to do, then the
-        coroutine of the transform or of :meth:`invoke`; ``None`` if a phase ended the call.
+        """The phases between resolve and invoke from *step* on (see :meth:`_govern`), then
+        the coroutine of the transform or of :meth:`invoke`; ``None`` if a phase ended the
+        call."""
+        going = self._govern(step)
+        if going is not True:
+            return going
+        assert self.tool is not None
+        if self.tool.preprocessor is not None:
+            return self._transformed()
+        self.phase = "invoke"
+        return self.invoke()
+
+    def _govern(self, step: int) -> Literal[True] | Coroutine[Any, Any, None] | None:
+        """The governance phases from *step* on (0 gate, 1 policy, 2 ``tool.pre``), in order,
+        each only where it has something to do: ``True`` when every one allowed the call
+        without awaiting, ``None`` if a phase ended the call, otherwise the coroutine that
+        awaits the first phase that must await and goes on (:meth:`_resumed`, to the tool).
 
         A governance phase runs synchronously when its seams do (a plain gate, rules and
-        synchronous hooks: no coroutine at all); the first that must await returns the
-        coroutine that awaits it and goes on (:meth:`_resumed`). The governance seams are
-        called through the scope's BoundSeams, without their own checkpoints (their public
-        methods have one each): a governed call takes as many scheduler steps as a plain one.
+        synchronous hooks: no coroutine at all). The governance seams are called through the
+        scope's BoundSeams, without their own checkpoints (their public methods have one
+        each): a governed call takes as many scheduler steps as a plain one.
         """
         # (self.phase is named only where a phase awaits: the whole-call deadline, the one
         # reader of it, can only cut a call there)
@@ -337,10 +359,7 @@ class CallTransaction(Announcing):
             going = self.pre_hooks()
             if going is not True:
                 return None if going is False else self._resumed("tool.pre", 3, going)
-        if tool.preprocessor is not None:
-            return self._transformed()
-        self.phase = "invoke"
-        return self.invoke()
+        return True
 
     async def _resumed(self, phase: str, step: int, going: Awaitable[bool]) -> None:
         """Await the phase that could not end synchronously (*phase*; *going*: whether the

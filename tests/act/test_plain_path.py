@@ -1,7 +1,8 @@
 """The plain path records exactly what the general path records.
 
 A call with nothing between resolve and its tool (no gate, policy, ``tool.pre`` hook,
-transform, sink or attempt deadline) runs its event in the transaction's own coroutine, and a
+transform, sink or attempt deadline), or whose gate, policy and ``tool.pre`` hooks all allow it
+without awaiting, runs its event in the transaction's own coroutine, and a
 plain batch (no limiter, cap, throttle or ``return_exceptions``) runs its transactions without
 ``fan_out``. ``call_params=AlcallParams(timeout=...)`` (an attempt deadline that never
 expires) sends each call through :meth:`CallTransaction.invoke` instead, and
@@ -19,7 +20,7 @@ import attrs
 import pytest
 import trio
 
-from lionexec import Branch
+from lionexec import Branch, HookPoint, PermissionPolicy, SessionObserver
 from lionexec.act import AlcallParams
 from lionexec.conversation import ActionRequest
 from lionexec.errors import DuplicateCallError
@@ -121,19 +122,45 @@ def error_text(exc: BaseException) -> str:
     return re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "<id>", str(exc))
 
 
-async def both(calls: Any, **kwargs: Any) -> tuple[Any, Any]:
-    """The records of *calls* acted on a fresh branch by the plain and the general path,
-    and what each act returned or raised."""
+def governed() -> Branch:
+    """A branch whose gate, rules policy and hooks decide without awaiting: the gate denies
+    ``a == 2``, the rules deny ``boom``, the ``tool.pre`` hook denies ``b == 7``."""
+    observer = SessionObserver()
+    observer.gate(lambda invocation: invocation.arguments.get("a") != 2)
+    policy = PermissionPolicy(mode="rules", allow={"add": ["*"], "echo": ["*"]})
+    branch = fresh(observer=observer, policy=policy)
+    posted: list[str] = []
+    branch.hooks.on(
+        HookPoint.TOOL_PRE, lambda context, **_: False if context.arguments.get("b") == 7 else None
+    )
+    branch.hooks.on(HookPoint.TOOL_POST, lambda call_id, **_: posted.append(call_id))
+    _POSTED[branch.id] = posted
+    return branch
+
+
+#: What each governed branch's ``tool.post`` hook was told (call ids), by branch id.
+_POSTED: dict[uuid.UUID, list[str]] = {}
+
+
+async def both(calls: Any, make: Any = fresh, **kwargs: Any) -> tuple[Any, Any]:
+    """The records of *calls* acted on a branch *make* made by the plain and the general
+    path, and what each act returned or raised (and, on a governed branch, what its observer
+    kept and its ``tool.post`` hook was told)."""
     out = []
     for params in (None, GENERAL):
-        branch = fresh()
+        branch = make()
         try:
             result: Any = await branch.act(calls, call_params=params, **kwargs)
             got: Any = _Ids().plain(result)
         except Exception as exc:
             got = (type(exc).__name__, error_text(exc))
         assert branch.statistics().in_flight == 0
-        out.append((records(branch), got))
+        seen: Any = None
+        ids = _Ids()
+        if branch.observer is not None:  # what the observer kept, and the tool.post hook saw
+            kept = sorted(type(r).__name__ for r in branch.observer.records)
+            seen = (kept, sorted(ids.plain(c) for c in _POSTED.pop(branch.id)))
+        out.append((records(branch), got) if seen is None else (records(branch), got, seen))
     return out[0], out[1]
 
 
@@ -289,3 +316,21 @@ async def test_a_retried_tool_records_the_same_attempts_on_both_paths() -> None:
         assert response.content.attempts == 3
         out.append(records(branch))
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("strategy", ["concurrent", "sequential"])
+async def test_governance_that_allows_at_once_records_what_the_general_path_records(
+    strategy: str,
+) -> None:
+    calls = [
+        *adds(3),  # a == 2: the gate denies it
+        {"function": "add", "arguments": {"a": 5, "b": 7}},  # the tool.pre hook denies it
+        {"function": "boom", "arguments": {"a": 1}},  # no rule allows it
+        {"function": "echo", "arguments": {"value": [1, {"x": None}]}},
+    ]
+    plain, general = await both(calls, governed, strategy=strategy)
+    assert plain == general
+    (history, _), _, (kept, posted) = plain
+    outcomes = sorted(m[1]["content"][1]["outcome"] for m in history if m[0] == "ActionResponse")
+    assert outcomes == ["completed"] * 3 + ["denied"] * 3
+    assert kept.count("GateDenied") == 1 and len(posted) == 3
