@@ -219,6 +219,26 @@ async def _until(url: str, sql: str, params: tuple[Any, ...], *, found: bool) ->
             await trio.sleep(0.01)
 
 
+async def test_the_commit_connection_opens_with_the_journal_and_closes_with_it(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection group commits go over is opened with the journal (its first commit
+    pays for no connection) and closed with it."""
+    syncs = Syncs(monkeypatch)
+    url = postgres_server.create_database()
+    async with open_journal(url) as journal:
+        backend: Any = journal.backend
+        native = backend._native
+        assert native is not None and native.usable()
+        pid = native.conn.info.backend_pid
+        await _until(url, _SESSION, (pid,), found=True)
+        branch_id = str(uuid.uuid4())
+        assert _summary(await _commit(journal, _batch(branch_id, ["c1"]))) == [("c1", True, 0)]
+        assert syncs.from_trio == 1 and backend._native is native
+    assert native.closed
+    await _until(url, _SESSION, (pid,), found=False)
+
+
 async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_next(
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -199,16 +199,20 @@ class PostgresBackend(Backend):
         self._pool: ConnectionPool | None = None
         self._limiter: trio.CapacityLimiter | None = None
         self._shared: dict[str, SharedListener] = {}
-        #: The connection group commits are sent over from the trio thread (opened by the
-        #: first commit; again by the next commit after it is lost).
+        #: The connection group commits are sent over from the trio thread (opened with the
+        #: journal; again by the next commit after it is lost).
         self._native: TrioConnection | None = None
         self._sending = False  # (a transaction is under way on it, or its opening)
 
     async def open(self) -> None:
         self._limiter = trio.CapacityLimiter(self.max_size)
-        self._pool = await trio.to_thread.run_sync(self._open, limiter=self._limiter)
+        pool, conn = await trio.to_thread.run_sync(self._open, limiter=self._limiter)
+        self._pool = pool
+        # (opened with the journal, as the pool's connections are: a commit does not pay for
+        # it, nor does the first commit find a wrong password)
+        self._native = TrioConnection(conn, cancel_timeout=self.connect_timeout)
 
-    def _open(self) -> ConnectionPool:
+    def _open(self) -> tuple[ConnectionPool, psycopg.Connection[Any]]:
         try:
             psycopg.conninfo.conninfo_to_dict(self.url)
         except psycopg.Error as exc:
@@ -234,6 +238,7 @@ class PostgresBackend(Backend):
                     current_version(tx, row is not None and row[0] is not None),
                     target=self.target,
                 )
+            conn = self._connect()  # (the group commits' own)
         except PoolTimeout as exc:
             pool.close()
             raise JournalConnectionError(
@@ -245,7 +250,7 @@ class PostgresBackend(Backend):
         except BaseException:
             pool.close()
             raise
-        return pool
+        return pool, conn
 
     async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
         pool = self._pool
@@ -326,7 +331,11 @@ class PostgresBackend(Backend):
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
         if self.durability == "power":
-            _fsync_commits(conn)
+            try:
+                _fsync_commits(conn)
+            except BaseException:
+                conn.close()
+                raise
         return conn
 
     def _failed(self, exc: psycopg.Error) -> JournalError:
