@@ -208,8 +208,7 @@ class PostgresBackend(Backend):
         self._limiter = trio.CapacityLimiter(self.max_size)
         pool, conn = await trio.to_thread.run_sync(self._open, limiter=self._limiter)
         self._pool = pool
-        # (opened with the journal, as the pool's connections are: a commit does not pay for
-        # it, nor does the first commit find a wrong password)
+        # (opened with the journal, as the pool's connections are: no commit waits for it)
         self._native = TrioConnection(conn, cancel_timeout=self.connect_timeout)
 
     def _open(self) -> tuple[ConnectionPool, psycopg.Connection[Any]]:
