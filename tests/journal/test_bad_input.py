@@ -20,6 +20,7 @@ from lionexec.journal import (
 )
 from lionexec.tools import Tool
 
+from ..support.postgres import WAITING_FOR_A_LOCK, terminate_sessions, until_sessions
 from .conftest import JournalFactory, PostgresServer
 
 
@@ -127,7 +128,9 @@ def test_redact_removes_a_keyword_strings_password() -> None:
     assert redact("host=db password=top\\ secret dbname=x") == "host=db password=*** dbname=x"
 
 
-_WAITING = "AND wait_event_type = 'Lock'"
+#: The sessions of one database, and those of them waiting for a lock.
+_OURS = "datname = %s"
+_WAITING = f"{_OURS} AND {WAITING_FOR_A_LOCK}"
 
 
 async def test_lost_connections_fail_only_the_call_under_way_and_keep_what_was_committed(
@@ -149,27 +152,7 @@ async def test_lost_connections_fail_only_the_call_under_way_and_keep_what_was_c
         runs.append(n)
         return n
 
-    async def until(where: str, *, some: bool) -> None:
-        """Until some sessions of the database (or none) are *where*: polled, bounded
-        (termination is asynchronous; sessions' states have no event to wait on)."""
-        with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
-            for _ in range(250):
-                row = admin.execute(
-                    f"SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = %s {where}",
-                    (dbname,),
-                ).fetchone()
-                if row is not None and row[0] == some:
-                    return
-                await trio.sleep(0.02)
-        raise AssertionError(f"sessions of {dbname} {where!r}: never {some}")
-
-    def terminate(where: str = "") -> None:
-        with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                f"WHERE datname = %s {where}",
-                (dbname,),
-            )
+    admin = postgres_server.admin_url
 
     async with PostgresJournal(url, min_size=1, max_size=1) as journal:
         branch = await journal.branch()
@@ -177,8 +160,8 @@ async def test_lost_connections_fail_only_the_call_under_way_and_keep_what_was_c
         async with branch:
             [first] = await branch.act({"function": "work", "arguments": {"n": 1}})
             await branch.sinks[0].flush()  # type: ignore[attr-defined]  # its outcome too
-            terminate()
-            await until("", some=False)
+            terminate_sessions(admin, _OURS, (dbname,))
+            await until_sessions(admin, _OURS, (dbname,), some=False)
             between = [
                 (await branch.act({"function": "work", "arguments": {"n": n}}))[0]
                 for n in range(2, 4)
@@ -190,9 +173,9 @@ async def test_lost_connections_fail_only_the_call_under_way_and_keep_what_was_c
 
                 async def end_the_waiting_commit() -> None:
                     try:
-                        await until(_WAITING, some=True)
-                        terminate(_WAITING)
-                        await until(_WAITING, some=False)
+                        await until_sessions(admin, _WAITING, (dbname,), some=True)
+                        terminate_sessions(admin, _WAITING, (dbname,))
+                        await until_sessions(admin, _WAITING, (dbname,), some=False)
                     finally:
                         holder.rollback()  # (the failed call's own records commit next)
 

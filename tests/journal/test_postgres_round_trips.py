@@ -16,7 +16,12 @@ from lionexec.journal import Journal, JournalError, open_journal
 from lionexec.journal.backends import Batch, Claim, MessageRow, Queued, RequestOp
 from lionexec.tools import Tool
 
-from ..support.postgres import PostgresServer
+from ..support.postgres import (
+    WAITING_FOR_A_LOCK,
+    PostgresServer,
+    terminate_sessions,
+    until_sessions,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -205,18 +210,8 @@ def test_rows_as_a_values_list_or_as_arrays_read_back_the_same(
     assert read == rows
 
 
-_SESSION = "SELECT 1 FROM pg_stat_activity WHERE pid = %s"
-_WAITING = f"{_SESSION} AND wait_event_type = 'Lock'"
-
-
-async def _until(url: str, sql: str, params: tuple[Any, ...], *, found: bool) -> None:
-    """Ask the server *sql* until it returns rows (*found*) or none (its sessions' states
-    have no event to wait on: polled, bounded)."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn, trio.fail_after(10):
-        while bool(conn.execute(sql, params).fetchall()) != found:  # noqa: ASYNC110
-            await trio.sleep(0.01)
+_SESSION = "pid = %s"
+_WAITING = f"{_SESSION} AND {WAITING_FOR_A_LOCK}"
 
 
 async def test_the_commit_connection_opens_with_the_journal_and_closes_with_it(
@@ -231,12 +226,12 @@ async def test_the_commit_connection_opens_with_the_journal_and_closes_with_it(
         native = backend._native
         assert native is not None and native.usable()
         pid = native.conn.info.backend_pid
-        await _until(url, _SESSION, (pid,), found=True)
+        await until_sessions(url, _SESSION, (pid,), some=True)
         branch_id = str(uuid.uuid4())
         assert _summary(await _commit(journal, _batch(branch_id, ["c1"]))) == [("c1", True, 0)]
         assert syncs.from_trio == 1 and backend._native is native
     assert native.closed
-    await _until(url, _SESSION, (pid,), found=False)
+    await until_sessions(url, _SESSION, (pid,), some=False)
 
 
 async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_next(
@@ -245,7 +240,6 @@ async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_n
     """Group commits go from the trio thread over a connection of their own: one the server
     ended while it was idle is found lost before the next commit is sent, which goes over a
     new connection (no commit fails for it)."""
-    import psycopg
 
     syncs = Syncs(monkeypatch)
     branch_id = str(uuid.uuid4())
@@ -257,9 +251,8 @@ async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_n
         assert syncs.from_trio == 1
         lost = backend._native
         pid = lost.conn.info.backend_pid
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        await _until(url, _SESSION, (pid,), found=False)
+        terminate_sessions(url, _SESSION, (pid,))
+        await until_sessions(url, _SESSION, (pid,), some=False)
         assert _summary(await _commit(journal, _batch(branch_id, ["c2"], seq=1))) == [
             ("c2", True, 0)
         ]
@@ -292,9 +285,8 @@ async def test_a_commit_whose_connection_is_lost_under_way_fails_and_the_next_op
             async with trio.open_nursery() as nursery:
 
                 async def terminate_when_waiting() -> None:
-                    await _until(url, _WAITING, (pid,), found=True)
-                    with psycopg.connect(url, autocommit=True) as admin:
-                        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    await until_sessions(url, _WAITING, (pid,), some=True)
+                    terminate_sessions(url, _SESSION, (pid,))
 
                 nursery.start_soon(terminate_when_waiting)
                 with pytest.raises(JournalConnectionError, match="PostgreSQL at "):

@@ -14,11 +14,12 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import attrs
 import pytest
+import trio
 
 
 def _free_port() -> int:
@@ -137,3 +138,28 @@ def postgres_server() -> Iterator[PostgresServer]:
         # time budget
         server.pg_ctl("-m", "immediate", "-w", "stop")
         shutil.rmtree(server.base, ignore_errors=True)
+
+
+#: Sessions waiting for a lock: a condition on ``pg_stat_activity``.
+WAITING_FOR_A_LOCK = "wait_event_type = 'Lock'"
+
+
+async def until_sessions(url: str, where: str, params: Sequence[object], *, some: bool) -> None:
+    """Until some sessions of the server (rows of ``pg_stat_activity``) are *where* (*some*),
+    or none are: polled, bounded (a session's state has no event to wait on, and a
+    termination ends it asynchronously)."""
+    import psycopg
+
+    sql = f"SELECT 1 FROM pg_stat_activity WHERE {where}"
+    with psycopg.connect(url, autocommit=True) as conn, trio.fail_after(10):
+        while bool(conn.execute(sql, params).fetchall()) != some:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
+def terminate_sessions(url: str, where: str, params: Sequence[object]) -> None:
+    """End the server's sessions that are *where* (``pg_terminate_backend``)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        sql = f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {where}"
+        conn.execute(sql, params)
