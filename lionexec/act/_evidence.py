@@ -166,17 +166,21 @@ class SinkFeed:
     async def wait_settled(self, mark: int) -> None:
         """Wait until the first *mark* records accepted have been written (or failed).
 
-        Returns early if the service stops. Always a checkpoint. Cancellation: the records
-        are still written by the service; only the wait ends.
+        Returns early if the service stops. Always a checkpoint: a wait for the service is
+        one (it parks), and otherwise there is one at the end. Cancellation: the records are
+        still written by the service; only the wait ends.
         """
         self._settle_waiters += 1  # (held while waiting: each write is expedited meanwhile)
+        parked = False
         try:
             while self._settled < mark and self._serving:
                 self._expedite()
+                parked = True
                 await self._settled_lot.park()
         finally:
             self._settle_waiters -= 1
-        await trio.lowlevel.checkpoint()
+        if not parked:  # (a second schedule point would cost one more trip per act())
+            await trio.lowlevel.checkpoint()
 
     async def wait_stopped(self) -> None:
         """Wait until the service is not running (it was never started, or it ended).
@@ -211,13 +215,18 @@ class SinkFeed:
     async def wait_writable(self, request_id: uuid.UUID) -> None:
         """Wait until the buffer has room for the record of call *request_id*, and reserve it.
 
-        The reservation holds until that call's record is offered. Always a checkpoint.
+        The reservation holds until that call's record is offered. A checkpoint only when it
+        waits for room: its one caller, :meth:`Evidence.write_ahead`, runs in a call that has
+        passed a schedule point of its own just before (its task starting, the checkpoint
+        before each call of a sequential batch, ``act()``'s own, a retry's delay), and a
+        checkpoint here too would cost every journaled call one more trip through the
+        scheduler. A call cancelled meanwhile still does not start its tool (the event's own
+        check before it runs).
         """
         if request_id not in self._reserved:
             while self._used() >= self.capacity and not self._closed and self._serving:
                 await self._room.park()
             self._reserved.add(request_id)
-        await trio.lowlevel.checkpoint()
 
     async def serve(
         self,
@@ -416,7 +425,8 @@ class Evidence:
         """The write-ahead point, awaited just before a tool is invoked.
 
         Waits for room in every sink's buffer, then awaits every sink's
-        :meth:`EvidenceSink.write_ahead`. With no sinks it is a plain checkpoint. Returns
+        :meth:`EvidenceSink.write_ahead` (a checkpoint as far as they are: see
+        :meth:`SinkFeed.wait_writable`). With no sinks it is a plain checkpoint. Returns
         the sinks' replies combined (the first recorded outcome; the most prior attempts), or
         ``None`` if none replied. Cancellation: the call is recorded ``cancelled`` by the
         transaction; the tool has not run.

@@ -216,6 +216,62 @@ async def test_expedite_ends_the_lingering(autojump_clock: trio.testing.MockCloc
         assert journal.commits == 1
 
 
+# -- the caller's trips through the scheduler --------------------------------------------------
+
+
+async def echo(x: int) -> int:
+    """Return *x* (an async tool: no worker thread, no schedule point of its own)."""
+    return x
+
+
+class _Suspended(trio.abc.Instrument):
+    """The functions the coroutine chain of *task* is suspended in, at each of its steps."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.steps: list[set[str]] = []
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            names = set()
+            coro: Any = task.coro
+            while coro is not None and getattr(coro, "cr_frame", None) is not None:
+                names.add(coro.cr_frame.f_code.co_name)
+                coro = coro.cr_await
+            self.steps.append(names)
+
+
+async def test_the_write_ahead_point_is_no_schedule_point_of_its_own(tmp_path: Path) -> None:
+    """A call has passed a schedule point just before its write-ahead (act()'s own, the one
+    before each call of a sequential batch): the act layer adds none at the write-ahead point
+    (the journal's group commit may still yield to tasks ready to share it), nor, once it
+    has waited, at the end of the wait for the outcome's commit. A one-call act resumes its
+    task twice: after its checkpoint, and once its outcome is committed."""
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        branch = await journal.branch()
+        branch.register_tools(Tool.from_function(echo, effect="pure"))
+        async with branch:
+            await branch.act({"function": "echo", "arguments": {"x": 0}})  # (opens it all)
+            one = [{"function": "echo", "arguments": {"x": 1}}]
+            ten = [{"function": "echo", "arguments": {"x": i}} for i in range(2, 12)]
+            seen = []
+            for batch in (one, ten):
+                suspended = _Suspended(trio.lowlevel.current_task())
+                trio.lowlevel.add_instrument(suspended)
+                try:
+                    with trio.fail_after(30):
+                        responses = await branch.act(batch, strategy="sequential")
+                finally:
+                    trio.lowlevel.remove_instrument(suspended)
+                assert [r.outcome for r in responses] == [ActionOutcome.COMPLETED] * len(batch)
+                assert journal._engine.sinks[branch.name].committed == branch.messages.appended
+                seen.append(suspended.steps)
+    for steps in seen:
+        assert steps, "act() is always a checkpoint"
+        assert not any("wait_writable" in names for names in steps), steps
+    assert len(seen[0]) == 2, seen[0]
+
+
 # -- who is woken when a commit ends -----------------------------------------------------------
 
 
