@@ -233,7 +233,7 @@ class _Suspended(trio.abc.Instrument):
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         if task is self.task:
-            names = set()
+            names: set[str] = set()
             coro: Any = task.coro
             while coro is not None and getattr(coro, "cr_frame", None) is not None:
                 names.add(coro.cr_frame.f_code.co_name)
@@ -254,7 +254,7 @@ async def test_the_write_ahead_point_is_no_schedule_point_of_its_own(tmp_path: P
             await branch.act({"function": "echo", "arguments": {"x": 0}})  # (opens it all)
             one = [{"function": "echo", "arguments": {"x": 1}}]
             ten = [{"function": "echo", "arguments": {"x": i}} for i in range(2, 12)]
-            seen = []
+            seen: list[list[set[str]]] = []
             for batch in (one, ten):
                 suspended = _Suspended(trio.lowlevel.current_task())
                 trio.lowlevel.add_instrument(suspended)
