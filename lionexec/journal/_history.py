@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from lionexec import _unstructure
 from lionexec._jsonable import is_flat_json, is_unicode, json_encoder, jsonable
 from lionexec.conversation import (
+    ActionOutcome,
     ActionRequest,
     ActionRequestContent,
     ActionResponse,
@@ -20,6 +22,7 @@ from lionexec.conversation import (
     MessageManager,
 )
 from lionexec.conversation._serde import _output_json
+from lionexec.engine import EventStatus
 from lionexec.errors import HistoryError
 
 from ._keys import stored_json
@@ -31,6 +34,7 @@ __all__ = [
     "dumps_record",
     "load_history",
     "message_body",
+    "read_message",
     "record_of",
     "recorded_content",
 ]
@@ -218,7 +222,7 @@ def load_history(branch_id: str, rows: Sequence[MessageRow]) -> MessageManager:
                 f"stored is at {row.seq}): the journal was changed or damaged outside lionexec"
             )
         try:
-            message = _unstructure.converter.structure(json.loads(row.body), Message)
+            message = read_message(json.loads(row.body))
             history.add_message(message)
         except (ValueError, TypeError, KeyError, HistoryError, Exception) as exc:
             raise JournalError(
@@ -226,6 +230,121 @@ def load_history(branch_id: str, rows: Sequence[MessageRow]) -> MessageManager:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
     return history
+
+
+def read_message(record: Any) -> Message:
+    """The message a stored *record* (parsed JSON) holds, as the converter structures it.
+
+    A request or a response in the shape :func:`message_body` writes, every value of the
+    JSON type its field takes, is built by its classes directly, without the converter's
+    generic path (a message loads in about 10 µs instead of 14 µs; a journaled server loads
+    its conversation's whole history for every request); the classes' own converters and
+    validators still run. Anything else (another kind, a key more or less, a value of
+    another type, or one the classes refuse) is structured by the converter, whose errors
+    are the ones raised: the same message, or the same error, either way (a test compares
+    the two paths).
+    """
+    if type(record) is dict and record.get("role") == "action" and record.keys() == _KEYS:
+        try:
+            message = _read_call_message(record)
+        except Exception:  # (the converter says what is wrong with it)
+            message = None
+        if message is not None:
+            return message
+    return _unstructure.converter.structure(record, Message)
+
+
+def _read_call_message(record: dict[str, Any]) -> Message | None:
+    """:func:`read_message`'s direct path, or ``None`` where the record is not in the shape
+    it reads."""
+    kind, content = record["kind"], record["content"]
+    created_at, sender, recipient = record["created_at"], record["sender"], record["recipient"]
+    if (
+        type(content) is not dict
+        or type(record["id"]) is not str
+        or (type(created_at) is not float and type(created_at) is not int)
+        or not (sender is None or type(sender) is str)
+        or not (recipient is None or type(recipient) is str)
+        or type(content.get("function")) is not str
+        or type(content.get("arguments")) is not dict
+    ):
+        return None
+    if kind == "action_request" and content.keys() == _REQUEST_KEYS:
+        link, call_id, raw = (
+            content["action_response_id"],
+            content["call_id"],
+            content["raw_arguments"],
+        )
+        if (
+            (link is None or type(link) is str)
+            and type(call_id) is str
+            and (raw is None or type(raw) is str)
+        ):
+            return ActionRequest(
+                id=uuid.UUID(record["id"]),
+                created_at=created_at,
+                sender=sender,
+                recipient=recipient,
+                content=ActionRequestContent(
+                    function=content["function"],
+                    arguments=content["arguments"],
+                    action_response_id=link,
+                    call_id=call_id,
+                    raw_arguments=raw,
+                ),
+            )
+    elif kind == "action_response" and content.keys() == _RESPONSE_KEYS:
+        link, error, attempts = content["action_request_id"], content["error"], content["attempts"]
+        outcome, status = content["outcome"], content["status"]
+        if (
+            (link is None or type(link) is str)
+            and type(outcome) is str
+            and type(status) is str
+            and type(attempts) is int
+            and (error is None or (type(error) is dict and error.keys() == _ERROR_KEYS))
+        ):
+            if error is not None:
+                name, text = error["type"], error["message"]
+                if type(name) is not str or type(text) is not str:
+                    return None
+                error = ErrorInfo(type=name, message=text)
+            return ActionResponse(
+                id=uuid.UUID(record["id"]),
+                created_at=created_at,
+                sender=sender,
+                recipient=recipient,
+                content=ActionResponseContent(
+                    function=content["function"],
+                    arguments=content["arguments"],
+                    output=content["output"],
+                    action_request_id=link,
+                    error=error,
+                    outcome=ActionOutcome(outcome),
+                    status=EventStatus(status),
+                    attempts=attempts,
+                ),
+            )
+    return None
+
+
+#: The keys of a stored request or response, of their contents, of an error.
+_KEYS: Final = frozenset(("id", "created_at", "sender", "recipient", "content", "kind", "role"))
+_REQUEST_KEYS: Final = frozenset(
+    ("function", "arguments", "action_response_id", "call_id", "raw_arguments")
+)
+_RESPONSE_KEYS: Final = frozenset(
+    (
+        "function",
+        "arguments",
+        "output",
+        "action_request_id",
+        "error",
+        "outcome",
+        "status",
+        "attempts",
+    )
+)
+_ERROR_KEYS: Final = frozenset(("type", "message"))
 
 
 def dumps_record(record: Any) -> str:

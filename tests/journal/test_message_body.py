@@ -23,7 +23,13 @@ from lionexec.conversation import (
     Instruction,
     Message,
 )
-from lionexec.journal._history import dumps_record, message_body, record_of
+from lionexec.journal._history import (
+    _read_call_message,
+    dumps_record,
+    message_body,
+    read_message,
+    record_of,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -195,3 +201,111 @@ def test_the_row_builders_build_what_the_classes_build() -> None:
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         claim.row.attempts = 2  # type: ignore[misc]  # (frozen, as the class makes it)
     assert hash(op) == hash(base.RequestOp(**attrs.asdict(op)))
+
+
+# -- reading it back -------------------------------------------------------------------------
+
+
+def structured(record: Any) -> Message:
+    """The converter's path: what loading a stored message always did."""
+    return _unstructure.converter.structure(record, Message)  # type: ignore[no-any-return]
+
+
+def result(read: Any, record: Any) -> tuple[Any, ...]:
+    """What *read* makes of *record*: the message, or the error's type and text. What a
+    record leaves out and the classes make afresh (an id, a creation time, a call id) is set
+    to one value, so that two reads compare."""
+    try:
+        message = read(record)
+    except Exception as exc:
+        return ("error", type(exc), str(exc))
+    if "id" not in record:
+        message = attrs.evolve(message, id=uuid.UUID(int=0))
+    if "created_at" not in record:
+        message = attrs.evolve(message, created_at=0.0)
+    content = record.get("content")
+    if (
+        isinstance(message, ActionRequest)
+        and isinstance(content, dict)
+        and "call_id" not in content
+    ):
+        message = attrs.evolve(message, content=attrs.evolve(message.content, call_id="c"))
+    return ("message", type(message), repr(message))  # (repr: a NaN output equals itself)
+
+
+@given(st.one_of(requests(), responses()))
+@settings(max_examples=400, deadline=None)
+def test_a_stored_request_or_response_reads_back_as_the_converter_reads_it(
+    message: ActionRequest | ActionResponse,
+) -> None:
+    record = strict(message_body(message))
+    direct = _read_call_message(strict(message_body(message)))
+    assert direct is not None  # (the direct path, not the converter's behind it)
+    assert type(direct) is type(message)
+    assert direct == structured(record)
+    assert read_message(record) == direct
+
+
+def _mutations(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """*record* with one thing wrong (or merely unusual) each: a key more or less, a value of
+    another JSON type, a value the classes refuse."""
+    out: list[dict[str, Any]] = []
+
+    def changed(path: tuple[str, ...], value: Any, *, drop: bool = False) -> None:
+        copy = json.loads(json.dumps(record))
+        target = copy
+        for key in path[:-1]:
+            target = target[key]
+        if drop:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = value
+        out.append(copy)
+
+    wrong = [None, True, 0, 1.5, -1, "", "x", "NaN", [], {}, {"a": 1}, 10**40, math.nan]
+    for key in ("id", "created_at", "sender", "recipient", "content", "kind", "role"):
+        changed((key,), None, drop=True)
+        for value in wrong:
+            changed((key,), value)
+    changed(("extra",), 1)
+    changed(("id",), "{" + record["id"] + "}")  # (text UUID() reads, differently spelled)
+    changed(("id",), record["id"].upper())
+    changed(("created_at",), 5)
+    for key in list(record["content"]):
+        changed(("content", key), None, drop=True)
+        for value in wrong:
+            changed(("content", key), value)
+    changed(("content", "extra"), 1)
+    changed(("content", "arguments"), {"k": [1, {"n": None}]})
+    if record["kind"] == "action_response":
+        for outcome in ("completed", "failed", "denied", "cancelled", "nope"):
+            changed(("content", "outcome"), outcome)
+        for status in ("completed", "failed", "skipped", "nope"):
+            changed(("content", "status"), status)
+        changed(("content", "error"), {"type": "E", "message": "m"})
+        changed(("content", "error"), {"type": "E", "message": "m", "more": 1})
+        changed(("content", "error"), {"type": 1, "message": "m"})
+        changed(("content", "error"), {"type": "E"})
+        changed(("content", "attempts"), False)
+    return out
+
+
+def test_a_stored_record_with_anything_unusual_reads_as_the_converter_reads_it() -> None:
+    request = ActionRequest.create("f", {"a": 1}, call_id="c1", raw_arguments='{"a": 1}')
+    responses_ = [
+        ActionResponse.create(request, output={"x": [1, 2]}),
+        ActionResponse.create(
+            request, error=ErrorInfo("E", "m"), outcome=ActionOutcome.FAILED, attempts=2
+        ),
+    ]
+    checked = 0
+    for message in (request, *responses_):
+        base = strict(message_body(message))
+        assert result(read_message, base) == result(structured, base)
+        for record in _mutations(base):
+            assert result(read_message, record) == result(structured, record), record
+            checked += 1
+    assert checked > 300
+    # other kinds, and what is no message at all, take the converter's path
+    for record in (strict(message_body(Instruction(content="hi"))), [], "x", None, {}):
+        assert result(read_message, record) == result(structured, record)
