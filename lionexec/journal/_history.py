@@ -203,7 +203,7 @@ def recorded_content(row: CallRow) -> ActionResponseContent:
     """The response content recorded for a done call."""
     assert row.response is not None
     record = stored_json(row.response, f"response of call {row.call_id!r}")
-    message = _unstructure.converter.structure(record, Message)
+    message = read_message(record)
     assert isinstance(message, ActionResponse)
     return message.content
 
