@@ -496,7 +496,8 @@ class Branch:
         ``cancelled`` synchronously, then ``trio.Cancelled`` propagates.
 
         On a branch with a durable sink (a journal), returns once the sink holds the batch's
-        record (see :class:`~lionexec.act.EvidenceSink`).
+        record (see :class:`~lionexec.act.EvidenceSink`), and raises a failed call's exception
+        (``suppress_errors=False``) only once it holds it too.
 
         Raises:
             NotInTrioError: called outside trio (nothing is recorded).
@@ -531,6 +532,7 @@ class Branch:
         ]
         durable = self._durable
         lost = [feed.lost for feed in durable] if durable else []
+        holding = False
         try:
             self._admit(batch.turn, requests, made_here)
             results: list[Any]
@@ -559,6 +561,7 @@ class Branch:
                 )
                 results = [transaction.response for transaction in transactions]
             if durable:
+                holding = True
                 await self._held(requests, results, lost)
             return results
         except BaseException as exc:
@@ -566,6 +569,8 @@ class Branch:
             stopped = record_unanswered(scope, transactions, exc)
             if stopped:
                 await announce_interrupted(scope, stopped)
+            if durable and not holding:
+                await self._held_before_raising(exc, requests, transactions, lost)
             raise
         finally:
             count = len(running)
@@ -624,6 +629,7 @@ class Branch:
         request = proposal._new_request(proposal.arguments or {}, scope.branch_name)
         transaction = CallTransaction(scope, proposal, request, params)
         lost = [feed.lost for feed in durable] if durable else []
+        holding = False
         try:
             self._admit_one(request)
             try:
@@ -638,6 +644,7 @@ class Branch:
                     raise
                 results = [exc]
             if durable:
+                holding = True
                 await self._held([request], results, lost)
             return results
         except BaseException as exc:
@@ -645,6 +652,8 @@ class Branch:
             stopped = record_unanswered(scope, [transaction], exc)
             if stopped:
                 await announce_interrupted(scope, stopped)
+            if durable and not holding:
+                await self._held_before_raising(exc, [request], [transaction], lost)
             raise
         finally:
             key = id(request)
@@ -653,6 +662,22 @@ class Branch:
                 _set(self, "_in_flight", self._in_flight - 1)
             if self.retain is not None and not durable:  # (as act() trims)
                 self._trim(self.retain, before=None)
+
+    async def _held_before_raising(
+        self,
+        exc: BaseException,
+        requests: list[ActionRequest],
+        transactions: list[CallTransaction],
+        lost: list[int],
+    ) -> None:
+        """Before *exc* leaves an act() on a branch with durable sinks: if it is an
+        ``Exception`` (a failed call's own, with ``suppress_errors=False``), wait until the
+        sinks hold what the act recorded (:meth:`_held`), as a returning act() does: a caller
+        that sees the failure can rely on its record. ``NotDurableError`` if they do not
+        (*exc* its context). A cancellation or a ``KeyboardInterrupt`` leaves at once: the
+        services write the records."""
+        if isinstance(exc, Exception):
+            await self._held(requests, [t.response for t in transactions], lost)
 
     async def _held(
         self, requests: list[ActionRequest], results: list[Any], lost: list[int]

@@ -54,6 +54,43 @@ async def test_a_sequential_batch_pays_one_commit_per_call(journals: JournalFact
             assert journal.commits <= n + 1, journal.commits
 
 
+async def boom(x: int) -> int:
+    """Fail (an async tool)."""
+    raise RuntimeError(f"boom {x}")
+
+
+@pytest.mark.parametrize(
+    ("shape", "strategy"),
+    [("one", "concurrent"), ("batch", "concurrent"), ("batch", "sequential")],
+)
+async def test_a_failure_raised_by_act_is_committed_before_it_is_raised(
+    journals: JournalFactory, shape: str, strategy: str
+) -> None:
+    """``suppress_errors=False``: the failed call's exception leaves act() only once the
+    journal holds what the act recorded (the failure, the calls cancelled or never started
+    because of it), as a returning act() does. Another journal object sees it at once."""
+    failing = {"function": "boom", "arguments": {"x": 1}}
+    proposals: Any = (
+        failing if shape == "one" else [calls(1)[0], failing, *calls(3)]  # (add, boom, add...)
+    )
+    with trio.fail_after(30):  # real clock: a lingering outcome would wait 1e6 s
+        async with journals.new() as journal:
+            journal.linger = 1e6  # only a commit led by someone else, or a waiter, ends it
+            branch = await journal.branch()
+            branch.register_tools([add, Tool.from_function(boom, effect="pure")])
+            async with branch:
+                with pytest.raises(RuntimeError, match="boom 1"):
+                    await branch.act(proposals, strategy=strategy, suppress_errors=False)
+                sink = journal._engine.sinks[branch.name]
+                assert sink.committed == branch.messages.appended
+                async with journals.new() as other:
+                    done = await other.calls(branch.id)
+                    stored = await other.history(branch.id)
+            assert [m.id for m in stored] == [m.id for m in branch.messages]
+            assert all(c.done for c in done)
+            assert ActionOutcome.FAILED.value in {c.outcome for c in done}
+
+
 async def test_small_sqlite_commits_run_on_the_trio_thread_and_large_ones_on_the_writer(
     tmp_path: Path,
 ) -> None:
