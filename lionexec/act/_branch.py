@@ -24,7 +24,6 @@ from lionexec.conversation._history import running
 from lionexec.errors import (
     ConfigurationError,
     DuplicateCallError,
-    NotDurableError,
     require_trio,
 )
 from lionexec.governance import HookBus, PermissionPolicy, SessionObserver
@@ -34,6 +33,7 @@ from ._alcall import DEFAULT_PARAMS, AlcallParams
 from ._batch import fan_out, spawn_each
 from ._envelope import _TURN_ITEMS, Proposal, read_batch, read_plain_call
 from ._evidence import DEFAULT_SINK_CAPACITY, Evidence, SinkFeed, SinkStatistics
+from ._held import check_held
 from ._log import EventLog
 from ._scope import CallScope, new_request
 from ._transaction import CallTransaction
@@ -685,14 +685,14 @@ class Branch:
         """After the calls of an act() on a branch with durable sinks: wait until each sink
         holds what it has accepted so far (everything appended so far that has been
         answered, the caller is about to see it), check that it holds *requests*
-        (:meth:`_check_held`; *lost*: each feed's count when the act began), then trim what
-        every durable sink holds (``retain=``)."""
+        (``check_held``; *lost*: each feed's count when the act began), then trim what every
+        durable sink holds (``retain=``)."""
         durable = self._durable
         settled = self.messages.appended
         accepted = [feed.accepted for feed in durable]
         for feed, mark in zip(durable, accepted, strict=True):
             await feed.wait_settled(mark)
-        self._check_held(requests, results, lost, accepted)
+        check_held(self.name, durable, self.messages, requests, results, lost, accepted)
         if self.retain is not None:  # only what every durable sink holds
             held = [getattr(feed.sink, "committed", settled) for feed in durable]
             self._trim(self.retain, before=min(settled, *held))
@@ -731,54 +731,6 @@ class Branch:
                 if call_id in known:
                     found.setdefault(call_id, feed.sink)
         return found
-
-    def _check_held(
-        self,
-        requests: list[ActionRequest],
-        responses: list[Any],
-        lost: list[int],
-        accepted: list[int],
-    ) -> None:
-        """Raise :class:`NotDurableError` unless every durable sink holds the record of
-        *requests* (written, after :meth:`SinkFeed.wait_settled`).
-
-        A sink that says how much of the history it holds (``committed``) is asked whether
-        the batch's messages are among those: a write of it that failed may have been made
-        good by a later one (a journal's next commit carries what the failed one missed).
-        Of another, any record lost since the batch began (*lost*: each feed's count then)
-        counts, the batch's own or not, and so does one not written when the wait ended (the
-        feed's service stopped: *accepted*, each feed's count the wait was for).
-        """
-        for feed, before, mark in zip(self._durable, lost, accepted, strict=True):
-            committed = getattr(feed.sink, "committed", None)
-            if type(committed) is int:
-                ours = {request.id for request in requests}
-                unheld = any(
-                    message.id in ours
-                    or (
-                        isinstance(message, ActionResponse)
-                        and message.content.action_request_id in ours
-                    )
-                    for message in self.messages.appended_since(committed)
-                )
-            else:
-                unheld = feed.lost > before or feed.settled < mark
-            if unheld:
-                error = feed.last_error
-                if feed.settled < mark:
-                    why, error = "its service stopped before writing them", None
-                elif error is None:
-                    why = "records dropped: its service stopped, or the branch closed"
-                else:
-                    why = f"a write failed: {error!r}"
-                raise NotDurableError(
-                    f"the {len(requests)} call(s) of this act() were answered and are recorded "
-                    f"in branch {self.name}, but the durable sink {feed.sink!r} does not hold "
-                    f"them ({why}); a journal writes them with its next commit "
-                    "(await journal.flush())",
-                    responses=responses,
-                    sink=repr(feed.sink),
-                ) from error
 
     @trio.lowlevel.enable_ki_protection
     def _admit(
