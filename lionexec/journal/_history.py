@@ -269,6 +269,8 @@ def _read_call_message(record: dict[str, Any]) -> Message | None:
         or type(content.get("arguments")) is not dict
     ):
         return None
+    cls: Callable[..., Message]
+    built: Any  # (its content, of the class the message takes)
     if kind == "action_request" and content.keys() == _REQUEST_KEYS:
         link, call_id, raw = (
             content["action_response_id"],
@@ -276,58 +278,64 @@ def _read_call_message(record: dict[str, Any]) -> Message | None:
             content["raw_arguments"],
         )
         if (
-            (link is None or type(link) is str)
-            and type(call_id) is str
-            and (raw is None or type(raw) is str)
+            not (link is None or type(link) is str)
+            or type(call_id) is not str
+            or not (raw is None or type(raw) is str)
         ):
-            return ActionRequest(
-                id=uuid.UUID(record["id"]),
-                created_at=created_at,
-                sender=sender,
-                recipient=recipient,
-                content=ActionRequestContent(
-                    function=content["function"],
-                    arguments=content["arguments"],
-                    action_response_id=link,
-                    call_id=call_id,
-                    raw_arguments=raw,
-                ),
-            )
+            return None
+        cls, built = (
+            ActionRequest,
+            ActionRequestContent(
+                function=content["function"],
+                arguments=content["arguments"],
+                action_response_id=link,
+                call_id=call_id,
+                raw_arguments=raw,
+            ),
+        )
     elif kind == "action_response" and content.keys() == _RESPONSE_KEYS:
         link, error, attempts = content["action_request_id"], content["error"], content["attempts"]
         outcome, status = content["outcome"], content["status"]
         if (
-            (link is None or type(link) is str)
-            and type(outcome) is str
-            and type(status) is str
-            and type(attempts) is int
-            and (error is None or (type(error) is dict and error.keys() == _ERROR_KEYS))
+            not (link is None or type(link) is str)
+            or type(outcome) is not str
+            or type(status) is not str
+            or type(attempts) is not int
+            or not (error is None or (type(error) is dict and error.keys() == _ERROR_KEYS))
         ):
-            if error is not None:
-                name, text = error["type"], error["message"]
-                if type(name) is not str or type(text) is not str:
-                    return None
-                error = ErrorInfo(type=name, message=text)
-            return ActionResponse(
-                id=uuid.UUID(record["id"]),
-                created_at=created_at,
-                sender=sender,
-                recipient=recipient,
-                content=ActionResponseContent(
-                    function=content["function"],
-                    arguments=content["arguments"],
-                    output=content["output"],
-                    action_request_id=link,
-                    error=error,
-                    outcome=ActionOutcome(outcome),
-                    status=EventStatus(status),
-                    attempts=attempts,
-                ),
-            )
-    return None
+            return None
+        if error is not None:
+            name, text = error["type"], error["message"]
+            if type(name) is not str or type(text) is not str:
+                return None
+            error = ErrorInfo(type=name, message=text)
+        cls, built = (
+            ActionResponse,
+            ActionResponseContent(
+                function=content["function"],
+                arguments=content["arguments"],
+                output=content["output"],
+                action_request_id=link,
+                error=error,
+                outcome=ActionOutcome(outcome),
+                status=EventStatus(status),
+                attempts=attempts,
+            ),
+        )
+    else:
+        return None
+    return cls(
+        id=uuid.UUID(record["id"]),
+        created_at=created_at,
+        sender=sender,
+        recipient=recipient,
+        content=built,
+    )
 
 
-#: The keys of a stored request or response, of their contents, of an error.
+#: The keys of a stored request or response, of their contents, of an error (spelled out,
+#: not read from the classes: a field added to them sends records to the converter, rather
+#: than being left out by the direct path).
 _KEYS: Final = frozenset(("id", "created_at", "sender", "recipient", "content", "kind", "role"))
 _REQUEST_KEYS: Final = frozenset(
     ("function", "arguments", "action_response_id", "call_id", "raw_arguments")
