@@ -39,14 +39,16 @@ import trio
 
 from lionexec.conversation import MessageManager
 
-from ._history import load_history
+from ._history import extend_history, load_history
 from .backends.base import (
     DONE,
+    NOT_NOW,
     ApprovalRow,
     Backend,
     Batch,
     CallRow,
     Claim,
+    MessageRow,
     NotNow,
     Queued,
     RequestOp,
@@ -197,12 +199,45 @@ class CommitEngine:
             raise JournalError(f"{self.name} is not open (use `async with journal:`)")
         return await self.backend.run(fn, cancellable=cancellable)
 
-    async def history(self, branch_id: str) -> MessageManager:
-        """A fresh copy of the committed history of branch *branch_id* (a UUID's text).
+    async def history(self, branch_id: str, since: MessageManager | None = None) -> MessageManager:
+        """The committed history of branch *branch_id* (a UUID's text): a fresh copy, or
+        *since* brought up to date (see :meth:`Journal.history
+        <lionexec.journal.Journal.history>`).
 
         Raises :class:`~lionexec.journal.JournalError` naming the branch and message position
         if a stored message cannot be read.
         """
+        if since is None or not len(since) or len(since) != since.appended:
+            rows = await self.run(lambda store: store.messages(branch_id))
+            return load_history(branch_id, rows)
+        # From the last message *since* holds: the journal must hold the same one there
+        # (message ids are UUIDs, positions are never rewritten: then it holds all of them).
+        start = len(since) - 1
+        last = str(since.appended_since(since.appended - 1)[0].id)
+
+        def read(store: Store) -> list[MessageRow] | None:
+            reader = getattr(store, "messages_from", None)
+            if reader is not None:
+                rows: list[MessageRow] = reader(branch_id, start)
+            else:
+                rows = [row for row in store.messages(branch_id) if row.seq >= start]
+            if rows and rows[0].seq == start and rows[0].message_id == last:
+                return rows[1:]
+            return None  # (not a start of the journal's: the whole history is read)
+
+        # A few rows, usually none: at once on this thread when the backend can (as a small
+        # commit), which costs less than the hand-off to its thread.
+        tail: list[MessageRow] | NotNow | None = NOT_NOW
+        if self._run_now is not None:
+            if not self._open:
+                raise JournalError(f"{self.name} is not open (use `async with journal:`)")
+            tail = self._run_now(read)
+        if isinstance(tail, NotNow):
+            tail = await self.run(read)
+        else:
+            await trio.lowlevel.checkpoint()
+        if tail is not None:
+            return extend_history(since, branch_id, tail)
         rows = await self.run(lambda store: store.messages(branch_id))
         return load_history(branch_id, rows)
 

@@ -32,6 +32,7 @@ from .errors import JournalError
 __all__ = [
     "JournaledCall",
     "dumps_record",
+    "extend_history",
     "load_history",
     "message_body",
     "read_message",
@@ -214,8 +215,17 @@ def load_history(branch_id: str, rows: Sequence[MessageRow]) -> MessageManager:
     The rows hold positions 0, 1, 2, ... (a branch's messages are written in order, never
     removed); a position missing raises :class:`~lionexec.journal.JournalError` naming it.
     """
-    history = MessageManager()
-    for position, row in enumerate(rows):
+    return extend_history(MessageManager(), branch_id, rows)
+
+
+def extend_history(
+    history: MessageManager, branch_id: str, rows: Sequence[MessageRow]
+) -> MessageManager:
+    """Append the messages of *rows* to *history*, which holds positions ``0`` to
+    ``len(history) - 1`` of branch *branch_id*; the rows hold the positions after, in order.
+    Returns *history*. Raises as :func:`load_history` (*history* then holds the messages
+    before the one that failed)."""
+    for position, row in enumerate(rows, len(history)):
         if row.seq != position:
             raise JournalError(
                 f"branch {branch_id} has no message at position {position} (the next one "

@@ -171,7 +171,13 @@ class Journal:
 
     # -- branches -----------------------------------------------------------------------------
 
-    async def branch(self, branch_id: uuid.UUID | str | None = None, **kwargs: Any) -> Branch:
+    async def branch(
+        self,
+        branch_id: uuid.UUID | str | None = None,
+        *,
+        since: MessageManager | None = None,
+        **kwargs: Any,
+    ) -> Branch:
         """The journaled branch *branch_id*: its history as committed, journaled from now on.
 
         ``None`` starts a new branch. Keyword arguments go to :class:`~lionexec.act.Branch`
@@ -179,7 +185,10 @@ class Journal:
         that is open (not yet closed) is returned as is. Enter the branch (``async with``)
         before acting; leaving it commits what is left. A ``policy=`` is given the journal's
         escalation handler (:meth:`approving`): its ``escalate`` decisions become durable
-        approvals.
+        approvals. *since*: the history of this branch as this process last committed it
+        (the ``messages`` of a branch of this journal, closed since): brought up to date as
+        :meth:`history` does, it becomes the new branch's history (so the closed branch must
+        no longer be used), and only what was committed after it is read.
         """
         bid = branch_uuid(branch_id)
         name = str(bid)
@@ -191,7 +200,7 @@ class Journal:
         if sink is not None and sink.branch is not None:
             await trio.lowlevel.checkpoint()
             return sink.branch
-        history = await self.history(name)
+        history = await self.history(name, since=since)
         sink = engine.live_sink(name)  # again: another task may have opened it meanwhile
         if sink is not None and sink.branch is not None:
             return sink.branch
@@ -274,17 +283,48 @@ class Journal:
         """
         return await self._approvals.resume(tools, only_branch=only_branch, **branch_kwargs)
 
+    def committed_history(self, branch: Branch) -> MessageManager | None:
+        """The history of *branch*, a branch of this journal that was closed, if the journal
+        holds every message of it: what to keep, and pass as ``since=`` to the next
+        :meth:`branch` (or :meth:`history`) of that id. ``None`` if the branch is still open,
+        is not this journal's, trimmed its history (``retain=``), or closed without committing
+        everything (its last commit failed). Synchronous."""
+        history = branch.messages
+        for sink in branch.sinks:
+            if isinstance(sink, JournalSink) and sink.engine is self._engine:
+                closed = all(feed.closed and not feed.serving for feed in sink._feeds())
+                if (
+                    closed
+                    and self._engine.sinks.get(sink.branch_id) is not sink
+                    and sink.committed == history.appended == len(history)
+                ):
+                    return history
+        return None
+
     async def branch_ids(self) -> list[uuid.UUID]:
         """Every journaled branch, oldest first."""
         return [uuid.UUID(b) for b in await self._run(lambda store: store.branches())]
 
-    async def history(self, branch_id: uuid.UUID | str) -> MessageManager:
+    async def history(
+        self, branch_id: uuid.UUID | str, *, since: MessageManager | None = None
+    ) -> MessageManager:
         """A fresh copy of a branch's committed history (empty for an unknown branch).
 
+        *since*: a history of this branch that this process kept (the history of a branch
+        of this journal, closed since, whose records were all committed). Only the messages
+        committed after it (by another process, a recovery, a resume) are read, and appended
+        to it: *since* itself is returned, up to date. It is checked first, in the same
+        transaction: if the journal does not hold its last message at that position (it
+        holds messages never committed, or trimmed ones, or it is another branch's), the
+        whole history is read instead and a fresh copy returned (``result is since`` tells
+        which). Reading only what is new makes the cost of a request in a long conversation
+        independent of its length (see ``docs/journal.md``).
+
         Raises :class:`~lionexec.journal.JournalError` naming the branch and message position
-        if a stored message cannot be read.
+        if a stored message cannot be read (*since* then holds the messages before it: drop
+        it).
         """
-        return await self._engine.history(str(branch_uuid(branch_id)))
+        return await self._engine.history(str(branch_uuid(branch_id)), since)
 
     async def calls(
         self, branch_id: uuid.UUID | str | None = None, *, unfinished: bool = False

@@ -111,6 +111,9 @@ class MemoryStore:
     def messages(self, branch_id: str) -> list[MessageRow]:
         return list(self._messages.get(branch_id, ()))
 
+    def messages_from(self, branch_id: str, start: int) -> list[MessageRow]:
+        return self._messages.get(branch_id, [])[max(start, 0) :]
+
     def known_call_ids(
         self, branch_id: str, call_ids: Sequence[str], *, answered: bool = False
     ) -> set[str]:

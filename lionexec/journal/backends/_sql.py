@@ -753,11 +753,26 @@ class SqlStore:
 
     def messages(self, branch_id: str) -> list[MessageRow]:
         self._fold()
-        rows = self._tx.execute(
-            "SELECT branch_id, seq, message_id, kind, body, call_id FROM lionexec_messages "
-            "WHERE branch_id = ? ORDER BY seq",
-            (branch_id,),
-        )
+        return self.messages_from(branch_id, 0)
+
+    def messages_from(self, branch_id: str, start: int) -> list[MessageRow]:
+        if self._unfolded:
+            # The log and the table together, without folding (a read that writes nothing:
+            # the few rows of a kept history's tail). A committed position is in one of the
+            # two, never both: a fold moves its rows in one transaction.
+            rows = self._tx.execute(
+                "SELECT branch_id, seq, message_id, kind, body, call_id FROM lionexec_messages "
+                "WHERE branch_id = ? AND seq >= ? UNION ALL "
+                "SELECT branch_id, seq, message_id, kind, body, call_id FROM lionexec_log "
+                "WHERE event = 0 AND branch_id = ? AND seq >= ? ORDER BY 2",
+                (branch_id, start, branch_id, start),
+            )
+        else:
+            rows = self._tx.execute(
+                "SELECT branch_id, seq, message_id, kind, body, call_id FROM lionexec_messages "
+                "WHERE branch_id = ? AND seq >= ? ORDER BY seq",
+                (branch_id, start),
+            )
         return [MessageRow(r[0], int(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
     def known_call_ids(

@@ -235,6 +235,10 @@ class Store(Protocol):
       with ``?`` placeholders) and ``bulk`` (true on PostgreSQL); on a store without ``tx``
       (in memory), submitting calls and running workers raise
       :class:`~lionexec.journal.JournalError`.
+    * **Optional:** ``messages_from(branch_id, start) -> list[MessageRow]``, a branch's
+      messages at positions ``start`` and after, in order (how a history kept in memory is
+      brought up to date: :meth:`Journal.history <lionexec.journal.Journal.history>` with
+      ``since=``). A store without it is read whole (:meth:`messages`) instead.
     """
 
     def commit(self, batch: Batch) -> list[Claim | Queued]:
