@@ -196,19 +196,28 @@ class ActHandlers(Conversations):
 
     @asynccontextmanager
     async def _loaded(self, conversation: Conversation) -> AsyncIterator[Branch]:
-        """The conversation's journaled branch, loaded from the journal, running for the
-        block (its hooks published while the hub has subscribers); closed at the end."""
-        assert self.journal is not None
-        branch = await self.journal.branch(
-            conversation.branch_id, registry=self.registry, policy=self.policy, sinks=self.sinks
+        """The conversation's journaled branch, loaded from the journal (only what was
+        committed since its last request here, if its history was kept), running for the
+        block (its hooks published while the hub has subscribers); closed at the end, and
+        its history kept if the journal holds all of it."""
+        journal = self.journal
+        assert journal is not None
+        branch = await journal.branch(
+            conversation.branch_id,
+            since=self._take_kept(conversation),
+            registry=self.registry,
+            policy=self.policy,
+            sinks=self.sinks,
         )
         self._swap(conversation, branch)
         try:
             async with branch:
                 yield branch
-        finally:  # the history goes with the request: nothing stays cached
+        finally:
             assert conversation.idle is not None
             self._swap(conversation, conversation.idle)
+        # (only after a clean close: the next request reads what was committed since)
+        self._keep(conversation, journal.committed_history(branch))
 
     async def _run(
         self, conversation: Conversation, request: ActBody

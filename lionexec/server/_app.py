@@ -125,6 +125,8 @@ class App(ActHandlers, ApprovalHandlers):
         self._locks: dict[uuid.UUID, trio.Lock] = {}
         self.hub = EventHub(self.config.subscriber_buffer, on_watch=self._watch_all)
         self.conversations: OrderedDict[str, Conversation] = OrderedDict()
+        self._kept: OrderedDict[str, tuple[Conversation, int]] = OrderedDict()
+        self._kept_messages = 0
         self.limiter = trio.CapacityLimiter(self.config.max_concurrent_calls)
         token = self.config.token
         self._authorization = None if token is None else token.encode()

@@ -24,6 +24,11 @@ def _positive_int(_instance: object, attribute: attrs.Attribute[Any], value: obj
         raise ValueError(f"{attribute.name} must be an int >= 1, got {value!r}")
 
 
+def _non_negative_int(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{attribute.name} must be an int >= 0, got {value!r}")
+
+
 def _optional_positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None:
         _positive(instance, attribute, value)
@@ -80,9 +85,16 @@ class ServerConfig:
         stream_chunk: messages written per chunk of a streamed history (100).
         max_history: messages a journaled conversation may hold (10,000): a ``POST
             /v1/act`` whose new calls would take it past that gets a 409 (retries of
-            recorded calls are still answered). Every request of a journaled conversation
-            reads its whole history from the journal, so this bounds what each one costs.
-            (An in-memory conversation has no such cap: it is read in place.)
+            recorded calls are still answered). A request of a journaled conversation whose
+            history is not kept (see ``history_cache``) reads it whole from the journal, so
+            this bounds what each one costs. (An in-memory conversation has no such cap: it
+            is read in place.)
+        history_cache: messages of journaled conversations kept in memory between their
+            requests, all conversations together (20,000; ``0`` keeps none). A ``POST
+            /v1/act`` of a conversation whose history is kept reads only the messages
+            committed since its last request here (by another replica, a recovery, an
+            approval), not the whole history; the least recently kept histories are dropped
+            past the budget, and so is a conversation's when it is evicted.
         max_json_depth: nesting levels a JSON body, or a call's ``arguments`` string, may
             have (32).
         subscriber_buffer: events buffered per event-stream subscriber before it is dropped
@@ -128,6 +140,7 @@ class ServerConfig:
     max_page_size: int = attrs.field(default=1000, validator=_positive_int)
     stream_chunk: int = attrs.field(default=100, validator=_positive_int)
     max_history: int = attrs.field(default=10_000, validator=_positive_int)
+    history_cache: int = attrs.field(default=20_000, validator=_non_negative_int)
     max_json_depth: int = attrs.field(default=32, validator=_positive_int)
     subscriber_buffer: int = attrs.field(default=256, validator=_positive_int)
     graceful_timeout: float = attrs.field(default=3.0, validator=_positive)

@@ -55,8 +55,11 @@ class Conversation:
     active: int = 0
     #: Stops publishing this conversation's events; set while the hub has subscribers.
     unwatch: Callable[[], None] | None = None
-    #: Journaled: the branch stand-in between requests (no history is kept in memory).
+    #: Journaled: the branch stand-in between requests.
     idle: Branch | None = None
+    #: Journaled: its history as the journal held it when its last request here ended, if
+    #: kept (``history_cache``): the next request reads only what was committed since.
+    kept: MessageManager | None = None
 
     @property
     def branch_id(self) -> uuid.UUID:
@@ -202,6 +205,9 @@ class Conversations:
     limiter: trio.CapacityLimiter
     _locks: dict[uuid.UUID, trio.Lock]
     _memory_registry: ActionManager | None
+    #: The conversations whose history is kept, least recently kept first, and its size.
+    _kept: OrderedDict[str, tuple[Conversation, int]]
+    _kept_messages: int
 
     # -- conversations, eviction ------------------------------------------------------------
 
@@ -281,7 +287,9 @@ class Conversations:
         return lock
 
     def _forget(self, conversation: Conversation) -> None:
-        """Drop an evicted conversation's lock too, unless someone holds or waits for it."""
+        """Drop an evicted conversation's kept history, and its lock unless someone holds
+        or waits for it."""
+        self._take_kept(conversation)
         lock = self._locks.get(conversation.branch_id)
         if lock is not None and not lock.locked() and not lock.statistics().tasks_waiting:
             del self._locks[conversation.branch_id]
@@ -321,6 +329,31 @@ class Conversations:
             self._touch(conversation)
 
     # -- the journaled branch of a request ---------------------------------------------------
+
+    def _take_kept(self, conversation: Conversation) -> MessageManager | None:
+        """The conversation's kept history, no longer kept (a request takes it over)."""
+        kept, conversation.kept = conversation.kept, None
+        if kept is not None:
+            _, size = self._kept.pop(conversation.id)
+            self._kept_messages -= size
+        return kept
+
+    def _keep(self, conversation: Conversation, history: MessageManager | None) -> None:
+        """Keep *history* (the conversation's, all committed) for its next request, within
+        ``history_cache`` messages: the least recently kept ones go first."""
+        budget = self.config.history_cache
+        if history is None or not len(history) or len(history) > budget:
+            return
+        if self.conversations.get(conversation.id) is not conversation:
+            return  # (evicted meanwhile: nothing would drop it)
+        self._take_kept(conversation)
+        conversation.kept = history
+        self._kept[conversation.id] = (conversation, len(history))
+        self._kept_messages += len(history)
+        while self._kept_messages > budget:
+            _, (oldest, size) = self._kept.popitem(last=False)
+            oldest.kept = None
+            self._kept_messages -= size
 
     @asynccontextmanager
     async def _replica_lock_of(self, branch_id: uuid.UUID) -> AsyncIterator[None]:

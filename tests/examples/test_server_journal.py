@@ -25,11 +25,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from lionexec.journal import JournalConnectionError, open_journal
+from lionexec.journal.backends._sql import SqlStore
 from lionexec.journal.workers import Worker
 from lionexec.otel import OtelSink
 from lionexec.server import _locks
+from lionexec.server._conversations import branch_id_of
 from lionexec.server._locks import _try_lock
-from lionexec.tools import Tool
+from lionexec.tools import ActionManager, Tool
 
 from ..support.postgres import PostgresServer
 from .conftest import DEMO_TOOLS, SERVER_PATH, announced_url, call, server
@@ -722,6 +724,105 @@ async def test_a_journaled_conversation_is_capped_at_max_history(tmp_path: Path)
         server.ServerConfig(max_history=0)
 
 
+def whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The branch ids whose whole history the journal reads from now on (SQLite)."""
+    seen: list[str] = []
+    whole = SqlStore.messages
+
+    def messages(self: Any, branch_id: str) -> Any:
+        seen.append(branch_id)
+        return whole(self, branch_id)
+
+    monkeypatch.setattr(SqlStore, "messages", messages)
+    return seen
+
+
+async def test_a_kept_conversation_reads_only_what_was_committed_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its first request, a conversation's requests read only the messages committed
+    since its last one: none, or what another writer of the journal added meanwhile."""
+    runs: list[str] = []
+    tools = counted_tools(runs)
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "kept.db"))
+    branch_id = str(branch_id_of("k"))
+    with trio.fail_after(BUDGET):
+        async with running_server(config, tools) as (app, client):
+            reads = whole_reads(monkeypatch)
+            for name in ("a", "b", "c"):
+                body = {"conversation_id": "k", "tool_calls": [call("note", {"text": name}, name)]}
+                assert (await client.post("/v1/act", json=body)).status_code == 200
+            assert reads == [branch_id]  # the first request only
+            assert len(app.conversations["k"].kept) == 6
+
+            # another writer goes on with the conversation's branch meanwhile
+            registry = ActionManager()
+            registry.register_tools(tools)
+            other = await app.journal.branch(branch_id, registry=registry)
+            async with other:
+                await other.act([{"function": "note", "arguments": {"text": "d"}, "call_id": "d"}])
+            # a retry of its call is answered from what it recorded: the request read it
+            reads.clear()
+            retry = {"conversation_id": "k", "tool_calls": [call("note", {"text": "d"}, "d")]}
+            reply = await client.post("/v1/act", json=retry)
+            assert reply.status_code == 200, reply.text
+            assert [m["content"] for m in reply.json()["messages"]] == ["noted d"]
+            assert reads == [] and runs == ["a", "b", "c", "d"]
+            assert len(app.conversations["k"].kept) == 8
+            assert (await history_of(client, "k"))["total"] == 8
+
+
+async def test_kept_histories_stay_within_history_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``history_cache`` bounds the messages kept, all conversations together: the least
+    recently kept go first, a history larger than all of it is not kept, and ``0`` keeps
+    nothing (each request reads its conversation whole)."""
+
+    def body(conversation: str, call_id: str) -> dict[str, Any]:
+        return {
+            "conversation_id": conversation,
+            "tool_calls": [call("word_count", {"text": "a b"}, call_id)],
+        }
+
+    with trio.fail_after(BUDGET):
+        config = server.ServerConfig(port=0, journal=str(tmp_path / "c.db"), history_cache=5)
+        async with running_server(config, list(DEMO_TOOLS)) as (app, client):
+            reads = whole_reads(monkeypatch)
+            assert (await client.post("/v1/act", json=body("x", "1"))).status_code == 200
+            assert (await client.post("/v1/act", json=body("y", "1"))).status_code == 200
+            assert list(app._kept) == ["x", "y"] and app._kept_messages == 4
+            assert (await client.post("/v1/act", json=body("y", "2"))).status_code == 200
+            assert list(app._kept) == ["y"] and app._kept_messages == 4  # x went first
+            assert app.conversations["x"].kept is None
+            assert (await client.post("/v1/act", json=body("y", "3"))).status_code == 200
+            assert not app._kept and app._kept_messages == 0  # 6 messages: more than it holds
+            assert (await client.post("/v1/act", json=body("y", "4"))).status_code == 200
+            assert reads == [str(branch_id_of(c)) for c in ("x", "y", "y")]
+        config = server.ServerConfig(port=0, journal=str(tmp_path / "n.db"), history_cache=0)
+        async with running_server(config, list(DEMO_TOOLS)) as (app, client):
+            reads.clear()
+            for call_id in ("1", "2"):
+                assert (await client.post("/v1/act", json=body("z", call_id))).status_code == 200
+            assert not app._kept and reads == [str(branch_id_of("z"))] * 2
+    with pytest.raises(ValueError, match="history_cache"):
+        server.ServerConfig(history_cache=-1)
+
+
+async def test_an_evicted_conversation_drops_its_kept_history(tmp_path: Path) -> None:
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "e.db"), max_conversations=1)
+    with trio.fail_after(BUDGET):
+        async with running_server(config, list(DEMO_TOOLS)) as (app, client):
+            for conversation in ("p", "q"):
+                body = {
+                    "conversation_id": conversation,
+                    "tool_calls": [call("word_count", {"text": "a"}, "w")],
+                }
+                assert (await client.post("/v1/act", json=body)).status_code == 200
+                assert list(app._kept) == [conversation]
+            assert list(app.conversations) == ["q"] and app._kept_messages == 2
+
+
 async def test_a_call_whose_outcome_the_journal_refuses_is_a_503(tmp_path: Path) -> None:
     """The call ran but the journal refused its outcome: the client gets a 503, never a
     200 with a response the journal does not hold."""
@@ -740,6 +841,7 @@ async def test_a_call_whose_outcome_the_journal_refuses_is_a_503(tmp_path: Path)
 
             journal._engine._commit_batch = outcomes_refused
             reply = await client.post("/v1/act", json=body)
+            assert app.conversations["o"].kept is None  # (what the journal refused is not kept)
     assert reply.status_code == 503, reply.text
     assert "the outcome commit was refused (test)" in reply.json()["error"]
     assert runs == ["x"]
