@@ -15,6 +15,9 @@ calls of a trivial async tool (``pure``):
 * **transactions per call**: how many transactions a journaled call costs (commits over
   calls), sequential and concurrent, on SQLite and PostgreSQL: a sequential call pays one
   (its write-ahead; the outcome before it rides along), a concurrent batch a few in all.
+* **lionexec serve**: CPU per one-call ``POST /v1/act`` of a journaled server (SQLite, in
+  process, conversations of 50 requests), with the conversation's history kept between its
+  requests (the default) and read whole by each (``history_cache=0``), and the two paired.
 * **recovery**: the time ``journal.recover`` takes for ``R`` journaled calls a crash left
   without an outcome (``unsafe``: each gets ``interrupted``), per call (times ``R`` for the
   whole), on SQLite and on PostgreSQL.
@@ -48,6 +51,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import trio
 
 from ._harness import Body, Case, k, main, unavailable
 from .act import paired_body
@@ -244,6 +249,68 @@ def recovery_body(target: Callable[[], str]) -> Body:
     return body
 
 
+#: Requests per conversation of the journaled-server rows (its history grows to twice that).
+SERVER_CONVERSATION = 50
+
+
+def server_body(history_cache: int) -> Body:
+    """CPU time (all threads) of ``n`` one-call ``POST /v1/act`` requests to a journaled
+    ``lionexec serve`` app (``examples/server.py``'s tools, an SQLite journal), called in
+    process as ASGI (no HTTP), :data:`SERVER_CONVERSATION` requests per conversation, one
+    after another; with ``history_cache=0`` every request reads its conversation's whole
+    history, otherwise only what was committed since its last one."""
+
+    async def body(n: int) -> float:
+        from lionexec import server
+
+        from .server_load import act_body as request_body
+        from .server_load import example_server, ok
+
+        config = server.ServerConfig(port=0, journal=_sqlite_target(), history_cache=history_cache)
+        tools = example_server().DEMO_TOOLS
+        async with server.open_app(config, tools=tools) as app:
+            replies: list[dict[str, Any]] = []
+            bodies: list[bytes] = []
+
+            async def receive() -> dict[str, Any]:
+                if bodies:  # the request's body, then nothing (the client stays connected)
+                    return {"type": "http.request", "body": bodies.pop(), "more_body": False}
+                await trio.sleep_forever()
+                raise AssertionError("unreachable")
+
+            async def send(message: Any) -> None:
+                replies.append(message)
+
+            start = time.process_time()
+            for i in range(n):
+                bodies.append(request_body(f"c{i // SERVER_CONVERSATION}", i))
+                replies.clear()
+                await app(_scope(len(bodies[0])), receive, send)  # type: ignore[arg-type]
+                assert ok(replies[0]["status"], replies[1]["body"]), replies
+            elapsed = time.process_time() - start
+        return elapsed
+
+    return body
+
+
+def _scope(length: int) -> dict[str, Any]:
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/act",
+        "raw_path": b"/v1/act",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [*headers, (b"content-length", str(length).encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+
+
 def cases(impl: str, quick: bool) -> list[Case]:
     n = QUICK_CALLS if quick else CALLS
     unfinished = QUICK_UNFINISHED if quick else UNFINISHED
@@ -352,6 +419,28 @@ def cases(impl: str, quick: bool) -> list[Case]:
         kind="report",
         warmup=10,
     )
+    requests = 100 if quick else 300
+    server_rows = [
+        Case(
+            f"journal: lionexec serve request CPU, SQLite, {how}",
+            requests,
+            server_body(cache),
+            repeats=5,
+            warmup=50,
+            note="CPU time of the process per request",
+        )
+        for how, cache in (("history kept", 20_000), ("history read whole", 0))
+    ]
+    server_paired = Case(
+        f"journal: lionexec serve request CPU, history kept / read whole, paired, {requests}",
+        requests,
+        paired_body(
+            {"one-call requests": (server_body(20_000), server_body(0))},
+            PAIRED_RUNS,
+        ),
+        kind="report",
+        warmup=10,
+    )
     transactions = Case(
         f"journal: transactions per call, {k(n)} calls",
         n,
@@ -367,6 +456,7 @@ def cases(impl: str, quick: bool) -> list[Case]:
         return unavailable(act_rows + recovery_rows, "no counterpart: lionexec's durable journal")
     out = act_rows + power_rows + recovery_rows
     out += [paired, paired_floor, paired_postgres, power, transactions]
+    out += [*server_rows, server_paired]
     try:
         _postgres_target()
     except Exception as exc:  # no server binaries, no psycopg: those rows n/a, with the reason
