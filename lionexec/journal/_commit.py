@@ -225,8 +225,9 @@ class CommitEngine:
                 return rows[1:]
             return None  # (not a start of the journal's: the whole history is read)
 
-        # A few rows, usually none: at once on this thread when the backend can (as a small
-        # commit), which costs less than the hand-off to its thread.
+        # Usually no row, or a few: read at once on this thread when the backend can (as a
+        # small commit is written), which costs less than the hand-off to its thread. (Each
+        # row is decoded on this thread afterwards anyway, at several times its read's cost.)
         tail: list[MessageRow] | NotNow | None = NOT_NOW
         if self._run_now is not None:
             if not self._open:
