@@ -188,7 +188,8 @@ class Journal:
         approvals. *since*: the history of this branch as this process last committed it
         (the ``messages`` of a branch of this journal, closed since): brought up to date as
         :meth:`history` does, it becomes the new branch's history (so the closed branch must
-        no longer be used), and only what was committed after it is read.
+        no longer be used), and only what was committed after it is read. (A branch open here
+        is returned as is, *since* unused.)
         """
         bid = branch_uuid(branch_id)
         name = str(bid)
