@@ -12,9 +12,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import trio
 
 import lionexec.server as server
+from lionexec.journal.backends._sql import SqlStore
 
 SERVER_PATH = Path(__file__).resolve().parents[2] / "examples" / "server.py"
 
@@ -54,3 +56,18 @@ async def announced_url(process: trio.Process) -> str:
     match = re.search(rb"http://127\.0\.0\.1:\d+", text)
     assert match is not None, text
     return match.group().decode()
+
+
+@pytest.fixture
+def whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The branch ids whose whole history an SQL journal reads (``SqlStore.messages``), in
+    order, from now on."""
+    seen: list[str] = []
+    whole = SqlStore.messages
+
+    def messages(self: Any, branch_id: str) -> Any:
+        seen.append(branch_id)
+        return whole(self, branch_id)
+
+    monkeypatch.setattr(SqlStore, "messages", messages)
+    return seen

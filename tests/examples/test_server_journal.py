@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from lionexec.journal import JournalConnectionError, open_journal
-from lionexec.journal.backends._sql import SqlStore
 from lionexec.journal.workers import Worker
 from lionexec.otel import OtelSink
 from lionexec.server import _locks
@@ -724,21 +723,8 @@ async def test_a_journaled_conversation_is_capped_at_max_history(tmp_path: Path)
         server.ServerConfig(max_history=0)
 
 
-def whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The branch ids whose whole history the journal reads from now on (SQLite)."""
-    seen: list[str] = []
-    whole = SqlStore.messages
-
-    def messages(self: Any, branch_id: str) -> Any:
-        seen.append(branch_id)
-        return whole(self, branch_id)
-
-    monkeypatch.setattr(SqlStore, "messages", messages)
-    return seen
-
-
 async def test_a_kept_conversation_reads_only_what_was_committed_since(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, whole_reads: list[str]
 ) -> None:
     """After its first request, a conversation's requests read only the messages committed
     since its last one: none, or what another writer of the journal added meanwhile."""
@@ -748,7 +734,8 @@ async def test_a_kept_conversation_reads_only_what_was_committed_since(
     branch_id = str(branch_id_of("k"))
     with trio.fail_after(BUDGET):
         async with running_server(config, tools) as (app, client):
-            reads = whole_reads(monkeypatch)
+            reads = whole_reads
+            reads.clear()
             for name in ("a", "b", "c"):
                 body = {"conversation_id": "k", "tool_calls": [call("note", {"text": name}, name)]}
                 assert (await client.post("/v1/act", json=body)).status_code == 200
@@ -773,7 +760,7 @@ async def test_a_kept_conversation_reads_only_what_was_committed_since(
 
 
 async def test_kept_histories_stay_within_history_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, whole_reads: list[str]
 ) -> None:
     """``history_cache`` bounds the messages kept, all conversations together: the least
     recently kept go first, a history larger than all of it is not kept, and ``0`` keeps
@@ -788,7 +775,8 @@ async def test_kept_histories_stay_within_history_cache(
     with trio.fail_after(BUDGET):
         config = server.ServerConfig(port=0, journal=str(tmp_path / "c.db"), history_cache=5)
         async with running_server(config, list(DEMO_TOOLS)) as (app, client):
-            reads = whole_reads(monkeypatch)
+            reads = whole_reads
+            reads.clear()
             assert (await client.post("/v1/act", json=body("x", "1"))).status_code == 200
             assert (await client.post("/v1/act", json=body("y", "1"))).status_code == 200
             assert list(app._kept) == ["x", "y"] and app._kept_messages == 4
