@@ -39,19 +39,25 @@ def calls(*values: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
-    """Every read of a branch's messages, as ``("whole", 0)`` or ``("from", start)``."""
+    """Every read of a branch's messages, as ``("whole", 0)`` or ``("from", start)``; a read
+    repeated at once is counted once (PostgreSQL runs a transaction's function a second time,
+    on a connection, when it reads)."""
     seen: list[tuple[str, int]] = []
+    inside: list[bool] = []  # (a whole read reads from position 0 itself)
     for store in (SqlStore, MemoryStore):
         whole, tail = store.messages, store.messages_from
 
         def messages(self: Any, branch_id: str, _whole: Any = whole) -> Any:
-            seen.append(("whole", 0))
-            return _whole(self, branch_id)
+            if seen[-1:] != [("whole", 0)]:
+                seen.append(("whole", 0))
+            inside.append(True)
+            try:
+                return _whole(self, branch_id)
+            finally:
+                inside.pop()
 
         def messages_from(self: Any, branch_id: str, start: int, _tail: Any = tail) -> Any:
-            if (not seen or seen[-1] != ("whole", 0) or start) and (
-                not seen or seen[-1] != ("from", start)  # (PostgreSQL runs a reading
-            ):  # transaction's function a second time, to run it on a connection)
+            if not inside and seen[-1:] != [("from", start)]:
                 seen.append(("from", start))
             return _tail(self, branch_id, start)
 
