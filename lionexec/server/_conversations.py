@@ -444,18 +444,26 @@ class Conversations:
 
     async def _history_of(self, conversation_id: str) -> MessageManager:
         """The conversation's history: the live branch's (in memory), or the journal's
-        committed copy (so any replica, or a restarted server, serves it); 404 if none."""
+        committed copy (so any replica, or a restarted server, serves it); 404 if none.
+
+        Journaled, a kept history is taken (no request can take it meanwhile), brought up
+        to date, and kept again unless a request kept a history of its own since. The caller
+        reads it at once: a request may take it over at the next checkpoint."""
         if self.journal is None:
             return self._existing(conversation_id).branch.messages
         if CONVERSATION_ID.fullmatch(conversation_id):
+            conversation = self.conversations.get(conversation_id)
+            kept = None if conversation is None else self._take_kept(conversation)
             try:
-                history = await self.journal.history(branch_id_of(conversation_id))
+                history = await self.journal.history(branch_id_of(conversation_id), since=kept)
             except JournalError as exc:
                 raise HTTPError(
                     503,
                     f"the journal could not read conversation {conversation_id!r} ({exc}); "
                     "try again",
                 ) from None
+            if conversation is not None and conversation.kept is None:
+                self._keep(conversation, history)
             if len(history):
                 return history
         raise HTTPError(404, f"no conversation {_preview(conversation_id)}")

@@ -756,7 +756,10 @@ async def test_a_kept_conversation_reads_only_what_was_committed_since(
             assert [m["content"] for m in reply.json()["messages"]] == ["noted d"]
             assert reads == [] and runs == ["a", "b", "c", "d"]
             assert len(app.conversations["k"].kept) == 8
+            # a history page reads what is new too, and the history stays kept
             assert (await history_of(client, "k"))["total"] == 8
+            assert len(await records(client, "k")) == 8
+            assert reads == [] and len(app.conversations["k"].kept) == 8
 
 
 async def test_kept_histories_stay_within_history_cache(
