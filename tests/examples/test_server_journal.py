@@ -762,6 +762,45 @@ async def test_a_kept_conversation_reads_only_what_was_committed_since(
             assert reads == [] and len(app.conversations["k"].kept) == 8
 
 
+async def test_pages_read_while_requests_run_leave_the_kept_history_whole(
+    tmp_path: Path,
+) -> None:
+    """History pages and streams taken while requests of the same conversation run: each
+    page is the committed history, never shorter than the one before, and what stays kept
+    is the journal's history."""
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "pages.db"))
+    totals: list[int] = []
+    with trio.fail_after(BUDGET):
+        async with running_server(config, list(DEMO_TOOLS)) as (app, client):
+
+            async def post() -> None:
+                for i in range(8):
+                    body = {
+                        "conversation_id": "p",
+                        "tool_calls": [call("word_count", {"text": "a b"}, f"w{i}")],
+                    }
+                    assert (await client.post("/v1/act", json=body)).status_code == 200
+
+            async def read() -> None:
+                for _ in range(16):
+                    reply = await client.get("/v1/conversations/p")
+                    if reply.status_code == 200:
+                        totals.append(reply.json()["total"])
+                        assert len(await records(client, "p")) >= totals[-1]
+                    else:
+                        assert reply.status_code == 404  # (before the first request)
+                    await trio.lowlevel.checkpoint()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(post)
+                nursery.start_soon(read)
+            kept = app.conversations["p"].kept
+            assert kept is not None
+            assert kept == await app.journal.history(branch_id_of("p")) and len(kept) == 16
+    # (a page between a call's write-ahead and its outcome holds its request alone)
+    assert totals and totals == sorted(totals) and totals[-1] <= 16
+
+
 async def test_kept_histories_stay_within_history_cache(
     tmp_path: Path, whole_reads: list[str]
 ) -> None:
