@@ -207,8 +207,13 @@ class ApprovalHandlers(Conversations):
         call_id = approval.call_id
         try:
             async with lock, self._replica_lock_of(branch_id):
+                kept = None if conversation is None else self._take_kept(conversation)
                 branch = await journal.branch(
-                    branch_id, registry=self.registry, policy=self.policy, sinks=self.sinks
+                    branch_id,
+                    since=kept,
+                    registry=self.registry,
+                    policy=self.policy,
+                    sinks=self.sinks,
                 )
                 with self._resuming(conversation, branch) as publish:
                     async with branch, self.limiter:
@@ -230,6 +235,8 @@ class ApprovalHandlers(Conversations):
                                 )
                                 publish("act.cancelled", call_ids=[call_id] if cancelled else [])
                             raise
+                    if conversation is not None:  # (as a request keeps it: see _loaded)
+                        self._keep(conversation, journal.committed_history(branch))
                     request = branch.messages.request_for_call_id(call_id)
                     response = branch.messages.response_for(request) if request else None
                     status = None if response is None else response.content.status.value

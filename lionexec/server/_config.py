@@ -91,11 +91,11 @@ class ServerConfig:
             is read in place.)
         history_cache: messages of journaled conversations kept in memory between their
             requests, all conversations together (20,000; ``0`` keeps none). A request (``POST
-            /v1/act``, a history page or stream) of a conversation whose history is kept
-            reads only the messages committed since its last request here (by another
-            replica, a recovery, an approval), not the whole history; the least recently kept
-            histories are dropped past the budget, and so is a conversation's when it is
-            evicted.
+            /v1/act``, a history page or stream, an approval's resume) of a conversation
+            whose history is kept reads only the messages committed since its last request
+            here (by another replica, a recovery, an approval), not the whole history; the
+            least recently kept histories are dropped past the budget, and so is a
+            conversation's when it is evicted.
         max_json_depth: nesting levels a JSON body, or a call's ``arguments`` string, may
             have (32).
         subscriber_buffer: events buffered per event-stream subscriber before it is dropped

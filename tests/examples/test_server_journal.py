@@ -365,6 +365,32 @@ async def test_a_parked_call_survives_a_restart_and_runs_once_when_approved(
     assert sorted(outcomes) == ["completed", "completed"]
 
 
+async def test_an_approval_resumed_here_keeps_its_conversation_history(
+    tmp_path: Path, whole_reads: list[str]
+) -> None:
+    """Resuming an approved call of a conversation this server holds reads only what was
+    committed since its last request, and keeps the history with the call's answer in it."""
+    paid: list[str] = []
+    config = server.ServerConfig(port=0, journal=str(tmp_path / "k.db"), approve=("pay",))
+    body = {
+        "conversation_id": "k",
+        "tool_calls": [call("pay", {"invoice": "K", "amount": 1}, "p")],
+    }
+    with trio.fail_after(BUDGET):
+        async with running_server(config, payment_tools(paid)) as (app, client):
+            whole_reads.clear()
+            reply = await client.post("/v1/act", json=body)
+            approval_id = reply.json()["messages"][0]["approval_id"]
+            decided = await client.post(f"/v1/approvals/{approval_id}", content=b"")
+            assert decided.status_code == 200, decided.text
+            assert decided.json()["message"]["outcome"] == "completed" and paid == ["K"]
+            assert whole_reads == [str(branch_id_of("k"))]  # the first request's only
+            kept = app.conversations["k"].kept
+            assert kept is not None and kept == await app.journal.history(branch_id_of("k"))
+            answers = [m.content.outcome.value for m in kept.responses()]
+            assert answers == ["completed"]
+
+
 async def test_a_rejected_call_is_denied_and_bad_decisions_are_refused(tmp_path: Path) -> None:
     paid: list[str] = []
     config = server.ServerConfig(port=0, journal=str(tmp_path / "r.db"), approve=["pay"])
