@@ -207,11 +207,17 @@ class CommitEngine:
         Raises :class:`~lionexec.journal.JournalError` naming the branch and message position
         if a stored message cannot be read.
         """
-        if since is None or not len(since) or len(since) != since.appended:
-            rows = await self.run(lambda store: store.messages(branch_id))
-            return load_history(branch_id, rows)
-        # From the last message *since* holds: the journal must hold the same one there
-        # (message ids are UUIDs, positions are never rewritten: then it holds all of them).
+        if since is not None and len(since) and len(since) == since.appended:
+            tail = await self._tail(branch_id, since)
+            if tail is not None:
+                return extend_history(since, branch_id, tail)
+        rows = await self.run(lambda store: store.messages(branch_id))
+        return load_history(branch_id, rows)
+
+    async def _tail(self, branch_id: str, since: MessageManager) -> list[MessageRow] | None:
+        """The rows of branch *branch_id* after those *since* holds, if the journal holds
+        *since*'s last message at its position (message ids are UUIDs, positions are never
+        rewritten: then it holds all of them); ``None`` if not."""
         start = len(since) - 1
         last = str(since.appended_since(since.appended - 1)[0].id)
 
@@ -223,24 +229,27 @@ class CommitEngine:
                 rows = [row for row in store.messages(branch_id) if row.seq >= start]
             if rows and rows[0].seq == start and rows[0].message_id == last:
                 return rows[1:]
-            return None  # (not a start of the journal's: the whole history is read)
+            return None
 
         # Usually no row, or a few: read at once on this thread when the backend can (as a
         # small commit is written), which costs less than the hand-off to its thread. (Each
         # row is decoded on this thread afterwards anyway, at several times its read's cost.)
-        tail: list[MessageRow] | NotNow | None = NOT_NOW
-        if self._run_now is not None:
-            if not self._open:
-                raise JournalError(f"{self.name} is not open (use `async with journal:`)")
-            tail = self._run_now(read)
-        if isinstance(tail, NotNow):
-            tail = await self.run(read)
-        else:
-            await trio.lowlevel.checkpoint()
-        if tail is not None:
-            return extend_history(since, branch_id, tail)
-        rows = await self.run(lambda store: store.messages(branch_id))
-        return load_history(branch_id, rows)
+        now = self._at_once(read)
+        if isinstance(now, NotNow):
+            return await self.run(read)
+        await trio.lowlevel.checkpoint()
+        return now
+
+    def _at_once(self, fn: Callable[[Store], T]) -> T | NotNow:
+        """``fn(store)`` in one transaction on this thread if the backend can run it at once
+        (see :meth:`Backend.run_now <lionexec.journal.backends.Backend.run_now>`), else
+        :data:`NOT_NOW` (nothing done); raises if the journal is not open."""
+        if self._run_now is None:
+            return NOT_NOW
+        if not self._open:
+            raise JournalError(f"{self.name} is not open (use `async with journal:`)")
+        result: T | NotNow = self._run_now(fn)
+        return result
 
     # -- the open branches --------------------------------------------------------------------
 
@@ -362,9 +371,7 @@ class CommitEngine:
         the module docs). A small one runs at once on this thread when the backend can (see
         :meth:`Backend.run_now <lionexec.journal.backends.Backend.run_now>`)."""
         if self._run_now is not None and batch.size() <= INLINE_ROWS:
-            if not self._open:
-                raise JournalError(f"{self.name} is not open (use `async with journal:`)")
-            now: list[Claim | Queued] | NotNow = self._run_now(lambda store: store.commit(batch))
+            now = self._at_once(lambda store: store.commit(batch))
             if not isinstance(now, NotNow):
                 return now
         timeout = self.commit_timeout
