@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -43,6 +44,7 @@ from ._history import extend_history, load_history
 from .backends.base import (
     DONE,
     NOT_NOW,
+    RERUNNABLE,
     ApprovalRow,
     Backend,
     Batch,
@@ -143,6 +145,11 @@ class CommitEngine:
         if getattr(type(backend), "run_now", None) is Backend.run_now:
             run_now = None
         self._run_now = run_now
+        #: Whether ``run_now`` takes ``synced=`` (see :meth:`Backend.run
+        #: <lionexec.journal.backends.Backend.run>`), and whether the function behind the
+        #: backend's ``run`` last asked does (it is looked up at each call: wrapped, say).
+        self._now_relaxes = run_now is not None and _takes_synced(run_now)
+        self._run_relaxes: tuple[object, bool] = (None, False)
         self._open = False
         self._closed = False
         self._pending: list[_Pending] = []
@@ -192,12 +199,24 @@ class CommitEngine:
         else:
             await trio.lowlevel.checkpoint()
 
-    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
+    async def run(
+        self, fn: Callable[[Store], T], *, cancellable: bool = True, synced: bool = True
+    ) -> T:
         """``fn(store)`` in one transaction of the backend (see :meth:`Backend.run
-        <lionexec.journal.backends.Backend.run>`); raises if the journal is not open."""
+        <lionexec.journal.backends.Backend.run>`); raises if the journal is not open.
+        *synced* false is passed on to a backend that takes it."""
         if not self._open:
             raise JournalError(f"{self.name} is not open (use `async with journal:`)")
-        return await self.backend.run(fn, cancellable=cancellable)
+        run: Callable[..., Awaitable[T]] = self.backend.run
+        if not synced:
+            func = getattr(run, "__func__", run)
+            known, relaxes = self._run_relaxes
+            if known is not func:
+                relaxes = _takes_synced(run)
+                self._run_relaxes = (func, relaxes)
+            if relaxes:
+                return await run(fn, cancellable=cancellable, synced=False)
+        return await run(fn, cancellable=cancellable)
 
     async def history(self, branch_id: str, since: MessageManager | None = None) -> MessageManager:
         """The committed history of branch *branch_id* (a UUID's text): a fresh copy, or
@@ -240,7 +259,7 @@ class CommitEngine:
         await trio.lowlevel.checkpoint()
         return now
 
-    def _at_once(self, fn: Callable[[Store], T]) -> T | NotNow:
+    def _at_once(self, fn: Callable[[Store], T], *, synced: bool = True) -> T | NotNow:
         """``fn(store)`` in one transaction on this thread if the backend can run it at once
         (see :meth:`Backend.run_now <lionexec.journal.backends.Backend.run_now>`), else
         :data:`NOT_NOW` (nothing done); raises if the journal is not open."""
@@ -248,7 +267,10 @@ class CommitEngine:
             return NOT_NOW
         if not self._open:
             raise JournalError(f"{self.name} is not open (use `async with journal:`)")
-        result: T | NotNow = self._run_now(fn)
+        if synced or not self._now_relaxes:
+            result: T | NotNow = self._run_now(fn)
+        else:
+            result = self._run_now(fn, synced=False)
         return result
 
     # -- the open branches --------------------------------------------------------------------
@@ -365,19 +387,22 @@ class CommitEngine:
             if item.lingering:
                 item.wake()
 
-    async def _commit_batch(self, batch: Batch) -> list[Claim | Queued]:
+    async def _commit_batch(self, batch: Batch, *, synced: bool = True) -> list[Claim | Queued]:
         """One transaction for *batch*: shielded from cancellation (others wait for it: not
         cut short), bounded instead by :attr:`commit_timeout` seconds of the wall clock (see
         the module docs). A small one runs at once on this thread when the backend can (see
-        :meth:`Backend.run_now <lionexec.journal.backends.Backend.run_now>`)."""
+        :meth:`Backend.run_now <lionexec.journal.backends.Backend.run_now>`). *synced*
+        false: it need not survive a power loss (see :func:`_needs_sync`)."""
         if self._run_now is not None and batch.size() <= INLINE_ROWS:
-            now = self._at_once(lambda store: store.commit(batch))
+            now = self._at_once(lambda store: store.commit(batch), synced=synced)
             if not isinstance(now, NotNow):
                 return now
         timeout = self.commit_timeout
         if timeout is None:
             with trio.CancelScope(shield=True):
-                claims = await self.run(lambda store: store.commit(batch), cancellable=False)
+                claims = await self.run(
+                    lambda store: store.commit(batch), cancellable=False, synced=synced
+                )
             return claims
         if not self._open:  # (closed meanwhile: no watchdog thread for a closed journal)
             raise JournalError(f"{self.name} is not open (use `async with journal:`)")
@@ -390,7 +415,9 @@ class CommitEngine:
         with trio.CancelScope(shield=True) as bound:
             watchdog.watch(bound, timeout)
             try:
-                return await self.run(lambda store: store.commit(batch), cancellable=True)
+                return await self.run(
+                    lambda store: store.commit(batch), cancellable=True, synced=synced
+                )
             finally:
                 watchdog.unwatch(bound)
         raise JournalConnectionError(
@@ -431,7 +458,7 @@ class CommitEngine:
             items = [item for item in items if not item.done]
             claims: list[Claim | Queued] = []
             if batch:
-                claims = await self._commit_batch(batch)
+                claims = await self._commit_batch(batch, synced=_needs_sync(batch, items))
             else:
                 await trio.lowlevel.checkpoint()
         except BaseException as exc:
@@ -563,6 +590,24 @@ class _Watchdog:
 
 def _nothing() -> None:
     pass
+
+
+def _needs_sync(batch: Batch, items: list[_Pending]) -> bool:
+    """Whether *batch* (carrying *items*) must survive a power loss once committed: all but
+    the write-aheads alone of calls that may run again (:data:`RERUNNABLE`). Losing those
+    loses calls whose ``act`` has not returned: their outcomes commit in a synced commit
+    before it does, which makes every commit before it durable too."""
+    if batch.outcomes or batch.approvals:
+        return True
+    return not all(item.op is not None and item.op.effect in RERUNNABLE for item in items)
+
+
+def _takes_synced(method: Callable[..., Any]) -> bool:
+    """Whether *method* (a backend's ``run`` or ``run_now``) takes ``synced=``."""
+    try:
+        return "synced" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # (no signature to be had: never passed)
+        return False
 
 
 def _tasks_runnable() -> bool:

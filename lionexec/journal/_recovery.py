@@ -45,15 +45,13 @@ from ._approvals import ApprovalDesk
 from ._claims import release_unstarted
 from ._keys import stored_json
 from ._report import Action, RecoveryReport, Resolution, as_journal_error, registry_of
-from .backends.base import USED, ApprovalRow, CallRow, Store
+from .backends.base import RERUNNABLE, USED, ApprovalRow, CallRow, Store
 from .workers import _queue as queue
 
 if TYPE_CHECKING:
     from lionexec.act import Branch
 
 __all__ = ["Applied", "NotApplied", "recover"]
-
-_SAFE = frozenset({"pure", "idempotent", "keyed"})
 
 INTERRUPTED_MESSAGE = (
     "the process stopped while this call was running; it may or may not have taken effect"
@@ -222,13 +220,13 @@ async def _recover_branch(
             continue
         approval = approvals.get(request.call_id)
         parked = approval is not None and approval.state != USED
-        if keyless != (row is None and effect in _SAFE and not parked):
+        if keyless != (row is None and effect in RERUNNABLE and not parked):
             left = left or not keyless
             continue
         if parked:
             note("awaiting_approval", None, 0)  # parked: its approval decides, not recovery
             continue
-        if effect in _SAFE:
+        if effect in RERUNNABLE:
             if tool is None:  # no tool to re-run it with: for a recovery that has one
                 note("left", None, attempts)
             else:

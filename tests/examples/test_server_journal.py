@@ -890,10 +890,10 @@ async def test_a_call_whose_outcome_the_journal_refuses_is_a_503(tmp_path: Path)
             journal = app.journal
             commit_batch = journal._engine._commit_batch
 
-            async def outcomes_refused(batch: Any) -> Any:
+            async def outcomes_refused(batch: Any, **options: Any) -> Any:
                 if batch.outcomes:
                     raise JournalConnectionError("the outcome commit was refused (test)")
-                return await commit_batch(batch)
+                return await commit_batch(batch, **options)
 
             journal._engine._commit_batch = outcomes_refused
             reply = await client.post("/v1/act", json=body)

@@ -1030,11 +1030,11 @@ async def test_retain_keeps_what_a_failed_outcome_commit_left_for_the_next_one(
     async with journals.new() as journal:
         commit_batch = journal._engine._commit_batch
 
-        async def outcomes_fail(batch: Any) -> Any:
+        async def outcomes_fail(batch: Any, **options: Any) -> Any:
             if failing and batch.outcomes and not batch.requests:
                 failed.append(JournalConnectionError("the outcome commit failed (test)"))
                 raise failed[-1]
-            return await commit_batch(batch)
+            return await commit_batch(batch, **options)
 
         journal._engine._commit_batch = outcomes_fail  # type: ignore[method-assign]
         branch = await journal.branch(retain=1)

@@ -95,3 +95,155 @@ def test_postgres_refuses_a_bad_durability() -> None:
 
     with pytest.raises(ValueError, match=r"durability must be 'process' .* or 'power' .*, not"):
         PostgresJournal("postgresql://x@127.0.0.1/x", durability="fsync")  # type: ignore[arg-type]
+
+
+# -- which commits a power loss may lose ---------------------------------------------------------
+#
+# With durability "power" every commit is synced except a write-ahead of calls that may run
+# again (pure, idempotent, keyed): losing it in a power cut loses calls whose act() had not
+# returned, and the commit of their outcomes, synced before act() returns, syncs it too.
+
+
+def _spy_sqlite_commits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, int]]:
+    """Record each SQLite commit's batch with the ``synchronous`` level it commits under."""
+    from lionexec.journal.backends._sql import SqlStore
+
+    seen: list[tuple[Any, int]] = []
+    commit = SqlStore.commit
+
+    def spy(self: SqlStore, batch: Any) -> Any:
+        [(level,)] = self.tx.execute("PRAGMA synchronous")
+        seen.append((batch, int(level)))
+        return commit(self, batch)
+
+    monkeypatch.setattr(SqlStore, "commit", spy)
+    return seen
+
+
+def _may_lose(batch: Any) -> bool:
+    """Whether a commit of *batch* may be lost in a power cut: write-aheads alone, each of a
+    call that may run again."""
+    return bool(
+        batch.requests
+        and not batch.outcomes
+        and not batch.approvals
+        and all(op.effect in ("pure", "idempotent", "keyed") for op in batch.requests)
+    )
+
+
+async def _pure(x: int) -> int:
+    return x
+
+
+async def _unsafe(x: int) -> int:
+    return x
+
+
+def _tools() -> list[Tool]:
+    return [
+        Tool.from_function(_pure, effect="pure"),
+        Tool.from_function(_double, effect="idempotent"),
+        Tool.from_function(_unsafe),  # (unsafe: the default)
+    ]
+
+
+def _calls(function: str, n: int) -> list[dict[str, Any]]:
+    return [{"function": function, "arguments": {"x": i}} for i in range(n)]
+
+
+async def _act_each_way(journal: Any) -> None:
+    branch = await journal.branch()
+    branch.register_tools(_tools())
+    async with branch:
+        await branch.act(_calls("_pure", 1))
+        await branch.act(_calls("_unsafe", 1))
+        await branch.act(_calls("_double", 3))  # concurrently
+        await branch.act(_calls("_pure", 3), strategy="sequential")
+        await branch.act([*_calls("_pure", 2), *_calls("_unsafe", 1)])
+        responses = await branch.act(_calls("_pure", 2), strategy="sequential")
+    assert [r.success for r in responses] == [True, True]
+
+
+async def test_sqlite_power_syncs_every_commit_but_write_aheads_of_calls_that_may_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _spy_sqlite_commits(monkeypatch)
+    async with SqliteJournal(tmp_path / "j.db", durability="power") as journal:
+        await _act_each_way(journal)
+        assert await _pragma(journal) == _FULL  # (put back after each unsynced commit)
+        unsynced = journal.backend.transactions_unsynced  # type: ignore[attr-defined]
+    levels = [(_may_lose(batch), level) for batch, level in seen]
+    assert all(level == (_NORMAL if lose else _FULL) for lose, level in levels), levels
+    # the first act's write-ahead, the third's, the fourth's first; none of the unsafe calls'
+    assert sum(lose for lose, _ in levels) == unsynced >= 3
+    # an outcome commit follows each write-ahead it does not share a commit with: synced
+    assert levels[:2] == [(True, _NORMAL), (False, _FULL)]
+    assert levels[2:4] == [(False, _FULL), (False, _FULL)]
+
+
+async def test_sqlite_process_durability_syncs_nothing_and_counts_nothing_unsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _spy_sqlite_commits(monkeypatch)
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        await _act_each_way(journal)
+        assert journal.backend.transactions_unsynced == 0  # type: ignore[attr-defined]
+    assert seen and {level for _, level in seen} == {_NORMAL}
+
+
+async def test_a_backend_without_the_synced_keyword_syncs_every_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lionexec.journal import Journal
+
+    class Older(SqliteBackend):
+        """A backend written before ``synced=``: the journal must not pass it."""
+
+        async def run(self, fn: Any, *, cancellable: bool = True) -> Any:  # type: ignore[override]
+            return await super().run(fn, cancellable=cancellable)
+
+        def run_now(self, fn: Any) -> Any:  # type: ignore[override]
+            return super().run_now(fn)
+
+    seen = _spy_sqlite_commits(monkeypatch)
+    async with Journal(Older(tmp_path / "j.db", durability="power")) as journal:
+        await _act_each_way(journal)
+    assert seen and {level for _, level in seen} == {_FULL}
+
+
+@pytest.mark.timeout(60)
+async def test_postgres_power_commits_write_aheads_of_calls_that_may_run_again_unsynced(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lionexec.journal import PostgresJournal
+    from lionexec.journal.backends import _postgres, _postgres_trio
+
+    sent: list[list[str]] = []
+    transact = _postgres_trio.TrioConnection.transact
+
+    async def spy(self: Any, statements: Any) -> None:
+        sent.append([sql for sql, _ in statements])
+        await transact(self, statements)
+
+    monkeypatch.setattr(_postgres_trio.TrioConnection, "transact", spy)
+    unsynced = _postgres.UNSYNCED[0]
+    for durability in ("power", "process"):
+        sent.clear()
+        url = postgres_server.create_database()
+        async with PostgresJournal(url, durability=durability) as journal:  # type: ignore[arg-type]
+            branch = await journal.branch()
+            branch.register_tools(_tools())
+            async with branch:
+                await branch.act(_calls("_pure", 1))
+                await branch.act(_calls("_unsafe", 1))
+            committing = journal.backend._native.conn  # type: ignore[attr-defined]
+            [(setting,)] = committing.execute("SHOW synchronous_commit").fetchall()
+        marked = [unsynced in statements for statements in sent]
+        if durability == "power":
+            # the pure call's write-ahead alone; its outcome, the unsafe call's write-ahead
+            # and outcome synced, and the session's own setting left as it was
+            assert marked == [True, False, False, False], sent
+            assert marked.index(True) == 0 and sent[0][0] == unsynced
+            assert setting == "on"
+        else:
+            assert marked == [False] * 4, sent

@@ -164,11 +164,11 @@ async def test_a_key_waiter_is_answered_after_its_holders_outcome_commit_failed(
         failing = [True]
         commit_batch = journal._engine._commit_batch
 
-        async def outcome_fails_once(batch: Any) -> Any:
+        async def outcome_fails_once(batch: Any, **options: Any) -> Any:
             if failing and batch.outcomes and not batch.requests:
                 failing.pop()
                 raise JournalConnectionError("the outcome commit failed once (test)")
-            return await commit_batch(batch)
+            return await commit_batch(batch, **options)
 
         journal._engine._commit_batch = outcome_fails_once  # type: ignore[method-assign]
         holder, waiter = await journal.branch(), await journal.branch()

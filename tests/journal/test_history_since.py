@@ -158,10 +158,10 @@ async def test_committed_history_is_none_unless_the_journal_holds_all_of_it(
             refused = await journal.branch(registry=tools())
             commit_batch = journal._engine._commit_batch
 
-            async def outcomes_refused(batch: Any) -> Any:
+            async def outcomes_refused(batch: Any, **options: Any) -> Any:
                 if batch.outcomes:
                     raise JournalConnectionError("the outcome commit was refused (test)")
-                return await commit_batch(batch)
+                return await commit_batch(batch, **options)
 
             journal._engine._commit_batch = outcomes_refused  # type: ignore[method-assign]
             with pytest.raises(ExceptionGroup) as raised:

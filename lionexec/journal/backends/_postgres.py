@@ -27,7 +27,10 @@ several processes may open one database at once.
 Durability (``durability=``): ``"process"`` (the default) commits as the server's
 ``synchronous_commit`` says (its default, ``on``, waits for the commit to be flushed to disk;
 ``off`` survives a crash of this process, not of the server); ``"power"`` sets
-``synchronous_commit=on`` on every connection, whatever the server's setting.
+``synchronous_commit=on`` on every connection, whatever the server's setting, except for a
+transaction the journal runs with ``synced=False`` (the write-ahead of calls that may run
+again), which commits with ``synchronous_commit=off``: the next synced commit, which flushes
+the server's write-ahead log up to itself, makes it durable too.
 """
 
 from __future__ import annotations
@@ -138,15 +141,25 @@ class _Tx:
         self._run(sql, params)
 
 
-def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unread: bool) -> T:
+#: The statement that lets a transaction commit without waiting for the disk (see the module
+#: docs: ``synced=False``); a function call, so it is prepared as other statements are.
+UNSYNCED: Final = ("SELECT set_config('synchronous_commit', 'off', true)", ())
+
+
+def _transaction(
+    conn: psycopg.Connection[Any], fn: Callable[[Store], T], *, unread: bool, synced: bool
+) -> T:
     """``fn`` in one transaction of *conn* (an autocommit connection), pipelined: ``BEGIN``
     and ``COMMIT`` are statements of the pipeline (psycopg's own transaction would wait for
-    each), and with *unread* a commit reads no result (see ``SqlStore``)."""
+    each), and with *unread* a commit reads no result (see ``SqlStore``). *synced* false:
+    committed without waiting for the disk."""
     try:
         with conn.pipeline() as pipeline:
             tx = _Tx(conn, pipeline)
             result = fn(SqlStore(tx, bulk=True, unread=tx if unread else None))
             if tx.begun:
+                if not synced:
+                    conn.execute(*UNSYNCED)
                 conn.execute("COMMIT")
             # Leaving the pipeline syncs (one round trip, the only one of an unread commit):
             # the transaction ends there, or its error is raised. (An implicit transaction,
@@ -251,10 +264,14 @@ class PostgresBackend(Backend):
             raise
         return pool, conn
 
-    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
+    async def run(
+        self, fn: Callable[[Store], T], *, cancellable: bool = True, synced: bool = True
+    ) -> T:
         pool = self._pool
         if pool is None:
             raise JournalError(f"the journal at {self.target} is not open")
+        # (only "power" sets synchronous_commit; "process" commits as the server says)
+        synced = synced or self.durability != "power"
         unread = True
         if not self._sending:
             statements = Statements()
@@ -264,7 +281,7 @@ class PostgresBackend(Backend):
                 pass  # (nothing was sent: the thread-driven path runs it)
             else:
                 try:
-                    await self._send_whole(statements, cancellable)
+                    await self._send_whole(statements, cancellable, synced)
                 except psycopg.Error as exc:
                     if exc.sqlstate != OPTIMISM_FAILED:
                         raise self._failed(exc) from exc
@@ -279,11 +296,12 @@ class PostgresBackend(Backend):
                     used.append(conn)
                     if unread:
                         try:
-                            return _transaction(conn, fn, unread=True)
+                            return _transaction(conn, fn, unread=True, synced=synced)
                         except psycopg.Error as exc:
                             if exc.sqlstate != OPTIMISM_FAILED:
                                 raise
-                    return _transaction(conn, fn, unread=False)  # (rolled back: again)
+                    # (rolled back: again)
+                    return _transaction(conn, fn, unread=False, synced=synced)
             except PoolTimeout as exc:
                 raise JournalConnectionError(f"no connection to {self.target}: {exc}") from exc
             except psycopg.Error as exc:
@@ -302,10 +320,11 @@ class PostgresBackend(Backend):
                     await trio.to_thread.run_sync(_cancel, used[0], abandon_on_cancel=True)
             raise
 
-    async def _send_whole(self, statements: Statements, cancellable: bool) -> None:
+    async def _send_whole(self, statements: Statements, cancellable: bool, synced: bool) -> None:
         """Send a transaction that reads no result from the trio thread (see
         :mod:`._postgres_trio`), over this backend's own connection: a new one if it was
-        lost since the last (the server ended it, restarted, or timed it out while idle)."""
+        lost since the last (the server ended it, restarted, or timed it out while idle).
+        *synced* false: committed without waiting for the disk."""
         if not statements.sent:
             await trio.lowlevel.checkpoint()
             return
@@ -318,7 +337,7 @@ class PostgresBackend(Backend):
                     native = self._native = TrioConnection(
                         conn, cancel_timeout=self.connect_timeout
                     )
-                await native.transact(statements.sent)
+                await native.transact(statements.sent if synced else [UNSYNCED, *statements.sent])
         finally:
             self._sending = False
 

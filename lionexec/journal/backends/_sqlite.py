@@ -18,7 +18,10 @@ transactions. What is durable is unchanged: a transaction is durable when its
 Durability (``durability=``): ``"process"`` (the default) is ``synchronous="NORMAL"``, which in
 WAL mode survives a crash of the process (a kill, an OOM): every committed transaction is in
 the WAL. A power loss may lose the last transactions. ``"power"`` is ``synchronous="FULL"``:
-every commit is fsync'd before it returns. ``synchronous=`` sets SQLite's own setting instead.
+every commit is fsync'd before it returns, except a transaction the journal runs with
+``synced=False`` (the write-ahead of calls that may run again), which is committed with
+``synchronous=NORMAL``: the next synced commit, which syncs the WAL file, makes it durable
+too. ``synchronous=`` sets SQLite's own setting instead.
 """
 
 from __future__ import annotations
@@ -415,6 +418,9 @@ class SqliteBackend(Backend):
         #: (:meth:`run_now`); the others each cost a hand-off to the writer thread.
         self.transactions = 0
         self.transactions_now = 0
+        #: Of :attr:`transactions`, those committed without the ``fsync`` that
+        #: ``durability="power"`` makes (``synced=False``: see the module docs).
+        self.transactions_unsynced = 0
         #: Log rows appended since the last fold (as far as this process knows), and whether
         #: a fold is queued on the writer thread.
         self._unfolded = 0
@@ -586,8 +592,11 @@ class SqliteBackend(Backend):
             )
         return tables
 
-    async def run(self, fn: Callable[[Store], T], *, cancellable: bool = True) -> T:
-        """Run ``fn(store)`` in one transaction on the writer thread.
+    async def run(
+        self, fn: Callable[[Store], T], *, cancellable: bool = True, synced: bool = True
+    ) -> T:
+        """Run ``fn(store)`` in one transaction on the writer thread (*synced* false: without
+        an ``fsync``, whatever the durability; see the module docs).
 
         Cancellation: *cancellable* abandons the transaction at once (rolled back if it has
         not committed yet; a statement running is interrupted); otherwise waits for it.
@@ -600,7 +609,7 @@ class SqliteBackend(Backend):
             writer.interrupt_if_current(job, conn.interrupt)
 
         def transact(job: _Job[T | NotNow]) -> T | NotNow:
-            return self._transact(conn, fn, job)
+            return self._transact(conn, fn, job, synced)
 
         result: T | NotNow = await writer.run(
             transact, abandon_on_cancel=cancellable, on_abandon=interrupt
@@ -632,21 +641,22 @@ class SqliteBackend(Backend):
                 pause = min(pause * 2, _LOCK_WAIT)
 
     @trio.lowlevel.enable_ki_protection  # (a KeyboardInterrupt waits for the transaction)
-    def run_now(self, fn: Callable[[Store], T]) -> T | NotNow:
+    def run_now(self, fn: Callable[[Store], T], *, synced: bool = True) -> T | NotNow:
         """Run ``fn(store)`` in one transaction on the trio thread, if it can run at once.
 
-        It can when the durability is ``"process"`` (a commit writes the WAL without an
-        ``fsync``: tens of microseconds, less than a hand-off to the writer thread costs), the
-        writer thread is not using the connection and no other connection holds the write
-        lock. Otherwise :data:`NOT_NOW`: nothing is waited for, nothing is done.
+        It can when its commit needs no ``fsync`` (the durability is ``"process"``, or
+        *synced* is false: then a commit writes the WAL alone, in tens of microseconds, less
+        than a hand-off to the writer thread costs), the writer thread is not using the
+        connection and no other connection holds the write lock. Otherwise
+        :data:`NOT_NOW`: nothing is waited for, nothing is done.
         """
         conn, writer = self._conn, self._writer
-        if conn is None or writer is None or self.durability != "process":
+        if conn is None or writer is None or (synced and self.durability != "process"):
             return NOT_NOW
         if not writer.connection_lock.acquire(blocking=False):
             return NOT_NOW  # (the writer thread is using it)
         try:
-            result = self._transact(conn, fn, None)
+            result = self._transact(conn, fn, None, synced)
         finally:
             writer.connection_lock.release()
         if result is not NOT_NOW:
@@ -671,6 +681,25 @@ class SqliteBackend(Backend):
         writer.submit(fold)
 
     def _transact(
+        self,
+        conn: sqlite3.Connection,
+        fn: Callable[[Store], T],
+        job: _Job[Any] | None,
+        synced: bool = True,
+    ) -> T | NotNow:
+        if synced or self.synchronous not in ("FULL", "EXTRA"):
+            return self._transaction(conn, fn, job)
+        # (SQLite takes a new ``synchronous`` only outside a transaction)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            result = self._transaction(conn, fn, job)
+        finally:
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        if result is not NOT_NOW:
+            self.transactions_unsynced += 1
+        return result
+
+    def _transaction(
         self, conn: sqlite3.Connection, fn: Callable[[Store], T], job: _Job[Any] | None
     ) -> T | NotNow:
         try:

@@ -37,6 +37,7 @@ from lionexec._slots import builder
 
 __all__ = [
     "NOT_NOW",
+    "RERUNNABLE",
     "ApprovalRow",
     "Backend",
     "Batch",
@@ -62,6 +63,12 @@ USED = "used"
 REJECTED = "rejected"
 EXPIRED = "expired"
 APPROVAL_STATES = (PENDING, APPROVED, USED, REJECTED, EXPIRED)
+
+#: The effect classes whose calls may run again: recovery runs such a call again when the
+#: journal holds its request and no response. So the write-ahead of such a call need not
+#: survive a power loss (see :meth:`Backend.run`'s *synced*): losing it loses a call whose
+#: ``act`` had not returned, which recovery would have run again anyway.
+RERUNNABLE: Final = frozenset({"pure", "idempotent", "keyed"})
 
 
 @attrs.frozen
@@ -349,6 +356,14 @@ class Backend(Protocol):
         With *cancellable* false, a cancellation waits for the transaction to end (a group
         commit is never abandoned half-way); otherwise the backend stops the query as best
         it can (PostgreSQL cancels it on the server).
+
+        Optionally, a keyword ``synced: bool = True``: the journal passes ``synced=False``
+        for a transaction that need not survive a power loss, only a crash of the process
+        (write-aheads of calls that may run again: :data:`RERUNNABLE`). A backend that syncs
+        every commit (``durability="power"``) may then commit without waiting for the
+        disk, provided a later synced commit makes this one durable too (as one log, WAL or
+        write-ahead log, does). A backend whose ``run`` (or ``run_now``) has no such
+        keyword is never passed it, and syncs as it always does.
         """
 
     @abc.abstractmethod
@@ -439,8 +454,10 @@ _claim = builder(Claim, "row", "mine", "prior_attempts")
 
 #: What a committed transaction survives (a backend's ``durability=``). ``"process"``: a
 #: crash of the process that wrote it (killed, out of memory); a power loss or an OS crash
-#: may lose the last commits (never corrupt the journal). ``"power"``: every commit is on
-#: disk (fsync'd) before it returns.
+#: may lose the last commits (never corrupt the journal). ``"power"``: a power loss too:
+#: every commit is on disk (fsync'd) before it returns, except the write-aheads of calls that
+#: may run again (:data:`RERUNNABLE`), which a later synced commit makes durable (the one
+#: that records their outcomes, before ``act`` returns, at the latest).
 Durability = Literal["process", "power"]
 
 
