@@ -27,10 +27,11 @@ several processes may open one database at once.
 Durability (``durability=``): ``"process"`` (the default) commits as the server's
 ``synchronous_commit`` says (its default, ``on``, waits for the commit to be flushed to disk;
 ``off`` survives a crash of this process, not of the server); ``"power"`` sets
-``synchronous_commit=on`` on every connection, whatever the server's setting, except for a
+``synchronous_commit=on`` on every connection, whatever the server's setting. With either, a
 transaction the journal runs with ``synced=False`` (the write-ahead of calls that may run
-again), which commits with ``synchronous_commit=off``: the next synced commit, which flushes
-the server's write-ahead log up to itself, makes it durable too.
+again) commits with ``synchronous_commit=off``: the server has it at once, so it survives a
+crash of this process, and the next synced commit, which flushes the server's write-ahead log
+up to itself, makes it durable too.
 """
 
 from __future__ import annotations
@@ -270,8 +271,6 @@ class PostgresBackend(Backend):
         pool = self._pool
         if pool is None:
             raise JournalError(f"the journal at {self.target} is not open")
-        # (only "power" sets synchronous_commit; "process" commits as the server says)
-        synced = synced or self.durability != "power"
         unread = True
         if not self._sending:
             statements = Statements()
