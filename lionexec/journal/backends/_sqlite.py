@@ -687,6 +687,8 @@ class SqliteBackend(Backend):
         job: _Job[Any] | None,
         synced: bool = True,
     ) -> T | NotNow:
+        """:meth:`_transaction`; not *synced*: committed without an ``fsync`` (see the module
+        docs), the connection's own setting put back after it."""
         if synced or self.synchronous not in ("FULL", "EXTRA"):
             return self._transaction(conn, fn, job)
         # (SQLite takes a new ``synchronous`` only outside a transaction)
