@@ -145,7 +145,8 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def crash(session: nox.Session) -> None:
-    """The journal's full crash matrix: every kill point x effect class x SQLite/PostgreSQL.
+    """The journal's full crash matrix: every kill point x effect class x SQLite/PostgreSQL x
+    durability.
 
     Subprocesses SIGKILLed at each point, then recovery (tests/journal/test_crash.py; the
     test suite runs a sample). Needs PostgreSQL server binaries (initdb, pg_ctl).

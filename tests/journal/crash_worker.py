@@ -1,10 +1,10 @@
 """A journaled batch that kills itself with SIGKILL at a chosen point (run by test_crash.py).
 
-Usage: ``python crash_worker.py TARGET EFFECT POINT EFFECTS_FILE BRANCH_ID CALLS HIT``
+Usage: ``python crash_worker.py TARGET EFFECT POINT EFFECTS_FILE BRANCH_ID CALLS HIT DURABILITY``
 
 Runs two batches of CALLS concurrent calls of ``work(n)`` (effect class EFFECT) on branch
-BRANCH_ID of the journal at TARGET, one after the other, and SIGKILLs itself at the HIT-th time
-POINT is reached:
+BRANCH_ID of the journal at TARGET (opened with ``durability=DURABILITY``), one after the
+other, and SIGKILLs itself at the HIT-th time POINT is reached:
 
 * ``before_request``: at a call's write-ahead, before its request is committed;
 * ``after_request``: after the request commit, before the tool is invoked;
@@ -118,13 +118,13 @@ def install(trap: Trap) -> None:
 
 
 async def main(argv: list[str]) -> int:
-    target, effect, point, effects_file, branch_id, calls, hit = argv
+    target, effect, point, effects_file, branch_id, calls, hit, durability = argv
     if point not in POINTS:
         raise SystemExit(f"unknown kill point {point!r}; one of {POINTS}")
     trap = Trap(point, int(hit))
     install(trap)
     tool = make_tool(effect, effects_file, on_invoke=lambda: trap.reach("during_invoke"))
-    async with open_journal(target) as journal:
+    async with open_journal(target, durability=durability) as journal:  # type: ignore[arg-type]
         branch = await journal.branch(branch_id)
         branch.register_tools(tool)
         async with branch:

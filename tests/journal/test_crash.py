@@ -1,6 +1,7 @@
 """Crash matrix: real subprocesses SIGKILLed at each kill point, then recovery.
 
-For each (kill point × effect class × durable backend): a worker process runs a concurrent
+For each (kill point × effect class × durable backend × durability): a worker process runs a
+concurrent
 batch on a journaled branch and kills itself with SIGKILL at the point (see
 ``crash_worker.py``); then recovery runs here. After it, every journaled request has exactly
 one response, ``pure``/``idempotent``/``keyed`` calls ran at least once and ``unsafe`` ones at
@@ -39,13 +40,16 @@ CALLS = 4
 #: come before the first commit ends).
 HITS = {"before_request": CALLS + 2}
 
-FULL = list(itertools.product(POINTS, EFFECTS, ("sqlite", "postgres")))
+FULL = list(itertools.product(POINTS, EFFECTS, ("sqlite", "postgres"), ("process", "power")))
 SAMPLE = [
-    ("before_request", "idempotent", "sqlite"),
-    ("after_request", "keyed", "sqlite"),
-    ("during_invoke", "unsafe", "sqlite"),
-    ("before_outcome", "pure", "postgres"),
-    ("during_commit", "unsafe", "postgres"),
+    ("before_request", "idempotent", "sqlite", "process"),
+    ("after_request", "keyed", "sqlite", "process"),
+    ("during_invoke", "unsafe", "sqlite", "process"),
+    ("before_outcome", "pure", "postgres", "process"),
+    ("during_commit", "unsafe", "postgres", "process"),
+    # (power commits the write-ahead of a pure call without an fsync of its own)
+    ("during_invoke", "pure", "sqlite", "power"),
+    ("after_request", "idempotent", "postgres", "power"),
 ]
 MATRIX = FULL if os.environ.get("LIONEXEC_CRASH_MATRIX") == "full" else SAMPLE
 
@@ -65,9 +69,14 @@ def report_case(line: dict[str, object]) -> None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(("point", "effect", "backend"), MATRIX)
+@pytest.mark.parametrize(("point", "effect", "backend", "durability"), MATRIX)
 async def test_after_a_kill_every_request_gets_exactly_one_response(
-    point: str, effect: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    point: str,
+    effect: str,
+    backend: str,
+    durability: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     if backend == "sqlite":
         target = str(tmp_path / "journal.db")
@@ -87,6 +96,7 @@ async def test_after_a_kill_every_request_gets_exactly_one_response(
             branch_id,
             str(CALLS),
             str(HITS.get(point, 2)),
+            durability,
         ],
         check=False,
         capture_stdout=True,
@@ -106,6 +116,7 @@ async def test_after_a_kill_every_request_gets_exactly_one_response(
             "point": point,
             "effect": effect,
             "backend": backend,
+            "durability": durability,
             "journaled_requests": len(history.requests()),
             "resolutions": report.counts(),
             "tool_runs": sum(counts.values()),
