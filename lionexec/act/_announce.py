@@ -69,12 +69,13 @@ class Announcing:
         scope = self.scope
         history = scope.history
         try:
-            if self.event is not None:
-                pending = self._post_now()
+            event = self.event
+            if event is not None:
+                pending = self._post_now(event)
                 if pending is not None:
                     await pending
                 if scope.observer is not None:
-                    pending = self._observe_now()
+                    pending = self._observe_now(event)
                     if pending is not None:
                         await pending
         except BaseException:  # cancelled in a hook: the callbacks still hear of the call
@@ -107,32 +108,32 @@ class Announcing:
         scope = self.scope
         if scope.history.on_message_added or _MESSAGE_ADD in scope.hooks.points:
             return self.announce()
-        if self.event is None:
+        event = self.event
+        if event is None:
             return None
-        pending = self._post_now()
+        pending = self._post_now(event)
         if pending is not None:
-            return self._observed_after(pending)
+            return self._observed_after(pending, event)
         if scope.observer is not None:
-            return self._observe_now()
+            return self._observe_now(event)
         return None
 
-    async def _observed_after(self, pending: Awaitable[None]) -> None:
+    async def _observed_after(self, pending: Awaitable[None], event: FunctionCalling) -> None:
         await pending
         if self.scope.observer is not None:
-            rest = self._observe_now()
+            rest = self._observe_now(event)
             if rest is not None:
                 await rest
 
-    def _post_now(self) -> Awaitable[None] | None:
+    def _post_now(self, event: FunctionCalling) -> Awaitable[None] | None:
         """The ``tool.post`` (completed) or ``tool.error`` (any other invoked outcome)
         handlers, as far as they run without awaiting: ``None``, or an awaitable of the rest.
         A failure (of a handler, or of building its keyword arguments) is reported, never
-        raised."""
-        event = self.event
-        assert event is not None
+        raised. (*event*: the call's, which ran.)"""
         execution = event.execution
         point = _TOOL_POST if execution.status is _COMPLETED else _TOOL_ERROR
-        hooks = self.scope.hooks
+        scope = self.scope
+        hooks = scope.hooks
         if point not in hooks.points:
             return None
         proposal = self.proposal
@@ -160,7 +161,7 @@ class Announcing:
                     "call_id": proposal.call_id,
                     "duration": execution.duration,
                 }
-            failures = self.scope.seams.emit_now(point, arguments)
+            failures = scope.seams.emit_now(point, arguments)
         except Exception as exc:
             where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
             self._failed(where, exc, self.scope.seams.emit)
@@ -170,18 +171,19 @@ class Announcing:
         where = _WHERE_POST if point is _TOOL_POST else _WHERE_ERROR
         return self._seam(where, self.scope.seams.emit, _given(failures))
 
-    def _observe_now(self) -> Awaitable[None] | None:
-        """The session observer's record of the event: kept as it is, synchronously, when
-        nothing would see it at once (see :attr:`BoundSeams.keep_event`), otherwise an
-        awaitable emitting a copy. A failure is reported, never raised."""
+    def _observe_now(self, event: FunctionCalling) -> Awaitable[None] | None:
+        """The session observer's record of *event* (the call's, which ran): kept as it is,
+        synchronously, when nothing would see it at once (see
+        :attr:`BoundSeams.keep_event`), otherwise an awaitable emitting a copy. A failure is
+        reported, never raised."""
         seams = self.scope.seams
-        event = self.event
-        assert event is not None
         try:
-            keep_event, emit_event = seams.keep_event, seams.emit_event
-            assert keep_event is not None and emit_event is not None
+            keep_event = seams.keep_event
+            assert keep_event is not None
             if keep_event(event, detached):
                 return None
+            emit_event = seams.emit_event
+            assert emit_event is not None
             emitted = emit_event(detached(event), call_id=self.proposal.call_id)
         except Exception as exc:
             self._failed("observer", exc, seams.emit_event)

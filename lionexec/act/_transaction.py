@@ -69,6 +69,7 @@ from lionexec.governance import (
     PreHookResult,
     ToolInvocation,
 )
+from lionexec.governance._hooks import _ALLOWED as _PRE_ALLOWED
 from lionexec.tools import FunctionCalling, Tool
 
 from ._alcall import AlcallParams
@@ -422,12 +423,15 @@ class CallTransaction(Announcing):
         ``True`` at once when the gate allowed it synchronously, otherwise an awaitable."""
         scope = self.scope
         observer = scope.observer
-        if observer is None or not scope.seams.must_authorize():
-            return True  # nothing to ask: no invocation (nor context) to build
-        tool = self.tool
-        assert tool is not None
-        ask_gate = scope.seams.ask_gate
-        assert ask_gate is not None
+        if observer is None:
+            return True
+        seams = scope.seams
+        # BoundSeams.must_authorize(), read here without its call (every governed call asks):
+        # nothing to ask, no invocation (nor context) to build
+        if not seams.asks_always and observer._gate is None:
+            return True
+        tool, ask_gate = self.tool, seams.ask_gate
+        assert tool is not None and ask_gate is not None
         # the invocation as the context would give it, without building a context for it
         # (the policy and the hooks may need none)
         viewed = self._viewed
@@ -480,20 +484,22 @@ class CallTransaction(Announcing):
 
     def pre_hooks(self) -> bool | Awaitable[bool]:
         """The blocking ``tool.pre`` hooks; ``denied`` if one says no. Whether the call goes
-        on, at once when every handler ran synchronously, otherwise an awaitable of it."""
+        on, at once when every handler ran synchronously, otherwise an awaitable of it.
+        (Asked where ``tool.pre`` has handlers: without any, the call goes on.)"""
         scope, tool = self.scope, self.tool
-        hooks = scope.hooks
-        if _TOOL_PRE not in hooks.points:
-            return True
         assert tool is not None
         kwargs: dict[str, Any] = {"tool_name": tool.name, "call_id": self.proposal.call_id}
-        # what costs a summary or a context, only for a handler that may read it
-        reads = hooks._reads.get(_TOOL_PRE)
-        if reads is None or "arguments" in reads:
-            kwargs["arguments"] = summarize(self.arguments)  # (the dict the context views)
-        if reads is None or "context" in reads:
-            kwargs["context"] = self.context
+        # what costs a summary or a context, only for a handler that may read it (handlers
+        # that read no keyword, the usual ``**_`` catch-all, need neither)
+        reads = scope.hooks._reads.get(_TOOL_PRE)
+        if reads is None or reads:
+            if reads is None or "arguments" in reads:
+                kwargs["arguments"] = summarize(self.arguments)  # (the dict the context views)
+            if reads is None or "context" in reads:
+                kwargs["context"] = self.context
         verdict = scope.seams.pre_now(kwargs)
+        if verdict is _PRE_ALLOWED:  # (what every run that allowed without awaiting returns)
+            return True
         if isinstance(verdict, PreHookResult):
             return True if verdict.allowed else self._pre_decided(verdict)
         return self._pre_awaited(verdict)

@@ -99,6 +99,10 @@ class BoundSeams:
         emit_now: ``emit_now(point, kwargs)``: :attr:`emit` for a :class:`HookPoint` other
             than ``tool.pre``, likewise: the failures (a ``list``; ``None`` for none), or an
             awaitable of them.
+        asks_always: whether the observer is asked about every call, gate or no gate: its
+            class overrides :class:`SessionObserver`'s check (``authorize`` or
+            ``_authorize``), which its author may rely on. ``False`` without an observer.
+            :meth:`must_authorize` is this, or a gate set on the observer.
         decided: the policy's decisions that depend on the tool alone, by tool (see
             :meth:`keep_decision`): a call of a tool found here is decided without asking
             the policy. Empty, and left so, for a policy of a subclass.
@@ -119,9 +123,9 @@ class BoundSeams:
     """
 
     __slots__ = (
-        "_plain_gate",
         "_plain_policy",
         "ask_gate",
+        "asks_always",
         "authorize",
         "decide",
         "decide_now",
@@ -199,7 +203,7 @@ class BoundSeams:
         )
         self.emit_event: Final = emit_event
         self.keep_event: Final = keep_event
-        self._plain_gate: Final = plain_gate
+        self.asks_always: Final = not plain_gate
         self._plain_policy: Final = type(policy) is PermissionPolicy
         self.decided: Final[dict[Tool, PermissionDecision]] = {}
 
@@ -243,4 +247,4 @@ class BoundSeams:
         """
         observer = self.observer
         # (its gate read directly: the property would cost a call per governed call)
-        return observer is not None and (not self._plain_gate or observer._gate is not None)
+        return observer is not None and (self.asks_always or observer._gate is not None)

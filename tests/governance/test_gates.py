@@ -347,7 +347,7 @@ async def test_bound_seams_run_the_gate_and_the_policy_without_a_checkpoint_of_t
 async def test_without_an_observer_or_a_policy_their_seams_are_none() -> None:
     seams = BoundSeams(HookBus())
     assert (seams.authorize, seams.decide, seams.emit_event, seams.keep_event) == (None,) * 4
-    assert not seams.must_authorize()
+    assert not seams.must_authorize() and not seams.asks_always
     await trio.lowlevel.checkpoint()
 
 
@@ -356,7 +356,7 @@ async def test_an_observer_must_authorize_once_it_has_a_gate_set_at_any_time() -
     seams = BoundSeams(HookBus(), observer)
     assert not seams.must_authorize()  # it would allow, and record nothing
     observer.gate(lambda invocation: False)
-    assert seams.must_authorize()
+    assert seams.must_authorize() and not seams.asks_always  # (asked for its gate)
     assert seams.authorize is not None and not await seams.authorize(CALL)
     assert len(observer.denials) == 1
 
@@ -372,6 +372,7 @@ async def test_a_subclass_override_is_bound_checkpoint_and_all() -> None:
     observer = Audited()
     seams = BoundSeams(HookBus(), observer)
     assert seams.must_authorize()  # asked even without a gate: its override may rely on it
+    assert seams.asks_always
     assert seams.keep_event is not None and not seams.keep_event(Copyable(1), detach)
     assert observer.records == ()  # emitted through its own emit instead
     assert seams.emit_event is not None
