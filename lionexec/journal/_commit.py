@@ -13,6 +13,15 @@ waits for it: ``act()`` about to return (the sink feed asks the sink to
 :meth:`~lionexec.journal.JournalSink.expedite`), a call waiting for its idempotency key, a
 branch closing, :meth:`Journal.flush <lionexec.journal.Journal.flush>`.
 
+**Synced where it matters.** A commit that holds only write-aheads of calls that may run
+again (``pure``, ``idempotent``, ``keyed``: :data:`~lionexec.journal.backends.base.RERUNNABLE`)
+is run with ``synced=False`` (see :meth:`Backend.run
+<lionexec.journal.backends.Backend.run>`): it need survive a crash of the process, not a power
+loss. Its calls' outcomes commit in a synced commit before ``act()`` returns, and that sync
+makes every commit before it durable too; a power cut before then loses calls nobody was
+answered for. Every other commit (an outcome, an approval, an ``unsafe`` call's write-ahead,
+messages flushed) is synced as the backend's durability says.
+
 **Bounded.** A group commit is shielded from cancellation (others wait for it), so it is
 bounded instead: past :attr:`CommitEngine.commit_timeout` seconds of the wall clock (not
 trio's clock: a ``MockClock`` jumping while a commit runs in a thread must not fire it) its
