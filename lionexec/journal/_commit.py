@@ -262,7 +262,8 @@ class CommitEngine:
         # Usually no row, or a few: read at once on this thread when the backend can (as a
         # small commit is written), which costs less than the hand-off to its thread. (Each
         # row is decoded on this thread afterwards anyway, at several times its read's cost.)
-        now = self._at_once(read)
+        # A read writes nothing a power loss could take: unsynced, whatever the durability.
+        now = self._at_once(read, synced=False)
         if isinstance(now, NotNow):
             return await self.run(read)
         await trio.lowlevel.checkpoint()

@@ -245,3 +245,26 @@ async def test_postgres_commits_write_aheads_of_calls_that_may_run_again_unsynce
         assert marked == [True, False, False, False], sent
         assert sent[0][0] == unsynced
         assert setting == "on"  # (power's; and the server's own, under "process")
+
+
+async def test_a_kept_history_is_brought_up_to_date_on_the_trio_thread_under_power_too(
+    tmp_path: Path,
+) -> None:
+    # (a read has nothing a power loss could take: it need not wait for the writer thread)
+    async with SqliteJournal(tmp_path / "j.db", durability="power") as journal:
+        branch = await journal.branch()
+        branch.register_tools(_tools())
+        async with branch:
+            await branch.act(_calls("_pure", 2))
+        kept = journal.committed_history(branch)
+        assert kept is not None
+        backend = journal.backend
+        assert isinstance(backend, SqliteBackend)
+        before = (backend.transactions_now, backend.transactions_unsynced)
+        history = await journal.history(branch.id, since=kept)
+        assert history is kept and len(history) == 4
+        assert (backend.transactions_now, backend.transactions_unsynced) == (
+            before[0] + 1,
+            before[1] + 1,
+        )
+        assert await _pragma(journal) == _FULL

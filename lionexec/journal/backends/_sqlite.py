@@ -418,7 +418,7 @@ class SqliteBackend(Backend):
         #: (:meth:`run_now`); the others each cost a hand-off to the writer thread.
         self.transactions = 0
         self.transactions_now = 0
-        #: Of :attr:`transactions`, those committed without the ``fsync`` that
+        #: Of :attr:`transactions`, those run without the ``fsync`` that
         #: ``durability="power"`` makes (``synced=False``: see the module docs).
         self.transactions_unsynced = 0
         #: Log rows appended since the last fold (as far as this process knows), and whether
