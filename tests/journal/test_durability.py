@@ -155,13 +155,15 @@ async def _act_each_way(journal: Any) -> None:
     branch = await journal.branch()
     branch.register_tools(_tools())
     async with branch:
-        await branch.act(_calls("_pure", 1))
-        await branch.act(_calls("_unsafe", 1))
-        await branch.act(_calls("_double", 3))  # concurrently
-        await branch.act(_calls("_pure", 3), strategy="sequential")
-        await branch.act([*_calls("_pure", 2), *_calls("_unsafe", 1)])
-        responses = await branch.act(_calls("_pure", 2), strategy="sequential")
-    assert [r.success for r in responses] == [True, True]
+        responses = [
+            *await branch.act(_calls("_pure", 1)),
+            *await branch.act(_calls("_unsafe", 1)),
+            *await branch.act(_calls("_double", 3)),  # concurrently
+            *await branch.act(_calls("_pure", 3), strategy="sequential"),
+            *await branch.act([*_calls("_pure", 2), *_calls("_unsafe", 1)]),
+            *await branch.act(_calls("_pure", 2), strategy="sequential"),
+        ]
+    assert [r.success for r in responses] == [True] * 13
 
 
 async def test_sqlite_power_syncs_every_commit_but_write_aheads_of_calls_that_may_run_again(
@@ -234,10 +236,15 @@ async def test_postgres_commits_write_aheads_of_calls_that_may_run_again_unsynce
             branch = await journal.branch()
             branch.register_tools(_tools())
             async with branch:
-                await branch.act(_calls("_pure", 1))
-                await branch.act(_calls("_unsafe", 1))
+                responses = [
+                    *await branch.act(_calls("_pure", 1)),
+                    *await branch.act(_calls("_unsafe", 1)),
+                ]
             committing = journal.backend._native.conn  # type: ignore[attr-defined]
             [(setting,)] = committing.execute("SHOW synchronous_commit").fetchall()
+            calls = await journal.calls(branch.id)
+        assert [r.success for r in responses] == [True, True]
+        assert sorted(call.outcome for call in calls) == ["completed", "completed"]
         # the pure call's write-ahead alone (whatever the durability: it need only survive a
         # crash of this process); its outcome, the unsafe call's write-ahead and outcome as
         # the durability says, and the session's own setting left as it was
@@ -268,3 +275,51 @@ async def test_a_kept_history_is_brought_up_to_date_on_the_trio_thread_under_pow
             before[1] + 1,
         )
         assert await _pragma(journal) == _FULL
+
+
+@pytest.mark.timeout(60)
+async def test_postgres_unsynced_write_aheads_that_read_their_claims_commit_too(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a retry, and a key of the tool's own, read their claim's row: those commits take the
+    # thread-driven path, which must add the unsynced statement to its pipeline as well
+    from lionexec.act import AlcallParams
+    from lionexec.journal import PostgresJournal
+    from lionexec.journal.backends import _postgres
+
+    threaded: list[bool] = []  # each thread-driven transaction's synced=
+    transaction = _postgres._transaction
+
+    def spy(conn: Any, fn: Any, *, unread: bool, synced: bool) -> Any:
+        threaded.append(synced)
+        return transaction(conn, fn, unread=unread, synced=synced)
+
+    monkeypatch.setattr(_postgres, "_transaction", spy)
+    failures = [1]
+
+    def flaky(n: int) -> int:
+        """Fail once."""
+        if failures:
+            failures.pop()
+            raise RuntimeError("not yet")
+        return n
+
+    def charge(n: int) -> int:
+        """Charge."""
+        return n
+
+    keyed = Tool.from_function(charge, idempotency_key=lambda args: f"charge-{args['n']}")
+    async with PostgresJournal(postgres_server.create_database(), durability="power") as journal:
+        branch = await journal.branch()
+        branch.register_tools([Tool.from_function(flaky, effect="idempotent"), keyed])
+        async with branch:
+            [retried] = await branch.act(
+                {"function": "flaky", "arguments": {"n": 7}},
+                call_params=AlcallParams(retry_attempts=1),
+            )
+            [charged] = await branch.act({"function": "charge", "arguments": {"n": 5}})
+        calls = {call.function: call for call in await journal.calls(branch.id)}
+    assert (retried.output, charged.output) == (7, 5)
+    assert (calls["flaky"].attempts, calls["flaky"].outcome) == (2, "completed")
+    assert calls["charge"].outcome == "completed"
+    assert False in threaded  # (the retry's write-ahead went the thread-driven way, unsynced)
