@@ -262,6 +262,38 @@ async def test_a_commit_connection_lost_between_commits_is_replaced_before_the_n
         assert [(c.call_id, c.attempts) for c in calls] == [("c1", 1), ("c2", 1)]
 
 
+async def test_a_commit_connection_the_server_said_it_ends_is_not_used_again(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server sends its ``FATAL`` message before it closes the socket, and the close may
+    come later than the next commit: the message alone makes the connection unusable. (The
+    close is made to look late: the socket is seen readable once, for the message.)"""
+    import select
+    import types
+
+    from lionexec.journal.backends import _postgres_trio
+
+    url = postgres_server.create_database()
+    async with open_journal(url) as journal:
+        backend: Any = journal.backend
+        await _commit(journal, _batch(str(uuid.uuid4()), ["c1"]))
+        native = backend._native
+        native.conn.execute("DO $$ BEGIN RAISE WARNING 'only a warning'; END $$")
+        assert native.usable()  # (a notice of another severity ends nothing)
+        pid = native.conn.info.backend_pid
+        terminate_sessions(url, _SESSION, (pid,))
+        await until_sessions(url, _SESSION, (pid,), some=False)
+        looks: list[bool] = []
+
+        def once_readable(r: Any, w: Any, x: Any, timeout: float) -> Any:
+            looks.append(True)
+            return select.select(r, w, x, timeout) if len(looks) == 1 else ([], [], [])
+
+        monkeypatch.setattr(_postgres_trio, "select", types.SimpleNamespace(select=once_readable))
+        assert not native.usable()
+        assert native.closed and len(looks) == 2
+
+
 async def test_a_commit_whose_connection_is_lost_under_way_fails_and_the_next_opens_another(
     postgres_server: PostgresServer,
 ) -> None:

@@ -96,6 +96,15 @@ class TrioConnection:
         self._prepared: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
         self._seen: set[tuple[bytes, tuple[int, ...]]] = set()
         self._names = 0
+        #: The server said it ends the session (a ``FATAL`` message while idle, which libpq
+        #: hands to the notice handler). It closes the socket after that, and a little
+        #: later: a transaction sent in between would fail.
+        self._ending = False
+        conn.add_notice_handler(self._on_notice)
+
+    def _on_notice(self, diagnostic: errors.Diagnostic) -> None:
+        if diagnostic.severity_nonlocalized in ("FATAL", "PANIC"):
+            self._ending = True
 
     @property
     def closed(self) -> bool:
@@ -106,7 +115,7 @@ class TrioConnection:
         What the server sent since the last transaction (nothing, usually) is read now, so
         that a connection it ended meanwhile (an error message, then the end of the stream)
         is found lost, and closed, before anything is sent over it, rather than failing a
-        commit."""
+        commit. The error message is enough: the end of the stream may come later."""
         if self.conn.closed:
             return False
         pgconn = self.conn.pgconn
@@ -114,10 +123,12 @@ class TrioConnection:
             fd = pgconn.socket
             for _ in range(8):  # (bounded: a server that keeps talking is not idle)
                 if not select.select([fd], [], [], 0)[0]:
-                    if pgconn.status == _OK and pgconn.transaction_status == _IDLE:
+                    idle = pgconn.status == _OK and pgconn.transaction_status == _IDLE
+                    if idle and not self._ending:
                         return True
                     break
                 pgconn.consume_input()  # (raises at the end of the stream)
+                pgconn.is_busy()  # (parses what was read: a FATAL message reaches _on_notice)
         except (errors.OperationalError, OSError):
             pass
         self.close()
