@@ -22,6 +22,16 @@ makes every commit before it durable too; a power cut before then loses calls no
 answered for. Every other commit (an outcome, an approval, an ``unsafe`` call's write-ahead,
 messages flushed) is synced as the backend's durability says.
 
+**Answers apart where a sync costs a flush.** Where a synced commit waits for the disk and an
+unsynced one does not (the backend's ``syncs_commits``: SQLite under ``"power"``,
+PostgreSQL), an outcome riding along would make the next write-ahead's commit wait for the
+disk. So a commit that may run unsynced (nobody waits for an answer; every write queued is
+a write-ahead of a rerunnable call, or an outcome write still lingering) leaves each branch's
+answers out: it stages the branch's new messages only up to its first response (all of
+them if a request comes after one), and the outcome writes whose answers it left out linger
+on. They commit, synced, when their linger ends or someone waits for them: a sequential
+batch pays one flush per :attr:`CommitEngine.linger` of calls, not one per call.
+
 **Bounded.** A group commit is shielded from cancellation (others wait for it), so it is
 bounded instead: past :attr:`CommitEngine.commit_timeout` seconds of the wall clock (not
 trio's clock: a ``MockClock`` jumping while a commit runs in a thread must not fire it) its
@@ -159,6 +169,9 @@ class CommitEngine:
         #: backend's ``run`` last asked does (it is looked up at each call: wrapped, say).
         self._now_relaxes = run_now is not None and _takes_synced(run_now)
         self._run_relaxes: tuple[object, bool] = (None, False)
+        #: Whether commits of write-aheads alone leave the answers out (see the module docs):
+        #: where a synced commit waits for a disk flush that an unsynced one does not.
+        self._defers_answers = getattr(backend, "syncs_commits", False) is True
         self._open = False
         self._closed = False
         self._pending: list[_Pending] = []
@@ -441,6 +454,7 @@ class CommitEngine:
             # The commit may run at once, on this thread: let the tasks ready to run queue
             # their writes first, so that concurrent calls still share one commit.
             await trio.lowlevel.cancel_shielded_checkpoint()
+        defer = self._defers_answers and self._deferrable()
         self._hurry = False
         taken = items = self._pending
         self._pending = []
@@ -454,7 +468,7 @@ class CommitEngine:
                     continue
                 if sink not in staged:
                     try:  # a branch whose messages cannot be written fails alone
-                        staged[sink] = sink._stage(batch)
+                        staged[sink] = sink._stage(batch, defer_answers=defer)
                     except Exception as exc:
                         refused[sink] = exc
                         continue
@@ -466,6 +480,11 @@ class CommitEngine:
                 if item.sink in refused:
                     item.error, item.done = refused[item.sink], True
             items = [item for item in items if not item.done]
+            if defer:  # an answer write whose answers were left out lingers on
+                passed = [item for item in items if item.op is None and item.sink._unstaged]
+                if passed:
+                    self._pending[:0] = passed
+                    items = [item for item in items if item not in passed]
             claims: list[Claim | Queued] = []
             if batch:
                 claims = await self._commit_batch(batch, synced=_needs_sync(batch, items))
@@ -505,6 +524,23 @@ class CommitEngine:
                 event = self._held.pop(key, None)
                 if event is not None:
                     event.set()
+
+    def _deferrable(self) -> bool:
+        """Whether the commit about to be led may leave the answers out: nobody waits for
+        them, and every write queued is a write-ahead of a call that may run again or an
+        answer write still lingering (see the module docs)."""
+        if self._hurry or self._key_waiters:
+            return False
+        for item in self._pending:
+            if item.approval is not None:
+                return False
+            op = item.op
+            if op is None:
+                if not item.lingering:
+                    return False
+            elif op.effect not in RERUNNABLE:
+                return False
+        return True
 
     async def wait_done(self, key: str) -> CallRow:
         """Wait until key *key* has an outcome (held here: its event; elsewhere: polling).

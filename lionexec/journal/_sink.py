@@ -223,13 +223,18 @@ class JournalSink:
 
     # -- staging (on the trio thread, by the commit's leader) ---------------------------------
 
-    def _stage(self, batch: Batch) -> int:
+    def _stage(self, batch: Batch, *, defer_answers: bool = False) -> int:
         """Add the messages not yet journaled to *batch*; return where they start.
 
-        All or nothing: if a message cannot be serialized, *batch* is left as it was.
+        *defer_answers*: only those before the first response (a commit that need not be
+        synced: see :mod:`lionexec.journal._commit`), unless a request comes after it (the
+        request is staged, and so is everything before it). All or nothing: if a message
+        cannot be serialized, *batch* is left as it was.
         """
         start = self._mirrored
         messages = self.history.appended_since(start)
+        if defer_answers:
+            messages = before_answers(messages)
         now = time.time()
         mark = (len(batch.branches), len(batch.messages), len(batch.outcomes))
         try:
@@ -270,6 +275,23 @@ class JournalSink:
             rows.append(message_row(branch_id, seq, message_id, message.kind, body, call_id))
             seq += 1
 
+    @property
+    def _unstaged(self) -> bool:
+        """Whether the history holds messages not staged yet (answers deferred)."""
+        return self._mirrored < self.history.appended
+
     def _unstage(self, start: int) -> None:
         self._mirrored = start
         self._rewriting = True
+
+
+def before_answers(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """*messages* up to their first response (excluded), if no request follows it; else all
+    of them (a request must be staged, and every message before it)."""
+    for index, message in enumerate(messages):
+        if isinstance(message, ActionResponse):
+            for later in messages[index + 1 :]:
+                if isinstance(later, ActionRequest):
+                    return messages
+            return messages[:index]
+    return messages

@@ -29,6 +29,7 @@ import trio
 from lionexec.conversation import ActionResponse
 from lionexec.journal import JournalSink, open_journal
 from lionexec.journal._commit import CommitEngine
+from lionexec.journal._sink import before_answers
 from lionexec.journal.backends import Batch, Claim
 from lionexec.journal.backends._sql import SqlStore
 from lionexec.tools import Tool
@@ -93,12 +94,14 @@ def install(trap: Trap) -> None:
         trap.reach("after_request")
         return reply
 
-    def trapped_stage(self: JournalSink, batch: Batch) -> int:
+    def trapped_stage(self: JournalSink, batch: Batch, *, defer_answers: bool = False) -> int:
         pending = self.history.messages[self._mirrored :]
+        if defer_answers:  # (a commit that leaves the answers out does not carry them)
+            pending = before_answers(pending)
         if any(isinstance(m, ActionResponse) for m in pending):
             trap.reach("before_outcome")
             carried[0] = True
-        return stage(self, batch)
+        return stage(self, batch, defer_answers=defer_answers)
 
     async def trapped_lead(self: CommitEngine) -> None:
         carried[0] = False

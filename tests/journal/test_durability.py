@@ -323,3 +323,128 @@ async def test_postgres_unsynced_write_aheads_that_read_their_claims_commit_too(
     assert (calls["flaky"].attempts, calls["flaky"].outcome) == (2, "completed")
     assert calls["charge"].outcome == "completed"
     assert False in threaded  # (the retry's write-ahead went the thread-driven way, unsynced)
+
+
+# -- answers where a sync costs a flush ----------------------------------------------------------
+#
+# Where a synced commit waits for the disk (SQLite under "power", PostgreSQL), the answers of
+# calls stay out of the write-ahead commits that need no sync: they commit in a synced commit
+# of their own, once someone waits for them or their linger ends. A sequential batch of pure
+# calls then pays one flush for many calls instead of one each.
+
+
+def _spy_batches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, bool]]:
+    """Record each group commit as (write-aheads, answers, synced)."""
+    from lionexec.journal._commit import CommitEngine
+
+    seen: list[tuple[int, int, bool]] = []
+    commit_batch = CommitEngine._commit_batch
+
+    async def spy(self: CommitEngine, batch: Any, **options: Any) -> Any:
+        seen.append((len(batch.requests), len(batch.outcomes), options.get("synced", True)))
+        return await commit_batch(self, batch, **options)
+
+    monkeypatch.setattr(CommitEngine, "_commit_batch", spy)
+    return seen
+
+
+async def _sequential(journal: Any, function: str, n: int) -> list[Any]:
+    branch = await journal.branch()
+    branch.register_tools(_tools())
+    async with branch:
+        responses = await branch.act(_calls(function, n), strategy="sequential")
+        # act() returned: every answer is committed, by a synced commit
+        calls = await journal.calls(branch.id)
+    assert [r.success for r in responses] == [True] * n
+    assert [call.outcome for call in calls] == ["completed"] * n
+    return calls
+
+
+async def test_under_power_answers_of_calls_that_may_run_again_commit_in_one_synced_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _spy_batches(monkeypatch)
+    levels = _spy_sqlite_commits(monkeypatch)
+    async with SqliteJournal(tmp_path / "j.db", durability="power") as journal:
+        journal.linger = 60.0  # (no linger ends here: the answers wait for act() to return)
+        await _sequential(journal, "_pure", 8)
+    # the first commit holds every request and the first claim; each other claim commits
+    # alone, unsynced; the eight answers commit together, synced, once act() waits for them
+    assert seen[0][:2] == (1, 0)
+    assert seen[1:8] == [(1, 0, False)] * 7
+    assert seen[8:] == [(0, 8, True)]
+    assert [level for batch, level in levels if batch.outcomes] == [_FULL]
+
+
+async def test_under_power_an_unsafe_call_answer_rides_with_the_next_synced_write_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (an unsafe call's write-ahead is synced anyway: nothing to save by keeping answers out)
+    seen = _spy_batches(monkeypatch)
+    async with SqliteJournal(tmp_path / "j.db", durability="power") as journal:
+        journal.linger = 60.0
+        await _sequential(journal, "_unsafe", 3)
+    assert seen == [(1, 0, True), (1, 1, True), (1, 1, True), (0, 1, True)]
+
+
+async def test_under_process_sqlite_answers_ride_with_the_next_write_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (no commit waits for the disk: an answer costs nothing riding along)
+    seen = _spy_batches(monkeypatch)
+    async with SqliteJournal(tmp_path / "j.db") as journal:
+        journal.linger = 60.0
+        await _sequential(journal, "_pure", 3)
+    assert [batch[:2] for batch in seen] == [(1, 0), (1, 1), (1, 1), (0, 1)]
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_an_answer_left_out_of_write_aheads_still_commits_within_its_linger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: Any, inline: bool
+) -> None:
+    # write-aheads that keep coming never hold an answer back past its linger, whether they
+    # commit on the trio thread or on the writer thread (then the answer's linger may end
+    # while one runs: the mock clock jumps while the trio thread waits for the writer)
+    import trio
+
+    from lionexec.journal import _commit
+
+    if not inline:
+        monkeypatch.setattr(_commit, "INLINE_ROWS", 0)
+    seen = _spy_batches(monkeypatch)
+
+    async def slow(x: int) -> int:
+        """Take 50 ms."""
+        await trio.sleep(0.05)
+        return x
+
+    async with SqliteJournal(tmp_path / "j.db", durability="power") as journal:
+        journal.linger = 0.4
+        branch = await journal.branch()
+        branch.register_tools(Tool.from_function(slow, effect="pure"))
+        async with branch:
+            await branch.act(_calls("slow", 40), strategy="sequential")
+    write_aheads = [index for index, (claims, _, _) in enumerate(seen) if claims]
+    answered = [index for index, (_, answers, _) in enumerate(seen) if answers]
+    # the answers commit on their own (never with a write-ahead), synced, and not all at
+    # the end: some while the calls go on
+    assert not set(write_aheads) & set(answered)
+    assert all(seen[index][2] for index in answered)
+    assert len(answered) >= 2 and answered[0] < write_aheads[-1], seen
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("durability", ["process", "power"])
+async def test_postgres_keeps_answers_out_of_write_aheads_under_either_durability(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    # (the server flushes its WAL for each synced commit, "process" or not)
+    from lionexec.journal import PostgresJournal
+
+    seen = _spy_batches(monkeypatch)
+    url = postgres_server.create_database()
+    async with PostgresJournal(url, durability=durability) as journal:  # type: ignore[arg-type]
+        journal.linger = 60.0
+        await _sequential(journal, "_pure", 4)
+    assert [batch[:2] for batch in seen] == [(1, 0), (1, 0), (1, 0), (1, 0), (0, 4)]
+    assert [synced for _, answers, synced in seen if answers] == [True]

@@ -205,6 +205,11 @@ class PostgresBackend(Backend):
     ) -> None:
         #: What a committed transaction survives.
         self.durability: Durability = check_durability(durability)
+        #: A synced commit waits for the server's WAL flush (``synchronous_commit`` as the
+        #: server has it under ``"process"``, ``on`` under ``"power"``); one run with
+        #: ``synced=False`` does not (see :meth:`Backend.run
+        #: <lionexec.journal.backends.Backend.run>`).
+        self.syncs_commits = True
         self.url = url
         self.target = redact(url)
         self.min_size = min_size

@@ -426,6 +426,13 @@ class SqliteBackend(Backend):
         self._unfolded = 0
         self._fold_queued = False
 
+    @property
+    def syncs_commits(self) -> bool:
+        """Whether a synced commit waits for an ``fsync`` (``durability="power"``) that one
+        run with ``synced=False`` does not (see :meth:`Backend.run
+        <lionexec.journal.backends.Backend.run>`)."""
+        return self.durability == "power"
+
     async def open(self) -> None:
         writer = _Writer(f"lionexec-journal-writer {self.target}")
         try:

@@ -364,6 +364,13 @@ class Backend(Protocol):
         disk, provided a later synced commit makes this one durable too (as one log, WAL or
         write-ahead log, does). A backend whose ``run`` (or ``run_now``) has no such
         keyword is never passed it, and syncs as it always does.
+
+        Optionally, an attribute ``syncs_commits: bool``: true where a synced commit waits
+        for a disk flush (an ``fsync``, the server's WAL flush) that one run with
+        ``synced=False`` does not. The journal then keeps the answers of calls (their
+        responses and outcomes) out of commits that need no sync, and commits them in a
+        synced commit of their own (see :mod:`lionexec.journal`). Without it, answers ride
+        along with whatever commit comes next.
         """
 
     @abc.abstractmethod
