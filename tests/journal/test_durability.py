@@ -448,3 +448,19 @@ async def test_postgres_keeps_answers_out_of_write_aheads_under_either_durabilit
         await _sequential(journal, "_pure", 4)
     assert [batch[:2] for batch in seen] == [(1, 0), (1, 0), (1, 0), (1, 0), (0, 4)]
     assert [synced for _, answers, synced in seen if answers] == [True]
+
+
+def test_answers_are_left_out_only_where_no_request_follows_them() -> None:
+    from lionexec.conversation import ActionRequest, ActionResponse, Instruction
+    from lionexec.journal._sink import before_answers
+
+    one, two = ActionRequest.create("f", call_id="a"), ActionRequest.create("f", call_id="b")
+    answer = ActionResponse.create(one, output=1)
+    note = Instruction(content="go on")
+    assert before_answers(()) == ()
+    assert before_answers((one, two)) == (one, two)
+    assert before_answers((answer,)) == ()
+    assert before_answers((two, answer, note)) == (two,)  # (what follows an answer waits too)
+    # a request after an answer is staged, and everything before it: the answer too
+    assert before_answers((answer, two)) == (answer, two)
+    assert before_answers((one, answer, note, two)) == (one, answer, note, two)

@@ -369,7 +369,7 @@ class Backend(Protocol):
         for a disk flush (an ``fsync``, the server's WAL flush) that one run with
         ``synced=False`` does not. The journal then keeps the answers of calls (their
         responses and outcomes) out of commits that need no sync, and commits them in a
-        synced commit of their own (see :mod:`lionexec.journal`). Without it, answers ride
+        synced commit of their own (see docs/journal.md, Durability). Without it, answers ride
         along with whatever commit comes next.
         """
 
