@@ -109,6 +109,10 @@ class _Pending:
     done: bool = False
     #: Waiting for a commit to take it (see :meth:`CommitEngine._linger`), not to lead one.
     lingering: bool = False
+    #: A commit left its answers out (see :meth:`CommitEngine._deferrable`): its linger runs
+    #: on through the commits that follow, or write-aheads that keep coming would hold it
+    #: back until someone waits.
+    passed: bool = False
     #: The task parked on it (:meth:`wait`), or ``None``.
     task: trio.lowlevel.Task | None = None
 
@@ -376,7 +380,7 @@ class CommitEngine:
         item.lingering = True
         try:
             while not item.done and not self._hurry and not self._key_waiters:
-                if self._committing:
+                if self._committing and not item.passed:
                     await item.wait()
                     deadline = None  # the next leader gets a whole linger
                     continue
@@ -483,8 +487,10 @@ class CommitEngine:
             if defer:  # an answer write whose answers were left out lingers on
                 passed = [item for item in items if item.op is None and item.sink._unstaged]
                 if passed:
+                    for item in passed:
+                        item.passed = True
                     self._pending[:0] = passed
-                    items = [item for item in items if item not in passed]
+                    items = [item for item in items if not item.passed]
             claims: list[Claim | Queued] = []
             if batch:
                 claims = await self._commit_batch(batch, synced=_needs_sync(batch, items))
