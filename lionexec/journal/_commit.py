@@ -485,12 +485,15 @@ class CommitEngine:
                     item.error, item.done = refused[item.sink], True
             items = [item for item in items if not item.done]
             if defer:  # an answer write whose answers were left out lingers on
-                passed = [item for item in items if item.op is None and item.sink._unstaged]
+                kept: list[_Pending] = []
+                passed: list[_Pending] = []
+                for item in items:
+                    (passed if item.op is None and item.sink._unstaged else kept).append(item)
                 if passed:
                     for item in passed:
                         item.passed = True
                     self._pending[:0] = passed
-                    items = [item for item in items if not item.passed]
+                    items = kept
             claims: list[Claim | Queued] = []
             if batch:
                 claims = await self._commit_batch(batch, synced=_needs_sync(batch, items))
