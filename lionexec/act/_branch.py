@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from functools import partial
@@ -185,9 +186,9 @@ class Branch:
     def __attrs_post_init__(self) -> None:
         self.name = str(self.id)
         self._inherited = self.messages.appended
+        report = _reporter(self)
         self._feeds = tuple(
-            SinkFeed(sink, capacity=self.sink_capacity, report=self._sink_failed)
-            for sink in self.sinks
+            SinkFeed(sink, capacity=self.sink_capacity, report=report) for sink in self.sinks
         )
         self._durable = tuple(feed for feed in self._feeds if feed.durable)
 
@@ -863,3 +864,17 @@ def _report_unknown_tools(policy: PermissionPolicy, registry: ActionManager) -> 
             tool,
             hint,
         )
+
+
+def _reporter(branch: Branch) -> Callable[[EvidenceSink, str | None, BaseException], None]:
+    """Where *branch*'s feeds report a sink's failure: its failure log, the branch held
+    weakly. (The branch holds its feeds: a feed holding the branch would keep a dropped
+    branch, and its whole history, for the next full collection instead of freeing it.)"""
+    ref = weakref.ref(branch)
+
+    def report(sink: EvidenceSink, call_id: str | None, error: BaseException) -> None:
+        live = ref()
+        if live is not None:  # (else nobody is left to read the report)
+            live._sink_failed(sink, call_id, error)
+
+    return report

@@ -22,6 +22,7 @@ The class is a facade over the parts it owns, each in a module of its own:
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ from lionexec.conversation import ActionResponse, MessageManager
 from lionexec.governance import PermissionPolicy
 from lionexec.tools import ActionManager, Tool
 
-from ._approvals import Approval, ApprovalDesk
+from ._approvals import Approval, ApprovalDesk, BranchOpener
 from ._commit import COMMIT_TIMEOUT, CommitEngine
 from ._history import JournaledCall
 from ._keys import branch_uuid
@@ -80,7 +81,7 @@ class Journal:
             raise ValueError(f"commit_timeout must be > 0 seconds or None, not {commit_timeout!r}")
         name = f"<{type(self).__name__} {backend.target}>"
         self._engine = CommitEngine(backend, name=name, commit_timeout=commit_timeout)
-        self._approvals = ApprovalDesk(self._engine, self.branch)
+        self._approvals = ApprovalDesk(self._engine, _weakly(self.branch))
         self._submitted = SubmittedCalls(self._engine)
 
     @property
@@ -445,3 +446,18 @@ class MemoryJournal(Journal):
 
     def __init__(self) -> None:
         super().__init__(MemoryBackend(), commit_timeout=None)
+
+
+def _weakly(branch: Callable[..., Any]) -> BranchOpener:
+    """*branch* (a journal's bound :meth:`Journal.branch`), the journal held weakly: the
+    journal holds its approval desk, and a desk holding the journal would keep a dropped
+    journal for the next full collection instead of freeing it."""
+    method = weakref.WeakMethod(branch)
+
+    async def open_branch(branch_id: uuid.UUID | str | None = None, **kwargs: Any) -> Branch:
+        opener = method()
+        assert opener is not None  # (the desk is only used through its journal)
+        result: Branch = await opener(branch_id, **kwargs)
+        return result
+
+    return open_branch

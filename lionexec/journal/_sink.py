@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 
 import trio
@@ -64,7 +65,7 @@ class JournalSink:
         self.engine = engine
         self.branch_id = branch_id
         self.history = history
-        self.branch: Branch | None = None
+        self._branch: weakref.ref[Branch] | None = None
         self._mirrored = history.appended
         #: How many of the history's messages (``MessageManager.appended``) the journal holds:
         #: a branch with ``retain=`` trims only among those.
@@ -79,6 +80,18 @@ class JournalSink:
 
     def __repr__(self) -> str:
         return f"JournalSink({self.engine.target!r}, branch={self.branch_id})"
+
+    @property
+    def branch(self) -> Branch | None:
+        """The branch this sink journals (``None`` before it is set, or once the branch is
+        gone). Held weakly: the branch holds its sinks, and a dropped branch, its history
+        with it, is freed at once rather than at the next full collection."""
+        ref = self._branch
+        return None if ref is None else ref()
+
+    @branch.setter
+    def branch(self, branch: Branch | None) -> None:
+        self._branch = None if branch is None else weakref.ref(branch)
 
     async def write_ahead(self, entry: WriteAhead) -> WriteAheadReply | None:
         """Commit the request (and the history so far), claim the key; see the module docs.

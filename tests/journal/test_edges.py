@@ -241,3 +241,34 @@ async def test_recovery_of_a_call_waiting_for_a_key_a_later_branch_held_ends(
             assert history.unanswered() == []
             assert history.responses()[-1].output == "T9: 5"
     assert runs == ["T9", "T9"]  # the holder re-run once; the waiter answered from its key
+
+
+async def test_a_closed_journal_and_its_branch_are_freed_once_dropped(tmp_path: Any) -> None:
+    # freed by their reference counts, not at the next full collection (which a long-lived
+    # process may reach late, with every dropped branch's history still held meanwhile)
+    import gc
+    import weakref
+
+    from lionexec.journal import SqliteJournal
+
+    async def double(x: int) -> int:
+        return 2 * x
+
+    async def run() -> tuple[weakref.ref[Any], weakref.ref[Any], weakref.ref[Any]]:
+        async with SqliteJournal(tmp_path / "j.db") as journal:
+            branch = await journal.branch()
+            branch.register_tools(Tool.from_function(double, effect="pure"))
+            async with branch:
+                [response] = await branch.act({"function": "double", "arguments": {"x": 2}})
+            assert response.output == 4
+            history = branch.messages
+            return weakref.ref(journal), weakref.ref(branch), weakref.ref(history.messages[-1])
+
+    gc.collect()
+    gc.disable()
+    try:
+        refs = await run()
+        await trio.lowlevel.checkpoint()
+        assert [ref() for ref in refs] == [None, None, None]
+    finally:
+        gc.enable()
