@@ -183,7 +183,8 @@ class Journal:
 
         ``None`` starts a new branch. Keyword arguments go to :class:`~lionexec.act.Branch`
         (``registry=``, ``policy=``, ``sinks=`` more sinks, ...). Within one journal a branch
-        that is open (not yet closed) is returned as is. Enter the branch (``async with``)
+        that is open (not yet closed) is returned as is (held weakly: one nothing else refers
+        to any more is freed, and a new one is made). Enter the branch (``async with``)
         before acting; leaving it commits what is left. A ``policy=`` is given the journal's
         escalation handler (:meth:`approving`): its ``escalate`` decisions become durable
         approvals. *since*: the history of this branch as this process last committed it

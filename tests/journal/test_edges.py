@@ -272,3 +272,25 @@ async def test_a_closed_journal_and_its_branch_are_freed_once_dropped(tmp_path: 
         assert [ref() for ref in refs] == [None, None, None]
     finally:
         gc.enable()
+
+
+async def test_a_branch_nothing_refers_to_is_made_anew_by_the_next_open() -> None:
+    import weakref
+
+    async def double(x: int) -> int:
+        return 2 * x
+
+    async with MemoryJournal() as journal:
+        first = await journal.branch()
+        assert await journal.branch(first.id) is first  # (open: returned as is)
+        gone = weakref.ref(first)
+        branch_id = first.id
+        del first
+        assert gone() is None
+        again = await journal.branch(branch_id)
+        again.register_tools(Tool.from_function(double, effect="pure"))
+        async with again:
+            [response] = await again.act({"function": "double", "arguments": {"x": 3}})
+        assert response.output == 6
+        history = await journal.history(branch_id)
+        assert [m.kind for m in history] == ["action_request", "action_response"]
