@@ -78,3 +78,18 @@ class GatedBackend(MemoryBackend):
             self.waiting.set()
             await self.gate.wait()
         return await super().run(fn, cancellable=cancellable)
+
+
+def flaky_once() -> Any:
+    """A fresh tool function ``flaky(n)`` that raises on its first call and returns *n* after
+    (register it idempotent, with a retry, to see a second attempt)."""
+    failures = [1]
+
+    def flaky(n: int) -> int:
+        """Fail once."""
+        if failures:
+            failures.pop()
+            raise RuntimeError("not yet")
+        return n
+
+    return flaky

@@ -13,6 +13,7 @@ from lionexec.journal.backends import SqliteBackend
 from lionexec.tools import Tool
 
 from ..support.postgres import PostgresServer
+from .conftest import flaky_once
 
 # PRAGMA synchronous reads back as a number: 1 NORMAL, 2 FULL, 3 EXTRA
 _NORMAL, _FULL, _EXTRA = 1, 2, 3
@@ -296,14 +297,7 @@ async def test_postgres_unsynced_write_aheads_that_read_their_claims_commit_too(
         return transaction(conn, fn, unread=unread, synced=synced)
 
     monkeypatch.setattr(_postgres, "_transaction", spy)
-    failures = [1]
-
-    def flaky(n: int) -> int:
-        """Fail once."""
-        if failures:
-            failures.pop()
-            raise RuntimeError("not yet")
-        return n
+    flaky = flaky_once()
 
     def charge(n: int) -> int:
         """Charge."""

@@ -17,6 +17,8 @@ from lionexec.journal import SqliteJournal
 from lionexec.journal.backends import _sqlite
 from lionexec.tools import Tool
 
+from .conftest import flaky_once
+
 
 def add(a: int, b: int) -> int:
     """Add two integers."""
@@ -109,14 +111,7 @@ async def test_a_long_log_is_folded_in_the_background(
 
 async def test_a_retry_takes_the_long_way_and_counts_its_attempts(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
-    failures = [1]
-
-    def flaky(n: int) -> int:
-        """Fail once."""
-        if failures:
-            failures.pop()
-            raise RuntimeError("not yet")
-        return n
+    flaky = flaky_once()
 
     with trio.fail_after(30):
         async with SqliteJournal(path) as journal:
