@@ -7,9 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
-from lionexec.journal import SqliteJournal, open_journal
-from lionexec.journal.backends import SqliteBackend
+from lionexec.conversation import ActionRequest, ActionResponse, Instruction
+from lionexec.journal import Journal, SqliteJournal, open_journal
+from lionexec.journal._commit import CommitEngine
+from lionexec.journal._sink import before_answers
+from lionexec.journal.backends import MemoryBackend, SqliteBackend
 from lionexec.tools import Tool
 
 from ..support.postgres import PostgresServer
@@ -198,8 +202,6 @@ async def test_sqlite_process_durability_syncs_nothing_and_counts_nothing_unsync
 async def test_a_backend_without_the_synced_keyword_syncs_every_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lionexec.journal import Journal
-
     class Older(SqliteBackend):
         """A backend written before ``synced=``: the journal must not pass it."""
 
@@ -330,8 +332,6 @@ async def test_postgres_unsynced_write_aheads_that_read_their_claims_commit_too(
 
 def _spy_batches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, bool]]:
     """Record each group commit as (write-aheads, answers, synced)."""
-    from lionexec.journal._commit import CommitEngine
-
     seen: list[tuple[int, int, bool]] = []
     commit_batch = CommitEngine._commit_batch
 
@@ -399,11 +399,6 @@ async def test_an_answer_left_out_of_write_aheads_still_commits_within_its_linge
     # write-aheads that keep coming never hold an answer back past its linger, even when
     # its linger ends while one of them commits (as on PostgreSQL, where each commit waits
     # for the server): a backend whose commits take 50 ms, answers that linger 20 ms
-    import trio
-
-    from lionexec.journal import Journal
-    from lionexec.journal.backends import MemoryBackend
-
     class Slow(MemoryBackend):
         syncs_commits = True
 
@@ -444,9 +439,6 @@ async def test_postgres_keeps_answers_out_of_write_aheads_under_either_durabilit
 
 
 def test_answers_are_left_out_only_where_no_request_follows_them() -> None:
-    from lionexec.conversation import ActionRequest, ActionResponse, Instruction
-    from lionexec.journal._sink import before_answers
-
     one, two = ActionRequest.create("f", call_id="a"), ActionRequest.create("f", call_id="b")
     answer = ActionResponse.create(one, output=1)
     note = Instruction(content="go on")
