@@ -1,8 +1,7 @@
 """Crash matrix: real subprocesses SIGKILLed at each kill point, then recovery.
 
 For each (kill point × effect class × durable backend × durability): a worker process runs a
-concurrent
-batch on a journaled branch and kills itself with SIGKILL at the point (see
+concurrent batch on a journaled branch and kills itself with SIGKILL at the point (see
 ``crash_worker.py``); then recovery runs here. After it, every journaled request has exactly
 one response, ``pure``/``idempotent``/``keyed`` calls ran at least once and ``unsafe`` ones at
 most once (side effects counted in a file outside the journal), and the history committed
